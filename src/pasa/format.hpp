@@ -1,0 +1,52 @@
+// Numeric formats as values. A format is a descriptor (precision, exponent range, subnormals, special-value
+// convention); every rounding kernel takes one, so a new format needs no new code path (the CPFloat way:
+// descriptor separate from kernels).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pasa {
+
+// How the top of the exponent range is used.
+enum class Specials {
+  ieee,  // top exponent field reserved for inf and NaN (fp16, bf16, fp32, fp8_e5m2, ...)
+  fn,    // "finite, NaN only" (OCP fp8 E4M3FN): no infinities, the top exponent field holds normal
+         // numbers, and only the all-ones pattern (S.1111.111) is NaN. Max finite is one ulp lower.
+};
+
+struct Format {
+  std::string name;         // "fp16", or "custom(p=...,emax=...)"
+  int p = 53;               // significand bits, implicit bit included
+  int emax = 1023;          // exponent of the largest binade
+  bool subnormals = true;   // gradual underflow below 2^emin
+  Specials specials = Specials::ieee;
+
+  int emin() const { return 1 - emax + (specials == Specials::fn ? 1 : 0); }
+  double max_finite() const;      // largest finite value
+  double min_normal() const;      // 2^emin
+  double min_subnormal() const;   // 2^(emin-p+1), or min_normal() without subnormals
+  double unit_roundoff() const;   // u = 2^-p (round to nearest)
+  bool has_infinity() const { return specials == Specials::ieee; }
+
+  // Storage: 1 sign bit, exponent_bits(), p-1 fraction bits; at most 64 bits in all.
+  int exponent_bits() const;
+  int storage_bits() const { return 1 + exponent_bits() + (p - 1); }
+  int bias() const;
+
+  bool operator==(const Format& o) const {
+    return p == o.p && emax == o.emax && subnormals == o.subnormals && specials == o.specials;
+  }
+};
+
+// Built-in formats by name: fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2. Custom formats are spelled
+// "p=<bits>,emax=<e>" (optionally ",subnormals=0"), e.g. "p=8,emax=15". Throws std::invalid_argument with
+// the list of known names when the name is unknown or the parameters impossible.
+Format format_by_name(std::string_view name);
+Format custom_format(int p, int emax, bool subnormals = true, Specials specials = Specials::ieee);
+const std::vector<Format>& builtin_formats();
+std::string known_format_names();  // "fp64, fp32, ..." for error messages
+
+}  // namespace pasa
