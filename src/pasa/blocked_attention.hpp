@@ -28,6 +28,7 @@ struct Run {
   Tensor q, k, v;             // inputs rounded to the q, k, v stage formats
   std::vector<double> kt;     // (B, Nkv, D, Skv)
   Format kt_format;           // the format kt's values belong to (k, or k_shift)
+  std::vector<float> ktf, vf; // float copies of kt and v when the GEMMs run on float kernels (else empty)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   GemmSpec qk, pv;
@@ -38,12 +39,15 @@ struct Run {
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const;
   double rnd(Stage s, double x, RandomBits* rng) const;
-  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt.
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt (and ktf). Call set_kt_format first
+  // when the keys are not in the k format.
   void set_kt(std::size_t b, std::size_t hk, const double* keys);
+  void set_kt_format(const Format& f);
   const double* kt_head(std::size_t b, std::size_t hk) const { return kt.data() + (b * Nkv + hk) * D * Skv; }
 
  private:
   bool native_[kStageCount];
+  bool fp32_[kStageCount];  // plain RNE fp32: a float conversion rounds it
 };
 
 // One work item: rows [r0, r1) of query head h in batch b.
@@ -76,9 +80,12 @@ void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows,
                      double* out, RandomBits* rng);
 // Largest value of each row, ignoring NaN; −inf for an empty or fully masked row.
 double row_max(const double* x, std::size_t n);
-// P = round_exp(exp(round_exp(z − shift))) for a row; shift = −inf is treated as 0 (a row with nothing
-// visible yet: every entry is −inf and P = 0).
-void row_exp(const Run& run, const double* z, std::size_t n, double shift, double* p, RandomBits* rng);
+// P = round_exp(exp(round_exp(z − shift_r))) for rows × n values (row stride ld); shift_r = −inf is
+// treated as 0 (a row with nothing visible yet: every entry is −inf and P = 0).
+void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::size_t ld, const double* shift,
+              double* P, RandomBits* rng);
+// e^x in place, vectorisable (see blocked_attention.cpp for its accuracy).
+void exp_span(double* x, std::size_t n);
 
 // Writes one output row (D values, already in the out format) and its lse.
 void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out);

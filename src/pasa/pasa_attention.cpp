@@ -34,6 +34,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
   const std::vector<double> M_tail = S % s2 ? shifting_matrix(run, S % s2, &mrng) : std::vector<double>{};
   const GemmSpec pre{run.st(Stage::shift).format, run.k.format, run.st(Stage::qk_acc), run.st(Stage::k_shift),
                      run.alloc.gemm};
+  run.set_kt_format(run.st(Stage::k_shift).format);
   parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
     const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
@@ -45,8 +46,6 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
     }
     run.set_kt(b, h, shifted.data());
   });
-  run.kt_format = run.st(Stage::k_shift).format;
-  run.qk.b_format = run.kt_format;
 
   const double beta = opt.beta;
   const bool printed = opt.form == "printed";
@@ -54,7 +53,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
     const std::size_t rows = it.rows();
     const double inva = run.rnd(Stage::mean, beta / (1.0 - beta), rng);
     std::vector<double> m(rows, opt.m0_zero ? 0.0 : kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2);
-    std::vector<double> F(rows, 0.0), mean(rows), rs(rows), PV(rows * D), a_old(rows), a_new(rows), mloc(rows);
+    std::vector<double> F(rows, 0.0), mean(rows), rs(rows), PV(rows * D), a_old(rows), a_new(rows), mloc(rows), shift(rows), t(D);
     std::vector<std::uint8_t> vis, seen(rows, 0);
     std::size_t jj = 0;  // processed blocks
     for (std::size_t j0 = 0; j0 < S; j0 += s2) {
@@ -82,16 +81,14 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
         const double dmp_old = inva == 0 ? 0.0 : run.rnd(Stage::mean, inva * run.rnd(Stage::mean, Fold - Fnew, rng), rng);
         const double dmp_new = inva == 0 ? 0.0 : run.rnd(Stage::mean, inva * run.rnd(Stage::mean, mean[r] - Fnew, rng), rng);
         F[r] = Fnew;
-        const double* z = &Z[r * n];
-        double* p = &P[r * n];
-        mloc[r] = row_max(z, n);  // m'_j (step 12)
+        mloc[r] = row_max(&Z[r * n], n);  // m'_j (step 12)
         if (mloc[r] != kNegInf) seen[r] = 1;
         // Step 16: m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j).
         const double cand_old = run.rnd(Stage::max, m[r] + dmp_old, rng);
         const double cand_new = mloc[r] == kNegInf ? kNegInf : run.rnd(Stage::max, mloc[r] + dmp_new, rng);
         const double mnew = std::max(cand_old, cand_new);
-        if (mnew == kNegInf) {  // nothing visible yet in this row: l, O stay 0
-          std::fill(p, p + n, 0.0);
+        if (mnew == kNegInf) {  // nothing visible yet in this row (Z is all −inf, so P = 0): l, O stay 0
+          shift[r] = kNegInf;
           a_old[r] = a_new[r] = 0.0;
           continue;
         }
@@ -100,22 +97,22 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
         a_old[r] = run.rnd(Stage::exp, std::exp(dm_old), rng);
         if (printed) {
           // Step 12: P' = exp(S' − m'_j); steps 18/20 rescale it by e^{Δm_j}.
-          row_exp(run, z, n, mloc[r], p, rng);
+          shift[r] = mloc[r];
           const double dm_new =
               mloc[r] == kNegInf ? kNegInf
                                  : run.rnd(Stage::max, run.rnd(Stage::max, mloc[r] - mnew, rng) + dmp_new, rng);
           a_new[r] = run.rnd(Stage::exp, std::exp(dm_new), rng);
         } else {
           // FA2 form: P = exp(S' + Δm'_j − m_j) = exp(S' − (m_j − Δm'_j)), already relative to m_j.
-          row_exp(run, z, n, run.rnd(Stage::max, mnew - dmp_new, rng), p, rng);
+          shift[r] = run.rnd(Stage::max, mnew - dmp_new, rng);
           a_new[r] = 1.0;
         }
         m[r] = mnew;
       }
+      tile_exp(run, Z.data(), rows, n, n, shift.data(), P.data(), rng);
       rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
       run.rnd(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
-      std::vector<double> t(D);
       for (std::size_t r = 0; r < rows; ++r) {
         double* o = &O[r * D];
         const double* pv = &PV[r * D];
