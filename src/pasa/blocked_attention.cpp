@@ -61,7 +61,8 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
   pv = GemmSpec{st(Stage::p).format, v.format, st(Stage::pv_acc), st(Stage::pv), alloc.gemm};
   kt.assign(B * Nkv * D * Skv, 0.0);
   set_kt_format(k.format);
-  for (std::size_t b = 0; b < B; ++b)
+  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill kt themselves
+  for (std::size_t b = 0; b < B && !shifts_keys; ++b)
     for (std::size_t h = 0; h < Nkv; ++h) set_kt(b, h, k.head(b, h));
   if (gemm_uses_floats(pv)) vf.assign(v.data.begin(), v.data.end());
   scale = rnd(Stage::scale, in.effective_scale(), &rng);
@@ -157,10 +158,37 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
 void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                      double* out, RandomBits* rng) {
   std::fill(out, out + rows, 0.0);
+  // Transposed first, so that each step adds one contiguous column to the rows' partial sums.
+  thread_local std::vector<double> buffer;
+  const std::size_t st = rows + 1;  // an odd stride: a power-of-two one makes the transposition thrash L1
+  buffer.resize(st * n);
+  double* t = buffer.data();  // (a plain pointer: every access to a thread_local goes through a TLS lookup)
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < n; ++c) t[c * st + r] = X[r * ld + c];
   for (std::size_t c = 0; c < n; ++c) {
-    for (std::size_t r = 0; r < rows; ++r) out[r] += X[r * ld + c];
+    const double* col = t + c * st;
+    for (std::size_t r = 0; r < rows; ++r) out[r] += col[r];
     run.rnd(s, out, rows, rng);
   }
+}
+
+void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
+                     RandomBits* rng) {
+  for (std::size_t r = 0; r < rows; ++r) alpha[r] = m_old[r] - m_new[r];
+  run.rnd(Stage::max, alpha, rows, rng);
+  exp_span(alpha, rows);
+  run.rnd(Stage::exp, alpha, rows, rng);
+  for (std::size_t r = 0; r < rows; ++r)
+    if (m_old[r] == kNegInf) alpha[r] = 0.0;
+}
+
+void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, const double* add, std::size_t rows,
+                 std::size_t width, RandomBits* rng) {
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t d = 0; d < width; ++d) acc[r * width + d] = alpha[r] * acc[r * width + d];
+  run.rnd(s, acc, rows * width, rng);
+  for (std::size_t i = 0; i < rows * width; ++i) acc[i] = acc[i] + add[i];
+  run.rnd(s, acc, rows * width, rng);
 }
 
 double row_max(const double* x, std::size_t n) {

@@ -78,6 +78,13 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
 // out[r] = Σ_c X[r·ld + c] accumulated in order over c in stage s (vectorised across rows).
 void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                      double* out, RandomBits* rng);
+// alpha[r] = round_exp(exp(round_max(m_old[r] − m_new[r]))), or 0 where m_old[r] = −∞ (a row that has
+// seen nothing: its l and O are 0).
+void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
+                     RandomBits* rng);
+// acc = round_s(round_s(alpha[r]·acc) + add) over rows × width values (FA2's l and O updates).
+void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, const double* add, std::size_t rows,
+                 std::size_t width, RandomBits* rng);
 // Largest value of each row, ignoring NaN; −inf for an empty or fully masked row.
 double row_max(const double* x, std::size_t n);
 // P = round_exp(exp(round_exp(z − shift_r))) for rows × n values (row stride ld); shift_r = −inf is

@@ -102,8 +102,9 @@ inline __m512 to_fp16(__m512 x) {
 // Every operation rounded to a narrow accumulator format held in floats (exact, see the header).
 void sgemm_every_op_narrow(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
                            const float* B, std::size_t ldb, float* C, std::size_t ldc, const StageSpec& acc) {
-  thread_local std::vector<float> tmp;
-  tmp.resize(n);
+  thread_local std::vector<float> tmp_buffer;
+  tmp_buffer.resize(n);
+  float* tmp = tmp_buffer.data();  // plain pointers in loops: thread_local accesses go through TLS lookups
   std::size_t r0 = 0;
 #if defined(__AVX512F__)
   if (acc.format == format_by_name("fp16")) {
@@ -148,7 +149,7 @@ void sgemm_every_op_narrow(std::size_t m, std::size_t n, std::size_t k, const fl
       const float a = A[r * lda + t];
       const float* b = B + t * ldb;
       for (std::size_t j = 0; j < n; ++j) tmp[j] = a * b[j];
-      round_span(std::span<const float>(tmp), std::span<float>(tmp), acc.format, acc.round);
+      round_span(std::span<const float>(tmp, n), std::span<float>(tmp, n), acc.format, acc.round);
       for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
       round_span(std::span<const float>(c, n), std::span<float>(c, n), acc.format, acc.round);
     }
@@ -161,8 +162,9 @@ void sgemm_every_op_narrow(std::size_t m, std::size_t n, std::size_t k, const fl
 void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
                    const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   const bool acc_native = native(g.acc, fp64());
-  thread_local std::vector<double> tmp;
-  tmp.resize(n);
+  thread_local std::vector<double> tmp_buffer;
+  tmp_buffer.resize(n);
+  double* tmp = tmp_buffer.data();
   auto round_acc = [&](double* x) {
     if (!acc_native) round_span(std::span<const double>(x, n), std::span<double>(x, n), g.acc.format, g.acc.round, rng);
   };
@@ -178,14 +180,14 @@ void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t 
           break;
         case GemmKind::every_op:
           for (std::size_t j = 0; j < n; ++j) tmp[j] = A[r * lda + t0] * B[t0 * ldb + j];
-          round_acc(tmp.data());
+          round_acc(tmp);
           for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
           round_acc(c);
           break;
         case GemmKind::chunked: {
           // Tensor-core model: the group's products summed in a wide (fp64) adder, then one rounding into acc.
           const std::size_t t1 = std::min(k, t0 + chunk);
-          std::fill(tmp.begin(), tmp.end(), 0.0);
+          std::fill(tmp, tmp + n, 0.0);
           for (std::size_t t = t0; t < t1; ++t)
             for (std::size_t j = 0; j < n; ++j) tmp[j] = std::fma(A[r * lda + t], B[t * ldb + j], tmp[j]);
           for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
@@ -208,20 +210,22 @@ void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std:
 // The float kernels on float operands (B as given, A converted), output rounded and widened into C.
 void gemm_float(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
                 const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
-  thread_local std::vector<float> fa, fc;
-  fa.resize(m * k);
-  fc.resize(m * n);
+  thread_local std::vector<float> fa_buffer, fc_buffer;
+  fa_buffer.resize(m * k);
+  fc_buffer.resize(m * n);
+  float* fa = fa_buffer.data();
+  float* fc = fc_buffer.data();
   for (std::size_t r = 0; r < m; ++r)
     for (std::size_t t = 0; t < k; ++t) fa[r * k + t] = static_cast<float>(A[r * lda + t]);
   const bool acc_fp32 = native(g.acc, fp32());
-  if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa.data(), k, B, ldb, fc.data(), n);
-  else if (acc_fp32) sgemm_every_op(m, n, k, fa.data(), k, B, ldb, fc.data(), n);
-  else sgemm_every_op_narrow(m, n, k, fa.data(), k, B, ldb, fc.data(), n, g.acc);
+  if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa, k, B, ldb, fc, n);
+  else if (acc_fp32) sgemm_every_op(m, n, k, fa, k, B, ldb, fc, n);
+  else sgemm_every_op_narrow(m, n, k, fa, k, B, ldb, fc, n, g.acc);
   // Output rounding: in floats where the out format fits them (F16C for fp16), else in double.
   const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
   const bool out_in_float = float_exact(g.out.format) && !native(g.out, fp64());
   if (!out_is_acc && out_in_float && g.out.round.mode != RoundMode::stochastic)
-    round_span(std::span<const float>(fc), std::span<float>(fc), g.out.format, g.out.round);
+    round_span(std::span<const float>(fc, m * n), std::span<float>(fc, m * n), g.out.format, g.out.round);
   for (std::size_t r = 0; r < m; ++r) {
     double* c = C + r * ldc;
     for (std::size_t j = 0; j < n; ++j) c[j] = fc[r * n + j];
@@ -249,11 +253,12 @@ void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const 
     round_rows(g, m, n, C, ldc, rng);
     return;
   }
-  thread_local std::vector<float> fb;
-  fb.resize(k * n);
+  thread_local std::vector<float> fb_buffer;
+  fb_buffer.resize(k * n);
+  float* fb = fb_buffer.data();
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < n; ++j) fb[t * n + j] = static_cast<float>(B[t * ldb + j]);
-  gemm_float(g, m, n, k, A, lda, fb.data(), n, C, ldc, rng);
+  gemm_float(g, m, n, k, A, lda, fb, n, C, ldc, rng);
 }
 
 void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
@@ -262,11 +267,12 @@ void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const 
     gemm_float(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
     return;
   }
-  thread_local std::vector<double> db;
-  db.resize(k * n);
+  thread_local std::vector<double> db_buffer;
+  db_buffer.resize(k * n);
+  double* db = db_buffer.data();
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < n; ++j) db[t * n + j] = B[t * ldb + j];
-  dgemm_generic(g, m, n, k, A, lda, db.data(), n, C, ldc, rng);
+  dgemm_generic(g, m, n, k, A, lda, db, n, C, ldc, rng);
   round_rows(g, m, n, C, ldc, rng);
 }
 
