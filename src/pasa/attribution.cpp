@@ -58,9 +58,10 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
     r.rmse_only = only.rmse;
     r.nan_pct_only = only.nan_pct;
     r.reduction = base.rmse - lifted.rmse;
-    // A zero baseline (e.g. the fp64 allocation on exactly representable data) leaves nothing to share.
-    r.share = base.rmse > 0 ? r.reduction / base.rmse : 0.0;
-    r.share_only = base.rmse > 0 ? (only.rmse - exact.rmse) / base.rmse : 0.0;
+    // A zero baseline (e.g. the fp64 allocation on exactly representable data) leaves nothing to share;
+    // a NaN baseline (overflow) gives NaN shares: the nan_pct columns then carry the attribution.
+    r.share = base.rmse == 0 ? 0.0 : r.reduction / base.rmse;
+    r.share_only = base.rmse == 0 ? 0.0 : (only.rmse - exact.rmse) / base.rmse;
     rows.push_back(r);
   }
   return rows;

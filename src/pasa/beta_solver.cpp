@@ -12,7 +12,7 @@ namespace pasa {
 namespace {
 
 std::string where(double beta0, std::size_t n, const Format& tp) {
-  return fmt::format("β = {:.17g}, n = {}, format {}", beta0, n, tp.name);
+  return fmt::format("β = {}, n = {}, format {}", beta0, n, tp.name);  // {}: shortest exact form
 }
 
 void check_inputs(double beta, std::size_t n, const Format& tp) {
