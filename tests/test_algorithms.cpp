@@ -254,3 +254,20 @@ TEST_CASE("GEMM models round as specified", "[algorithms][gemm]") {
           }
       }
 }
+
+TEST_CASE("every preset runs every algorithm with an error its formats explain", "[algorithms]") {
+  // Benign inputs (no overflow anywhere): the error must be of the order of the allocation's coarsest
+  // format, i.e. far below 1 and far above the fp64 level for the low-precision presets.
+  AttentionInputs in = make_inputs(1, 2, 1, 96, 112, 32, {false, 0.0, 1.0}, 41);
+  const Golden gold = golden_attention(in);
+  for (const auto& preset : allocation_preset_names())
+    for (const auto& name : algorithm_names()) {
+      const AttentionOutput out = run_attention(in, spec_of(name, preset, 32, 48), 2);
+      const double e = rel_rmse(out.o, gold.o);
+      const double u = allocation_preset(preset).stage("p").unit_roundoff();  // the coarsest stage in every preset
+      INFO(preset << " " << name << " rmse " << e);
+      CHECK(std::isfinite(e));
+      CHECK(e <= 16 * u);
+      if (preset != "fp64") CHECK(e >= 1e-7);
+    }
+}
