@@ -10,9 +10,11 @@
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/normal_distribution.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
+#include <nlohmann/json.hpp>
 
 #include "pasa/algorithm.hpp"
 #include "pasa/gemm.hpp"
+#include "pasa/error.hpp"
 #include "pasa/golden.hpp"
 
 using namespace pasa;
@@ -253,4 +255,54 @@ TEST_CASE("GEMM models round as specified", "[algorithms][gemm]") {
             REQUIRE(C[i * n + j] == round(acc, fo));
           }
       }
+}
+
+TEST_CASE("every preset runs every algorithm with an error its formats explain", "[algorithms]") {
+  // Benign inputs (no overflow anywhere): the error must be of the order of the allocation's coarsest
+  // format, i.e. far below 1 and far above the fp64 level for the low-precision presets.
+  AttentionInputs in = make_inputs(1, 2, 1, 96, 112, 32, {false, 0.0, 1.0}, 41);
+  const Golden gold = golden_attention(in);
+  for (const auto& preset : allocation_preset_names())
+    for (const auto& name : algorithm_names()) {
+      const AttentionOutput out = run_attention(in, spec_of(name, preset, 32, 48), 2);
+      const double e = rel_rmse(out.o, gold.o);
+      const double u = allocation_preset(preset).stage("p").unit_roundoff();  // the coarsest stage in every preset
+      INFO(preset << " " << name << " rmse " << e);
+      CHECK(std::isfinite(e));
+      CHECK(e <= 16 * u);
+      if (preset != "fp64") CHECK(e >= 1e-7);
+    }
+}
+
+TEST_CASE("algorithm specs read and print as JSON; errors name the path", "[algorithms]") {
+  AlgorithmSpec s = spec_of("pasa", "pasa_fp16", 64, 32);
+  s.pasa.beta = 0.9375;
+  s.pasa.alpha_in_M = false;
+  s.pasa.m0_zero = true;
+  s.pasa.form = "printed";
+  s.seed = 7;
+  CHECK(algorithm_from_json(to_json(s), "/a") == s);
+  const auto j = nlohmann::json::parse(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"max": "fp32"}}, "s2": 64})");
+  const AlgorithmSpec f = algorithm_from_json(j, "/a");
+  CHECK(f.s2 == 64);
+  CHECK(f.s1 == 128);
+  CHECK(f.alloc.stage("max").name == "fp32");
+  auto err = [](const char* text) {
+    try {
+      algorithm_from_json(nlohmann::json::parse(text), "run.json:/algorithm");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(err(R"({"name": "fa3"})"), Catch::Contains("run.json:/algorithm/name") && Catch::Contains("smooth_k"));
+  CHECK_THAT(err(R"({"name": "pasa", "pasa": {"beta": 1.0}})"), Catch::Contains("/algorithm/pasa/beta"));
+  CHECK_THAT(err(R"({"name": "pasa", "pasa": {"m0": "0"}})"), Catch::Contains("/algorithm/pasa/m0"));
+  CHECK_THAT(err(R"({"name": "pasa", "s1": 0})"), Catch::Contains("/algorithm/s1"));
+  CHECK_THAT(err(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"mx": "fp32"}}})"),
+             Catch::Contains("/algorithm/alloc/stages/mx"));
+  AttentionInputs in = make_inputs(1, 1, 1, 8, 8, 4, {}, 1);
+  AlgorithmSpec bad = spec_of("fa2", "fp64");
+  bad.s2 = 0;
+  CHECK_THROWS_AS(run_attention(in, bad), InputError);
 }

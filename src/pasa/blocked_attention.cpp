@@ -13,14 +13,14 @@ bool plain_fp64(const StageSpec& s) {
          s.round.overflow == Overflow::ieee && !s.round.flush_input && !s.round.flush_output;
 }
 
-// Rounds a whole tensor to a stage's format (a copy); nothing to do when it already holds that format.
-Tensor to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng) {
-  Tensor r = t;
-  if (!(plain_fp64(s) || (t.format == s.format && s.round.mode != RoundMode::stochastic))) {
-    round_span(std::span<const double>(r.data), std::span<double>(r.data), s.format, s.round, &rng);
-    r.format = s.format;
-  }
-  return r;
+// A tensor rounded to a stage's format: t itself when it already holds that format, else a rounded copy
+// in own.
+const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Tensor& own) {
+  if (plain_fp64(s) || (t.format == s.format && s.round.mode != RoundMode::stochastic)) return t;
+  own = t;
+  round_span(std::span<const double>(own.data), std::span<double>(own.data), s.format, s.round, &rng);
+  own.format = s.format;
+  return own;
 }
 
 // §2.2: PASA with bf16 inputs runs its bf16 stages in fp16.
@@ -37,7 +37,13 @@ Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& 
 }  // namespace
 
 Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
-    : in(in_), spec(spec_), alloc(effective_allocation(in_, spec_)) {
+    : in(in_),
+      spec(spec_),
+      alloc(effective_allocation(in_, spec_)),
+      setup_rng_(spec_.seed),
+      q(to_stage(in_.q, alloc.spec(Stage::q), setup_rng_, q_own_)),
+      k(to_stage(in_.k, alloc.spec(Stage::k), setup_rng_, k_own_)),
+      v(to_stage(in_.v, alloc.spec(Stage::v), setup_rng_, v_own_)) {
   B = in.q.shape.b;
   Nq = in.q.shape.n;
   Nkv = in.k.shape.n;
@@ -51,29 +57,28 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
     fp32_[i] = sp.format == format_by_name("fp32") && sp.round.mode == RoundMode::nearest_even &&
                sp.round.overflow == Overflow::ieee && !sp.round.flush_input && !sp.round.flush_output;
   }
-  // The inputs rounded to their engine formats. Stochastic rounding of inputs uses a fixed stream (seeded
-  // from spec.seed) in tensor order, so it is independent of the threads too.
-  RandomBits rng(spec.seed);
-  q = to_stage(in.q, st(Stage::q), rng);
-  k = to_stage(in.k, st(Stage::k), rng);
-  v = to_stage(in.v, st(Stage::v), rng);
   qk = GemmSpec{q.format, k.format, st(Stage::qk_acc), st(Stage::s), alloc.gemm};
   pv = GemmSpec{st(Stage::p).format, v.format, st(Stage::pv_acc), st(Stage::pv), alloc.gemm};
-  kt.assign(B * Nkv * D * Skv, 0.0);
   set_kt_format(k.format);
   const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill kt themselves
   for (std::size_t b = 0; b < B && !shifts_keys; ++b)
     for (std::size_t h = 0; h < Nkv; ++h) set_kt(b, h, k.head(b, h));
   if (gemm_uses_floats(pv)) vf.assign(v.data.begin(), v.data.end());
-  scale = rnd(Stage::scale, in.effective_scale(), &rng);
+  scale = rnd(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
 }
 
 void Run::set_kt_format(const Format& f) {
   kt_format = f;
   qk.b_format = f;
-  if (gemm_uses_floats(qk)) ktf.assign(kt.size(), 0.0f);
-  else ktf.clear();
+  const std::size_t size = B * Nkv * D * Skv;
+  if (gemm_uses_floats(qk)) {
+    ktf.assign(size, 0.0f);
+    kt.clear();
+  } else {
+    kt.assign(size, 0.0);
+    ktf.clear();
+  }
 }
 
 void Run::rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const {
@@ -92,14 +97,24 @@ double Run::rnd(Stage s, double x, RandomBits* rng) const {
   return round(x, sp.format, sp.round, rng);
 }
 
-void Run::set_kt(std::size_t b, std::size_t hk, const double* keys) {
-  double* t = kt.data() + (b * Nkv + hk) * D * Skv;
-  for (std::size_t s = 0; s < Skv; ++s)
-    for (std::size_t d = 0; d < D; ++d) t[d * Skv + s] = keys[s * D + d];
-  if (!ktf.empty()) {
-    float* tf = ktf.data() + (b * Nkv + hk) * D * Skv;
-    for (std::size_t i = 0; i < D * Skv; ++i) tf[i] = static_cast<float>(t[i]);
+namespace {
+// Keys block by block (s2 keys), each block transposed to D × n and stored contiguously at dst + j0·D,
+// so that the QKᵀ GEMM of a tile reads a compact (D × n, stride n) matrix.
+template <class T>
+void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t s2, T* dst) {
+  for (std::size_t j0 = 0; j0 < S; j0 += s2) {
+    const std::size_t n = std::min(s2, S - j0);
+    T* blk = dst + j0 * D;
+    for (std::size_t d = 0; d < D; ++d)
+      for (std::size_t s = 0; s < n; ++s) blk[d * n + s] = static_cast<T>(src[(j0 + s) * D + d]);
   }
+}
+}  // namespace
+
+void Run::set_kt(std::size_t b, std::size_t hk, const double* keys) {
+  const std::size_t off = (b * Nkv + hk) * D * Skv;
+  if (!ktf.empty()) transpose_keys(keys, Skv, D, spec.s2, ktf.data() + off);
+  else transpose_keys(keys, Skv, D, spec.s2, kt.data() + off);
 }
 
 std::vector<Item> make_items(const Run& run) {
@@ -133,9 +148,9 @@ bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t
 
 void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng) {
   const double* q = run.q.head(it.b, it.h) + it.r0 * run.D;
-  const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0;
-  if (!run.ktf.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.ktf.data() + off, run.Skv, S, n, rng);
-  else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.kt.data() + off, run.Skv, S, n, rng);
+  const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0 * run.D;  // block j0: D × n
+  if (!run.ktf.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.ktf.data() + off, n, S, n, rng);
+  else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.kt.data() + off, n, S, n, rng);
 }
 
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {

@@ -24,9 +24,17 @@ struct Run {
   const AttentionInputs& in;
   const AlgorithmSpec& spec;
   Allocation alloc;           // spec.alloc after PASA's bf16 → fp16 mapping
+
+ private:
+  RandomBits setup_rng_;      // stochastic rounding of the inputs and the scale, in tensor order
+  Tensor q_own_, k_own_, v_own_;
+
+ public:
+  const Tensor& q;            // the inputs rounded to the q, k, v stage formats (the inputs themselves
+  const Tensor& k;            // when they already hold those formats)
+  const Tensor& v;
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
-  Tensor q, k, v;             // inputs rounded to the q, k, v stage formats
-  std::vector<double> kt;     // (B, Nkv, D, Skv)
+  std::vector<double> kt;     // per (B, Nkv): each s2-key block j0 as D × n at j0·D (doubles, or in ktf)
   Format kt_format;           // the format kt's values belong to (k, or k_shift)
   std::vector<float> ktf, vf; // float copies of kt and v when the GEMMs run on float kernels (else empty)
   double scale = 0;           // effective scale rounded to the scale format
@@ -39,11 +47,10 @@ struct Run {
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const;
   double rnd(Stage s, double x, RandomBits* rng) const;
-  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt (and ktf). Call set_kt_format first
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt or ktf. Call set_kt_format first
   // when the keys are not in the k format.
   void set_kt(std::size_t b, std::size_t hk, const double* keys);
   void set_kt_format(const Format& f);
-  const double* kt_head(std::size_t b, std::size_t hk) const { return kt.data() + (b * Nkv + hk) * D * Skv; }
 
  private:
   bool native_[kStageCount];
@@ -65,7 +72,7 @@ RandomBits item_stream(const AlgorithmSpec& spec, std::size_t item_index);
 // Visibility of the tile rows [r0, r1) × keys [j0, j1): vis[(r − r0)·n + c]; returns whether any key is visible.
 bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t j1, std::vector<std::uint8_t>& vis);
 
-// S (rows × n, ld n) = Q_rows · kt[:, j0 : j0 + n] through the QKᵀ GEMM (qk_acc, s).
+// S (rows × n, ld n) = Q_rows · (keys j0 … j0 + n)ᵀ through the QKᵀ GEMM (qk_acc, s).
 void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng);
 // Z = round_scale(S · scale), in place.
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng);

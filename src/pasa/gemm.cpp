@@ -43,17 +43,29 @@ void sgemm_fma(std::size_t m, std::size_t n, std::size_t k, const float* A, std:
       }
     }
   };
-  std::size_t i = 0;
+  const std::size_t m4 = m - m % 4;
+  std::size_t j = 0;
 #if defined(__AVX512F__)
-  // 4 rows × 64 columns held in 16 registers; every element still sees its k products in order.
-  for (; i + 4 <= m; i += 4) {
-    std::size_t j = 0;
-    for (; j + 64 <= n; j += 64) {
+  // 4 rows × 64 columns held in 16 registers; every element still sees its k products in order. The 64
+  // columns of B are packed first when B's rows are far apart (a large stride thrashes the cache).
+  thread_local std::vector<float> panel_buffer;
+  panel_buffer.resize(k * 64);
+  const bool pack = ldb > 128;
+  for (; j + 64 <= n; j += 64) {
+    const float* panel = B + j;
+    std::size_t pld = ldb;
+    if (pack) {
+      float* p = panel_buffer.data();
+      for (std::size_t t = 0; t < k; ++t) std::copy(B + t * ldb + j, B + t * ldb + j + 64, p + t * 64);
+      panel = p;
+      pld = 64;
+    }
+    for (std::size_t i = 0; i < m4; i += 4) {
       __m512 c[4][4];
       for (auto& row : c)
         for (auto& x : row) x = _mm512_setzero_ps();
       for (std::size_t t = 0; t < k; ++t) {
-        const float* b = B + t * ldb + j;
+        const float* b = panel + t * pld;
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32),
                      b3 = _mm512_loadu_ps(b + 48);
         for (int r = 0; r < 4; ++r) {
@@ -67,10 +79,10 @@ void sgemm_fma(std::size_t m, std::size_t n, std::size_t k, const float* A, std:
       for (int r = 0; r < 4; ++r)
         for (int q = 0; q < 4; ++q) _mm512_storeu_ps(C + (i + r) * ldc + j + 16 * q, c[r][q]);
     }
-    if (j < n) rows(i, i + 4, j);
   }
 #endif
-  rows(i, m, 0);
+  if (j < n) rows(0, m4, j);  // columns the register tiles did not cover
+  rows(m4, m, 0);
 }
 
 // Every operation rounded in fp32: a float multiply, then a float add (no contraction: ISO C++ mode).
