@@ -1,0 +1,94 @@
+// pasa-beta: PASA's optimal β (Appendix A–C, Eq. 20–22) for any format and block size; prints the
+// Table 3 columns and writes them as CSV / JSON.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pasa/beta_solver.hpp"
+#include "pasa/error.hpp"
+#include "pasa/format.hpp"
+
+namespace {
+
+// Temp file next to the target, then rename: no partial file is ever left under the final name.
+void write_atomic(const std::filesystem::path& path, const std::string& content) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << content;
+    out.flush();
+    if (!out) throw pasa::InputError(fmt::format("cannot write {}", tmp.string()));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw pasa::InputError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Optimal PASA shift parameter beta (paper Appendix A-C, Eq. 20-22, Table 3)"};
+  std::string format_name = "fp16";
+  std::size_t n = 128;
+  std::vector<double> betas;
+  bool table3 = false;
+  pasa::BetaOptions opt;
+  std::string csv_path, json_path;
+  app.add_option("--format", format_name, "format tp the entries of M are rounded to (fp16, bf16, ..., p=..,emax=..)")
+      ->capture_default_str();
+  app.add_option("--n", n, "block size n = s2 (M is n x n)")->capture_default_str();
+  app.add_option("--beta", betas, "initial beta (repeatable)");
+  app.add_flag("--table3", table3, "use the paper's Table 3 initial betas (0.9, 1-2^-4, 1-2^-5, 1-2^-6, 0.99, 0.999)");
+  app.add_option("--with-sqrt-d", opt.sqrt_d, "round the entries of M = (I - beta/n J)/sqrt(D) (Eq. 10) instead of the unscaled ones");
+  app.add_option("--tol", opt.tol, "relative change of beta that stops the iteration")->capture_default_str();
+  app.add_option("--max-iter", opt.max_iter, "iteration limit")->capture_default_str();
+  app.add_option("--csv", csv_path, "write the table as CSV");
+  app.add_option("--json", json_path, "write the table as JSON");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    pasa::Format tp;
+    try {
+      tp = pasa::format_by_name(format_name);
+    } catch (const std::invalid_argument& e) {
+      throw pasa::InputError(fmt::format("--format {}: {}", format_name, e.what()));
+    }
+    if (table3) {
+      const auto t3 = pasa::table3_initial_betas();
+      betas.insert(betas.begin(), t3.begin(), t3.end());
+    }
+    if (betas.empty()) throw pasa::InputError("give at least one --beta or --table3");
+
+    std::vector<pasa::BetaRow> rows;
+    for (double b0 : betas) rows.push_back(pasa::solve_beta(b0, n, tp, opt));
+
+    fmt::print("format {}, n = {}{}\n", tp.name, n,
+               opt.sqrt_d ? fmt::format(", entries scaled by 1/sqrt({})", opt.sqrt_d) : std::string());
+    fmt::print("{:>10} {:>10} {:>10} {:>9} | {:>12} {:>10} {:>10} {:>9} {:>5}\n", "beta0", "Inva", "Inva_r",
+               "rel.err", "beta*", "Inva", "Inva_r", "rel.err", "iter");
+    for (const pasa::BetaRow& r : rows)
+      fmt::print("{:>10.6g} {:>10.4g} {:>10.4g} {:>8.3f}% | {:>12.8g} {:>10.4g} {:>10.4g} {:>8.3f}% {:>5}\n", r.beta0,
+                 r.inva0, r.inva_r0, 100 * r.rel_err0, r.beta, r.inva, r.inva_r, 100 * r.rel_err, r.iterations);
+
+    if (!csv_path.empty()) write_atomic(csv_path, pasa::beta_rows_csv(rows));
+    if (!json_path.empty()) {
+      nlohmann::json j = {{"format", tp.name}, {"n", n}, {"sqrt_d", opt.sqrt_d}, {"tol", opt.tol},
+                          {"rows", nlohmann::json::array()}};
+      for (const pasa::BetaRow& r : rows) j["rows"].push_back(pasa::to_json(r));
+      write_atomic(json_path, j.dump(2) + "\n");
+    }
+  } catch (const pasa::InputError& e) {
+    fmt::print(stderr, "pasa-beta: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
