@@ -317,6 +317,42 @@ SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_
   return report;
 }
 
+std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_t max_lines) {
+  const CsvFileLines lines = read_complete_lines(csv);
+  if (lines.lines.empty()) return "";
+  const CsvRow header = parse_csv_line(lines.lines[0]);
+  auto col = [&](const char* name) -> std::ptrdiff_t {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : it - header.begin();
+  };
+  const std::ptrdiff_t rmse = col("rmse"), nan = col("nan_pct");
+  // (grid point, algorithm) -> sums over seeds; NaN RMSEs (outputs holding NaN) are counted apart.
+  struct Acc { double rmse = 0, nan = 0; std::size_t n = 0, finite = 0; };
+  std::map<std::pair<std::size_t, std::size_t>, Acc> acc;
+  for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+    const CsvRow r = parse_csv_line(lines.lines[i]);
+    const std::size_t id = std::stoull(r[kCaseIdCol]);
+    Acc& a = acc[{id / cfg.algorithms.size() / cfg.seeds.size(), id % cfg.algorithms.size()}];
+    ++a.n;
+    if (rmse >= 0 && std::isfinite(parse_csv_number(r[rmse]))) a.rmse += parse_csv_number(r[rmse]), ++a.finite;
+    if (nan >= 0) a.nan += parse_csv_number(r[nan]);
+  }
+  std::string out = fmt::format("{:<36} {:<16} {:>12} {:>9}\n", "grid point", "algorithm", "RMSE (mean)", "NaN %");
+  std::size_t shown = 0;
+  for (const auto& [key, a] : acc) {
+    if (shown++ == max_lines) {
+      out += fmt::format("... ({} more; see {})\n", acc.size() - max_lines, csv.string());
+      break;
+    }
+    std::string point;
+    const PlannedProblem p = plan_problem(cfg, key.first * cfg.seeds.size());
+    for (std::size_t k = 0; k < cfg.grid.size(); ++k) point += (k ? ", " : "") + cfg.grid[k].name + "=" + p.grid_values[k].dump();
+    const std::string r = a.finite == 0 ? "NaN" : fmt::format("{:.3e}", a.rmse / static_cast<double>(a.finite));
+    out += fmt::format("{:<36} {:<16} {:>12} {:>9.4g}\n", point, cfg.algorithms[key.second].label, r, a.nan / static_cast<double>(a.n));
+  }
+  return out;
+}
+
 json sweep_summary(const SweepConfig& cfg, const CsvRow& header, const std::vector<CsvRow>& rows) {
   // Metric columns: everything between the grid axes and the JSON columns, plus the two timings.
   const std::size_t first_metric = kFixedLeading + cfg.grid.size();

@@ -78,6 +78,10 @@ SweepReport run_sweep(const SweepConfig&, const SweepBackend&, const SweepOption
 // summary. Throws InputError when configs differ, a shard is missing or twice, or rows disagree.
 SweepReport merge_sweeps(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out_dir);
 
+// A readable digest of a finished table: per grid point and algorithm, the mean RMSE and NaN % over the
+// seeds (first `max_lines` groups), e.g. the headline of the default sweep.
+std::string sweep_digest(const SweepConfig&, const std::filesystem::path& csv, std::size_t max_lines = 40);
+
 // Aggregates the rows of a complete table over seeds; records config, toolkit version and machine.
 nlohmann::json sweep_summary(const SweepConfig&, const CsvRow& header, const std::vector<CsvRow>& rows);
 
