@@ -6,13 +6,19 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "pasa/algorithm.hpp"
 #include "pasa/error.hpp"
+#include "pasa/format.hpp"
+#include "pasa/generators.hpp"
+#include "pasa/golden.hpp"
+#include "pasa/metrics.hpp"
 
 namespace pasa {
 
@@ -90,7 +96,66 @@ std::string hostname() {
   return buf;
 }
 
+// Numeric (and boolean) leaves of a metrics JSON object as column names, "<prefix><key>"; text fields (like
+// ScoreStats::format) are not metrics and stay out of the table.
+void numeric_keys(const json& j, const std::string& prefix, std::vector<std::pair<std::string, json::json_pointer>>& out,
+                  const json::json_pointer& ptr = {}) {
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_object()) numeric_keys(v, prefix + k + ".", out, ptr / k);
+    else if (v.is_number() || v.is_boolean()) out.emplace_back(prefix + k, ptr / k);
+  }
+}
+
+double leaf_value(const json& j, const json::json_pointer& ptr) {
+  const json& v = j.at(ptr);
+  return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.is_number() ? v.get<double>() : NAN;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 }  // namespace
+
+// The real backend: h2's generator, golden and metrics, h3's algorithms. Metric columns are the numeric
+// fields of to_json(ScoreStats) (prefixed "score_") and of to_json(Metrics), so new metrics appear in the
+// table without changes here.
+SweepBackend library_backend() {
+  using Leaves = std::vector<std::pair<std::string, json::json_pointer>>;
+  auto score_leaves = std::make_shared<Leaves>(), metric_leaves = std::make_shared<Leaves>();
+  numeric_keys(to_json(ScoreStats{}), "score_", *score_leaves);
+  numeric_keys(to_json(Metrics{}), "", *metric_leaves);
+  SweepBackend b;
+  for (const auto& l : *score_leaves) b.problem_columns.push_back(l.first);
+  for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
+  b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
+  b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
+  b.run = [score_leaves, metric_leaves](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
+                                        int threads, const SweepBackend::Emit& emit) {
+    const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"));
+    const auto t0 = std::chrono::steady_clock::now();
+    GoldenOptions go;
+    go.precision_bits = cfg.golden_precision_bits;
+    go.threads = threads;
+    const Golden golden = golden_attention(in, go);  // once per (grid point, seed), shared by the algorithms
+    const double golden_s = seconds_since(t0);
+    const json scores = to_json(score_stats(in, format_by_name(cfg.score_format), threads));
+    std::vector<double> problem_values;
+    for (const auto& l : *score_leaves) problem_values.push_back(leaf_value(scores, l.second));
+    for (std::size_t a = 0; a < wanted.size(); ++a) {
+      if (!wanted[a]) continue;
+      const AlgorithmSpec spec = algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a));
+      const auto t1 = std::chrono::steady_clock::now();
+      const AttentionOutput out = run_attention(in, spec, threads);
+      const json m = to_json(compare_outputs(out.o, golden.o));
+      const double seconds = seconds_since(t1);
+      std::vector<double> values = problem_values;
+      for (const auto& l : *metric_leaves) values.push_back(leaf_value(m, l.second));
+      emit(a, values, golden_s, seconds);
+    }
+  };
+  return b;
+}
 
 void parse_shard(const std::string& text, std::size_t& index, std::size_t& count) {
   const auto slash = text.find('/');
