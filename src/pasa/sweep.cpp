@@ -99,7 +99,7 @@ std::string hostname() {
 // Numeric (and boolean) leaves of a metrics JSON object as column names, "<prefix><key>"; text fields (like
 // ScoreStats::format) are not metrics and stay out of the table.
 void numeric_keys(const json& j, const std::string& prefix, std::vector<std::pair<std::string, json::json_pointer>>& out,
-                  const json::json_pointer& ptr = {}) {
+                  const json::json_pointer& ptr = json::json_pointer()) {
   for (const auto& [k, v] : j.items()) {
     if (v.is_object()) numeric_keys(v, prefix + k + ".", out, ptr / k);
     else if (v.is_number() || v.is_boolean()) out.emplace_back(prefix + k, ptr / k);
@@ -109,6 +109,29 @@ void numeric_keys(const json& j, const std::string& prefix, std::vector<std::pai
 double leaf_value(const json& j, const json::json_pointer& ptr) {
   const json& v = j.at(ptr);
   return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.is_number() ? v.get<double>() : NAN;
+}
+
+// h2's parsers name places as JSONPath ("$.generator.am: ..."); the sweep's messages use JSON pointers
+// from the config's root ("/problem/generator/am: ..."), as the brief's example does.
+std::string json_path_to_pointer(const std::string& message, const std::string& base) {
+  if (message.empty() || message[0] != '$') return message;
+  std::string pointer = base;
+  std::size_t i = 1;
+  while (i < message.size()) {
+    if (message[i] == '.') {
+      const std::size_t end = message.find_first_of(".[: ", i + 1);
+      pointer += "/" + message.substr(i + 1, end - i - 1);
+      i = end == std::string::npos ? message.size() : end;
+    } else if (message[i] == '[') {
+      const std::size_t end = message.find(']', i);
+      if (end == std::string::npos) break;
+      pointer += "/" + message.substr(i + 1, end - i - 1);
+      i = end + 1;
+    } else {
+      break;
+    }
+  }
+  return pointer + message.substr(i);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -128,7 +151,13 @@ SweepBackend library_backend() {
   SweepBackend b;
   for (const auto& l : *score_leaves) b.problem_columns.push_back(l.first);
   for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
-  b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
+  b.check_problem = [](const json& j, const std::string& path) {
+    try {
+      problem_from_json(j, "");
+    } catch (const InputError& e) {
+      throw InputError(json_path_to_pointer(e.what(), path));
+    }
+  };
   b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
   b.run = [score_leaves, metric_leaves](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
                                         int threads, const SweepBackend::Emit& emit) {
@@ -191,8 +220,12 @@ void validate_with_backend(const SweepConfig& cfg, const SweepBackend& backend) 
       try {
         fn(j, path);
       } catch (const InputError& e) {
-        const std::string where = cfg.grid.empty() ? "" : " (grid point " + describe(cfg, p) + ")";
-        throw InputError(cfg.source + ": " + e.what() + where);
+        std::string where;
+        for (std::size_t k = 0; k < cfg.grid.size(); ++k) where += (k ? ", " : " (grid point ") + cfg.grid[k].name + "=" + p.grid_values[k].dump();
+        if (!where.empty()) where += ")";
+        // Messages from the parsers start with the JSON path; those that do not get it in front.
+        const std::string msg = e.what();
+        throw InputError(cfg.source + ": " + (msg.rfind(path, 0) == 0 ? msg : path + ": " + msg) + where);
       }
     };
     check(backend.check_problem, p.problem, "/problem");

@@ -349,7 +349,7 @@ SweepConfig load_sweep_config(const std::filesystem::path& file) {
 // are finite and the RMSE shows the accuracy ranking. A reduced shape (1, 2, 512, 128) of the paper's
 // (1, 16, 1280, 128).
 std::string default_sweep_config_text() {
-  return R"({
+  return R"json({
   "name": "default",
   "description": "pasa-sweep built-in default: uniform inputs (PASA Eq. 17), Am = 0.5, x0 = 20 and 30, shape (1, 2, 512, 128)",
   "problem": {
@@ -368,7 +368,7 @@ std::string default_sweep_config_text() {
   "golden": {"precision_bits": 128},
   "outputs": {"dir": "sweep-out/default"}
 }
-)";
+)json";
 }
 
 SweepConfig default_sweep_config() {
