@@ -1,0 +1,113 @@
+// Machinery shared by the blocked attention algorithms (internal to the library): the allocation bound to
+// rounding kernels, the inputs converted to their engine formats, the two GEMMs of one tile, masks, and
+// row-wise reductions in a stage's format. Every elementwise operation is computed in double and rounded
+// once to its stage format (exact for operands no wider than the stage; see gemm.hpp for the GEMMs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "pasa/algorithm.hpp"
+#include "pasa/gemm.hpp"
+#include "pasa/parallel.hpp"
+
+namespace pasa::detail {
+
+inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// One run's fixed data. The algorithm fills kt (the keys the QKᵀ GEMM sees, transposed per (batch, kv head))
+// when it pre-processes K (pasa, smooth_k); otherwise it holds the rounded K.
+struct Run {
+  const AttentionInputs& in;
+  const AlgorithmSpec& spec;
+  Allocation alloc;           // spec.alloc after PASA's bf16 → fp16 mapping
+  std::size_t B, Nq, Nkv, Sq, Skv, D, group;
+  Tensor q, k, v;             // inputs rounded to the q, k, v stage formats
+  std::vector<double> kt;     // (B, Nkv, D, Skv)
+  Format kt_format;           // the format kt's values belong to (k, or k_shift)
+  double scale = 0;           // effective scale rounded to the scale format
+  bool masked = false;
+  GemmSpec qk, pv;
+
+  Run(const AttentionInputs& in, const AlgorithmSpec& spec);
+  const StageSpec& st(Stage s) const { return alloc.spec(s); }
+  bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
+  // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
+  void rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const;
+  double rnd(Stage s, double x, RandomBits* rng) const;
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt.
+  void set_kt(std::size_t b, std::size_t hk, const double* keys);
+  const double* kt_head(std::size_t b, std::size_t hk) const { return kt.data() + (b * Nkv + hk) * D * Skv; }
+
+ private:
+  bool native_[kStageCount];
+};
+
+// One work item: rows [r0, r1) of query head h in batch b.
+struct Item {
+  std::size_t b, h, hk, r0, r1;
+  std::size_t rows() const { return r1 - r0; }
+};
+
+// The items of a run in their fixed order: (batch, head, query block).
+std::vector<Item> make_items(const Run& run);
+
+// Per-item random stream for stochastic rounding (independent of the thread that runs the item).
+RandomBits item_stream(const AlgorithmSpec& spec, std::size_t item_index);
+
+// Visibility of the tile rows [r0, r1) × keys [j0, j1): vis[(r − r0)·n + c]; returns whether any key is visible.
+bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t j1, std::vector<std::uint8_t>& vis);
+
+// S (rows × n, ld n) = Q_rows · kt[:, j0 : j0 + n] through the QKᵀ GEMM (qk_acc, s).
+void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng);
+// Z = round_scale(S · scale), in place.
+void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng);
+// Masked entries become −inf.
+void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count);
+// PV (rows × D) = P (rows × n, ld ldp) · V[j0 : j0 + n] through the P·V GEMM (pv_acc, pv). P already in p.
+void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, std::size_t j0, std::size_t n, double* PV,
+             RandomBits* rng);
+
+// out[r] = Σ_c X[r·ld + c] accumulated in order over c in stage s (vectorised across rows).
+void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
+                     double* out, RandomBits* rng);
+// Largest value of each row, ignoring NaN; −inf for an empty or fully masked row.
+double row_max(const double* x, std::size_t n);
+// P = round_exp(exp(round_exp(z − shift))) for a row; shift = −inf is treated as 0 (a row with nothing
+// visible yet: every entry is −inf and P = 0).
+void row_exp(const Run& run, const double* z, std::size_t n, double shift, double* p, RandomBits* rng);
+
+// Writes one output row (D values, already in the out format) and its lse.
+void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out);
+
+// The scaled, masked scores Z (rows × n) of one tile; false when the mask hides the whole tile.
+bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, std::vector<double>& Z,
+                 std::vector<std::uint8_t>& vis, RandomBits* rng);
+
+// Final output rows: O/l rounded to div (when divide), then to out; rows that saw no key get 0 and
+// lse = −inf. lse = m + log(l) (+ lse_shift, indexed (B, Nq, Sq), when given).
+void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, const std::vector<double>& l,
+                 const std::vector<double>& m, const std::vector<std::uint8_t>& seen, bool divide,
+                 const std::vector<double>* lse_shift, AttentionOutput& out, RandomBits* rng);
+
+// The last pass of the 3-pass and online softmax (seed 002 Eq. 9): A = e^{x − m}/d for every key of the rows
+// (Zrow: rows × Skv, −inf where hidden), P = A rounded to p, O = P·V as one GEMM over the whole row.
+void normalised_output(const Run& run, const Item& it, const std::vector<double>& m, const std::vector<double>& d,
+                       const std::vector<std::uint8_t>& seen, AttentionOutput& out, RandomBits* rng,
+                       const std::vector<double>& Zrow);
+
+// Runs f(item, rng) for every item; each item writes only its own rows.
+template <class F>
+void for_items(const Run& run, int threads, F&& f) {
+  const std::vector<Item> items = make_items(run);
+  parallel_for(items.size(), threads, [&](std::size_t i) {
+    RandomBits rng = item_stream(run.spec, i);
+    f(items[i], &rng);
+  });
+}
+
+
+}  // namespace pasa::detail

@@ -1,0 +1,79 @@
+// Double-double ("dd") arithmetic: a value hi + lo with |lo| <= ulp(hi)/2, about 106 significant bits.
+// Used by the fast golden path and the metrics accumulators. Error-free transformations (Knuth's TwoSum,
+// FMA-based TwoProd) and the double-word algorithms of Joldes, Muller & Popescu (ACM TOMS 2017); the
+// relative error bounds quoted below (u = 2^-53) are theirs and are what golden.cpp's bound relies on.
+// Requires IEEE double arithmetic without value-changing optimisations (no -ffast-math).
+#pragma once
+
+#include <cmath>
+
+namespace pasa {
+
+struct DD {
+  double hi = 0, lo = 0;
+};
+
+// s + e == a + b exactly.
+inline DD two_sum(double a, double b) {
+  const double s = a + b;
+  const double bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+// Requires |a| >= |b| (or a == 0); s + e == a + b exactly.
+inline DD fast_two_sum(double a, double b) {
+  const double s = a + b;
+  return {s, b - (s - a)};
+}
+// p + e == a * b exactly (barring underflow).
+inline DD two_prod(double a, double b) {
+  const double p = a * b;
+  return {p, std::fma(a, b, -p)};
+}
+// AccurateDWPlusDW: relative error <= 3u^2 / (1 - 4u).
+inline DD dd_add(DD a, DD b) {
+  DD s = two_sum(a.hi, b.hi);
+  const DD t = two_sum(a.lo, b.lo);
+  s.lo += t.hi;
+  s = fast_two_sum(s.hi, s.lo);
+  s.lo += t.lo;
+  return fast_two_sum(s.hi, s.lo);
+}
+inline DD dd_neg(DD a) { return {-a.hi, -a.lo}; }
+// DWTimesDW1-style product: relative error <= 7u^2 (we use 8u^2 in bounds).
+inline DD dd_mul(DD a, DD b) {
+  DD p = two_prod(a.hi, b.hi);
+  p.lo += a.hi * b.lo + a.lo * b.hi;
+  return fast_two_sum(p.hi, p.lo);
+}
+// DWTimesFP: relative error <= 2u^2 (3u^2 in bounds).
+inline DD dd_mul_d(DD a, double b) {
+  DD p = two_prod(a.hi, b);
+  p.lo += a.lo * b;
+  return fast_two_sum(p.hi, p.lo);
+}
+// DWDivDW: relative error <= 15u^2 (16u^2 in bounds).
+inline DD dd_div(DD a, DD b) {
+  const double q1 = a.hi / b.hi;
+  const DD r = dd_add(a, dd_neg(dd_mul_d(b, q1)));
+  const double q2 = r.hi / b.hi;
+  const DD r2 = dd_add(r, dd_neg(dd_mul_d(b, q2)));
+  const double q3 = r2.hi / b.hi;
+  const DD q = fast_two_sum(q1, q2);
+  return dd_add(q, DD{q3, 0});
+}
+inline double dd_to_double(DD a) { return a.hi + a.lo; }
+inline bool dd_less(DD a, DD b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
+
+}  // namespace pasa
+
+namespace pasa {
+
+// exp(t) in double-double for t.hi in [-635, 0.5]: relative error below 2^-98 (reduction by k·ln2/1024
+// with a three-part constant, a 1024-entry table of 2^(j/1024) computed once with MPFR, and a degree-8
+// Taylor polynomial whose first terms are evaluated in double-double). Below -635 the low word would be
+// subnormal; callers drop such terms (they are < 2^-916 relative to the row maximum).
+DD exp_dd(DD t);
+inline constexpr double kExpDDMin = -635.0;
+inline constexpr double kExpDDRelErr = 0x1p-98;
+
+}  // namespace pasa

@@ -1,0 +1,29 @@
+// Strict reading of JSON configuration objects: unknown keys and wrongly typed values are InputErrors that
+// name the JSON path ("cfg.json:$.q.x0") and, for a misspelt key, suggest the closest allowed one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace pasa {
+
+// Throws unless j is an object whose keys are all in `allowed`:
+//   "<path>: unknown key 'x00' (did you mean 'x0'?); allowed: x0, am, ..."
+void check_keys(const nlohmann::json& j, const std::vector<std::string>& allowed, const std::string& path);
+void require_object(const nlohmann::json& j, const std::string& path);
+
+// The allowed key closest in edit distance to `key`, or "" when none is reasonably close.
+std::string closest_key(std::string_view key, const std::vector<std::string>& allowed);
+
+// Typed reads of j[key] (j an object); absent keys leave `out` unchanged. Errors name path.key and the value.
+void read_number(const nlohmann::json& j, const char* key, const std::string& path, double& out);
+void read_size(const nlohmann::json& j, const char* key, const std::string& path, std::size_t& out);
+void read_u64(const nlohmann::json& j, const char* key, const std::string& path, std::uint64_t& out);
+void read_bool(const nlohmann::json& j, const char* key, const std::string& path, bool& out);
+void read_string(const nlohmann::json& j, const char* key, const std::string& path, std::string& out);
+
+}  // namespace pasa

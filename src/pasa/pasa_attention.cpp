@@ -1,0 +1,146 @@
+#include "pasa/pasa_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pasa/error.hpp"
+
+namespace pasa::detail {
+namespace {
+
+// Eq. 10 for a block of n keys, rounded to the shift format.
+std::vector<double> shifting_matrix(const Run& run, std::size_t n, RandomBits* rng) {
+  const PasaOptions& o = run.spec.pasa;
+  const double inv_alpha = o.alpha_in_M ? run.in.effective_scale() : 1.0;
+  const double off = -o.beta / static_cast<double>(n) * inv_alpha;
+  const double diag = (1.0 - o.beta / static_cast<double>(n)) * inv_alpha;
+  std::vector<double> M(n * n, off);
+  for (std::size_t i = 0; i < n; ++i) M[i * n + i] = diag;
+  run.rnd(Stage::shift, M.data(), M.size(), rng);
+  return M;
+}
+
+}  // namespace
+
+void pasa_attention(Run& run, AttentionOutput& out, int threads) {
+  const PasaOptions& opt = run.spec.pasa;
+  if (!(opt.beta >= 0 && opt.beta < 1)) throw InputError("pasa: beta must be in [0, 1)");
+  if (opt.form != "fa2" && opt.form != "printed")
+    throw InputError("pasa: form must be \"fa2\" or \"printed\", got \"" + opt.form + "\"");
+  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2;
+  // Steps 1–2: shifting matrices (full and tail block) and the batched pre-processing GEMM K' = M·K.
+  RandomBits mrng(run.spec.seed ^ 0x94D049BB133111EBull);
+  const std::vector<double> M_full = shifting_matrix(run, std::min(s2, S), &mrng);
+  const std::vector<double> M_tail = S % s2 ? shifting_matrix(run, S % s2, &mrng) : std::vector<double>{};
+  const GemmSpec pre{run.st(Stage::shift).format, run.k.format, run.st(Stage::qk_acc), run.st(Stage::k_shift),
+                     run.alloc.gemm};
+  parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
+    const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
+    RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
+    std::vector<double> shifted(S * D);
+    for (std::size_t j0 = 0; j0 < S; j0 += s2) {
+      const std::size_t n = std::min(s2, S - j0);
+      const std::vector<double>& M = n == std::min(s2, S) ? M_full : M_tail;
+      gemm(pre, n, D, n, M.data(), n, run.k.head(b, h) + j0 * D, D, shifted.data() + j0 * D, D, &rng);
+    }
+    run.set_kt(b, h, shifted.data());
+  });
+  run.kt_format = run.st(Stage::k_shift).format;
+  run.qk.b_format = run.kt_format;
+
+  const double beta = opt.beta;
+  const bool printed = opt.form == "printed";
+  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+    const std::size_t rows = it.rows();
+    const double inva = run.rnd(Stage::mean, beta / (1.0 - beta), rng);
+    std::vector<double> m(rows, opt.m0_zero ? 0.0 : kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2);
+    std::vector<double> F(rows, 0.0), mean(rows), rs(rows), PV(rows * D), a_old(rows), a_new(rows), mloc(rows);
+    std::vector<std::uint8_t> vis, seen(rows, 0);
+    std::size_t jj = 0;  // processed blocks
+    for (std::size_t j0 = 0; j0 < S; j0 += s2) {
+      const std::size_t n = std::min(s2, S - j0);
+      if (!tile_visibility(run, it, j0, j0 + n, vis)) continue;
+      ++jj;
+      Z.resize(rows * n);
+      tile_scores(run, it, j0, n, Z.data(), rng);                  // S' = Q_i·K'_jᵀ (Eq. 12)
+      if (!opt.alpha_in_M) tile_scale(run, Z.data(), Z.size(), rng);
+      // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
+      rowsum_in_order(run, Stage::mean, Z.data(), rows, n, n, mean.data(), rng);
+      for (std::size_t r = 0; r < rows; ++r) mean[r] = run.rnd(Stage::mean, mean[r] / static_cast<double>(n), rng);
+      if (run.masked) tile_mask(Z.data(), vis, Z.size());
+      for (std::size_t r = 0; r < rows; ++r) {
+        // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
+        const double Fnew =
+            jj == 1 ? mean[r]
+                    : run.rnd(Stage::mean,
+                              run.rnd(Stage::mean, run.rnd(Stage::mean, static_cast<double>(jj - 1) * F[r], rng) + mean[r], rng) /
+                                  static_cast<double>(jj),
+                              rng);
+        // Step 15: corrections of the maximum to the frame Inva·F^j. With β = 0 they are exactly 0 (skipped,
+        // so that an infinite S̄' cannot turn 0·inf into NaN: β = 0 is FA2).
+        const double Fold = jj == 1 ? Fnew : F[r];
+        const double dmp_old = inva == 0 ? 0.0 : run.rnd(Stage::mean, inva * run.rnd(Stage::mean, Fold - Fnew, rng), rng);
+        const double dmp_new = inva == 0 ? 0.0 : run.rnd(Stage::mean, inva * run.rnd(Stage::mean, mean[r] - Fnew, rng), rng);
+        F[r] = Fnew;
+        const double* z = &Z[r * n];
+        double* p = &P[r * n];
+        mloc[r] = row_max(z, n);  // m'_j (step 12)
+        if (mloc[r] != kNegInf) seen[r] = 1;
+        // Step 16: m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j).
+        const double cand_old = run.rnd(Stage::max, m[r] + dmp_old, rng);
+        const double cand_new = mloc[r] == kNegInf ? kNegInf : run.rnd(Stage::max, mloc[r] + dmp_new, rng);
+        const double mnew = std::max(cand_old, cand_new);
+        if (mnew == kNegInf) {  // nothing visible yet in this row: l, O stay 0
+          std::fill(p, p + n, 0.0);
+          a_old[r] = a_new[r] = 0.0;
+          continue;
+        }
+        // Step 17: Δm_{j−1} = m_{j−1} − m_j + Δm'_{j−1}, Δm_j = m'_j − m_j + Δm'_j.
+        const double dm_old = run.rnd(Stage::max, run.rnd(Stage::max, m[r] - mnew, rng) + dmp_old, rng);
+        a_old[r] = run.rnd(Stage::exp, std::exp(dm_old), rng);
+        if (printed) {
+          // Step 12: P' = exp(S' − m'_j); steps 18/20 rescale it by e^{Δm_j}.
+          row_exp(run, z, n, mloc[r], p, rng);
+          const double dm_new =
+              mloc[r] == kNegInf ? kNegInf
+                                 : run.rnd(Stage::max, run.rnd(Stage::max, mloc[r] - mnew, rng) + dmp_new, rng);
+          a_new[r] = run.rnd(Stage::exp, std::exp(dm_new), rng);
+        } else {
+          // FA2 form: P = exp(S' + Δm'_j − m_j) = exp(S' − (m_j − Δm'_j)), already relative to m_j.
+          row_exp(run, z, n, run.rnd(Stage::max, mnew - dmp_new, rng), p, rng);
+          a_new[r] = 1.0;
+        }
+        m[r] = mnew;
+      }
+      rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
+      run.rnd(Stage::p, P.data(), rows * n, rng);
+      tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
+      std::vector<double> t(D);
+      for (std::size_t r = 0; r < rows; ++r) {
+        double* o = &O[r * D];
+        const double* pv = &PV[r * D];
+        if (printed) {
+          // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + e^{Δm_j}·l'_j; step 20: O_j = e^{Δm_j}·(P'V) + e^{Δm_{j−1}}·O_{j−1}.
+          l[r] = run.rnd(Stage::sum, run.rnd(Stage::sum, a_old[r] * l[r], rng) + run.rnd(Stage::sum, a_new[r] * rs[r], rng), rng);
+          for (std::size_t d = 0; d < D; ++d) t[d] = a_new[r] * pv[d];
+          run.rnd(Stage::o, t.data(), D, rng);
+          for (std::size_t d = 0; d < D; ++d) o[d] = a_old[r] * o[d];
+          run.rnd(Stage::o, o, D, rng);
+          for (std::size_t d = 0; d < D; ++d) o[d] = t[d] + o[d];
+        } else {
+          l[r] = run.rnd(Stage::sum, run.rnd(Stage::sum, a_old[r] * l[r], rng) + rs[r], rng);
+          for (std::size_t d = 0; d < D; ++d) o[d] = a_old[r] * o[d];
+          run.rnd(Stage::o, o, D, rng);
+          for (std::size_t d = 0; d < D; ++d) o[d] = o[d] + pv[d];
+        }
+        run.rnd(Stage::o, o, D, rng);
+      }
+    }
+    // Step 22: O = O/l. The running max is relative to Inva·F, so the lse adds it back.
+    std::vector<double> frame(rows);
+    for (std::size_t r = 0; r < rows; ++r) frame[r] = m[r] + inva * F[r];
+    finish_rows(run, it, O, l, frame, seen, true, nullptr, out, rng);
+  });
+}
+
+}  // namespace pasa::detail
