@@ -10,8 +10,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "pasa/algorithm.hpp"
 #include "pasa/csv.hpp"
 #include "pasa/error.hpp"
+#include "pasa/generators.hpp"
+#include "pasa/golden.hpp"
+#include "pasa/metrics.hpp"
 #include "pasa/paper_tables.hpp"
 #include "pasa/sweep.hpp"
 #include "pasa/sweep_config.hpp"
@@ -100,13 +104,13 @@ TEST_CASE("sweep config: unknown keys are named with a did-you-mean", "[sweep]")
   json c = base_config();
   c["algoritms"] = c["algorithms"];
   c.erase("algorithms");
-  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json: /algoritms: unknown key (did you mean \"algorithms\"?)"));
+  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json: /: unknown key 'algoritms' (did you mean 'algorithms'?)"));
   c = base_config();
   c["golden"] = {{"precison_bits", 128}};
-  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json: /golden/precison_bits: unknown key (did you mean \"precision_bits\"?)"));
+  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json: /golden: unknown key 'precison_bits' (did you mean 'precision_bits'?)"));
   c = base_config();
   c["grid"]["x0"] = {{"from", 0}, {"too", 1}, {"step", 1}};
-  CHECK_THAT(error_of(c), Catch::Contains("/grid/x0/too: unknown key (did you mean \"to\"?)"));
+  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json: /grid/x0: unknown key 'too' (did you mean 'to'?)"));
 }
 
 TEST_CASE("sweep config: wrong types are named with their JSON path", "[sweep]") {
@@ -352,4 +356,121 @@ TEST_CASE("paper tables: Table 1 and Table 3 agree with the paper's printed valu
     CHECK(std::fabs(parse_csv_number(t3.rows[i][8]) - std::stod(printed)) <= 0.5 * std::pow(10.0, -digits) + 1e-12);
   }
   CHECK(t3.rows[3][9] == "0.984497");
+}
+
+namespace {
+
+// A real sweep small enough for the default test run: (1, 2, 64, 32) inputs; at x0 = 50 the fp16 scores
+// (about 50²·32 = 80000) overflow FA-FP16/FP32, at x0 = 10 nothing does.
+json tiny_real_config() {
+  return json::parse(R"({
+    "name": "tiny",
+    "problem": {"shape": {"B": 1, "Nq": 2, "Sq": 64, "D": 32}, "format": "fp16", "seed": "$seed",
+                "generator": {"kind": "uniform", "x0": "$x0", "am": 0.5}},
+    "grid": {"x0": [10, 50]},
+    "seeds": [3, 4],
+    "algorithms": [
+      {"label": "FA-FP32", "name": "fa2", "alloc": "fa_fp32", "s1": 16, "s2": 16},
+      {"label": "FA-FP16/FP32", "name": "fa2", "alloc": "fa_fp16_fp32", "s1": 16, "s2": 16},
+      {"label": "PASA-FP16", "name": "pasa", "alloc": "pasa_fp16", "s1": 16, "s2": 32, "pasa": {"beta": 0.984497}}
+    ]
+  })");
+}
+
+std::string library_error_of(const json& config) {
+  try {
+    const SweepConfig cfg = parse_sweep_config(config, "config.json");
+    validate_with_backend(cfg, library_backend());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("sweep config: the library's own checks name the config's JSON path", "[sweep]") {
+  json c = tiny_real_config();
+  c["algorithms"][2]["pasa"]["beta"] = 1.5;
+  CHECK_THAT(library_error_of(c), Catch::StartsWith("config.json: /algorithms/2/pasa/beta: ") && Catch::Contains("1.5"));
+  c = tiny_real_config();
+  c["algorithms"][0]["s2"] = 0;
+  CHECK_THAT(library_error_of(c), Catch::StartsWith("config.json: /algorithms/0/s2: "));
+  c = tiny_real_config();
+  c["algorithms"][1]["alloc"] = {{"preset", "fa_fp32"}, {"stages", {{"s", "fp17"}}}};
+  CHECK_THAT(library_error_of(c), Catch::StartsWith("config.json: /algorithms/1/alloc/stages/s") && Catch::Contains("fp17"));
+  c = tiny_real_config();
+  c["problem"]["shape"]["Sq"] = -64;
+  CHECK_THAT(library_error_of(c), Catch::StartsWith("config.json: /problem/shape/Sq: "));
+  c = tiny_real_config();
+  c["problem"]["generator"]["x00"] = 1;
+  CHECK_THAT(library_error_of(c), Catch::StartsWith("config.json: /problem/generator: unknown key 'x00' (did you mean 'x0'?)"));
+  c = tiny_real_config();
+  c["grid"]["a"] = {0.5, -1};
+  c["problem"]["generator"]["am"] = "$a";
+  CHECK_THAT(library_error_of(c), Catch::StartsWith("config.json: /problem") && Catch::EndsWith("(grid point a=-1, x0=10)"));
+  CHECK(library_error_of(tiny_real_config()) == "(no error)");
+  CHECK(library_error_of(json::parse(default_sweep_config_text())) == "(no error)");
+}
+
+TEST_CASE("sweep: a tiny real sweep's CSV holds the library's metrics, bit for bit", "[sweep]") {
+  const SweepConfig cfg = parse_sweep_config(tiny_real_config(), "tiny.json");
+  SweepOptions opt;
+  opt.out_dir = fresh_dir("real");
+  opt.threads = 1;
+  run_sweep(cfg, library_backend(), opt);
+  const CsvFileLines lines = read_complete_lines(opt.out_dir / "results.csv");
+  REQUIRE(lines.lines.size() == 1 + 12);
+  const CsvRow header = parse_csv_line(lines.lines[0]);
+  auto col = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE(it != header.end());
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  const std::size_t rmse = col("rmse"), nan_pct = col("nan_pct"), max_abs = col("max_abs_err"), over = col("score_overflow");
+  bool saw_overflow = false;
+  for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+    const CsvRow row = parse_csv_line(lines.lines[i]);
+    // Recompute this case directly from its recorded problem and algorithm JSON.
+    const AttentionInputs in = generate_inputs(problem_from_json(json::parse(row[col("problem_json")]), "t"));
+    const Golden g = golden_attention(in);
+    const Metrics m = compare_outputs(run_attention(in, algorithm_from_json(json::parse(row[col("algorithm_json")]), "t")).o, g.o);
+    const ScoreStats ss = score_stats(in, format_by_name("fp16"));
+    INFO("case " << row[0] << " " << row[col("algorithm")] << " x0=" << row[col("x0")]);
+    CHECK(row[rmse] == csv_number(m.rmse));
+    CHECK(row[nan_pct] == csv_number(m.nan_pct));
+    CHECK(row[max_abs] == csv_number(m.max_abs_err));
+    CHECK(row[over] == csv_number(static_cast<double>(ss.overflow)));
+    if (row[col("x0")] == "50" && row[col("algorithm")] == "FA-FP16/FP32") {
+      CHECK(m.nan_pct == 100.0);  // the headline, small: FA-FP16/FP32 overflows ...
+      saw_overflow = true;
+    }
+    if (row[col("x0")] == "50" && row[col("algorithm")] == "PASA-FP16") CHECK(m.nan_pct == 0.0);  // ... PASA does not
+  }
+  CHECK(saw_overflow);
+}
+
+TEST_CASE("sweep: real CSV metrics are identical for any thread count and shard split", "[sweep]") {
+  const SweepConfig cfg = parse_sweep_config(tiny_real_config(), "tiny.json");
+  SweepOptions one;
+  one.out_dir = fresh_dir("real-1");
+  one.threads = 1;
+  run_sweep(cfg, library_backend(), one);
+  SweepOptions three = one;
+  three.out_dir = fresh_dir("real-3");
+  three.threads = 3;
+  run_sweep(cfg, library_backend(), three);
+  CHECK(without_times(three.out_dir / "results.csv") == without_times(one.out_dir / "results.csv"));
+  const fs::path shards = fresh_dir("real-shards");
+  for (std::size_t i = 0; i < 3; ++i) {
+    SweepOptions s;
+    s.out_dir = shards;
+    s.threads = 2;
+    s.shard_index = i;
+    s.shard_count = 3;
+    run_sweep(cfg, library_backend(), s);
+  }
+  const fs::path merged = fresh_dir("real-merged");
+  merge_sweeps({shards}, merged);
+  CHECK(without_times(merged / "results.csv") == without_times(one.out_dir / "results.csv"));
 }

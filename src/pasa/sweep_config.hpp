@@ -68,9 +68,4 @@ PlannedProblem plan_problem(const SweepConfig&, std::size_t index);
 // "x0=20, Am=0.5, seed=1" for messages.
 std::string describe(const SweepConfig&, const PlannedProblem&);
 
-// Unknown keys of `object` at `path` -> InputError "<source>: <path>/<key>: unknown key (did you mean
-// "<closest>"?); known keys: ...".
-void check_known_keys(const nlohmann::json& object, const std::vector<std::string>& known,
-                      const std::string& source, const std::string& path);
-
 }  // namespace pasa
