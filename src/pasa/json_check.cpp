@@ -1,6 +1,7 @@
 #include "pasa/json_check.hpp"
 
 #include <algorithm>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -39,6 +40,16 @@ const nlohmann::json* member(const nlohmann::json& j, const char* key) {
 }
 
 }  // namespace
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(fmt::format("{}: cannot open JSON file", path.string()));
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+  }
+}
 
 std::string closest_key(std::string_view key, const std::vector<std::string>& allowed) {
   std::string best;

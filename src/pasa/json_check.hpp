@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 namespace pasa {
+
+// Parses a JSON file; InputError naming the file (and the parser's position) when unreadable or invalid.
+nlohmann::json read_json_file(const std::filesystem::path&);
 
 // Throws unless j is an object whose keys are all in `allowed`:
 //   "<path>: unknown key 'x00' (did you mean 'x0'?); allowed: x0, am, ..."

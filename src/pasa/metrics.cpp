@@ -98,6 +98,7 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
   m.nan_pct = 100.0 * static_cast<double>(m.nan_count) / n;
   m.inf_pct = 100.0 * static_cast<double>(m.inf_count) / n;
   m.rows_with_nonfinite_pct = 100.0 * static_cast<double>(m.rows_with_nonfinite) / static_cast<double>(m.rows);
+  if (m.nan_count + m.inf_count == m.elements) m.max_abs_err = m.max_rel_err = kNaN;  // no finite element
   const double den = std::sqrt(dd_to_double(out2_fin)) * std::sqrt(dd_to_double(gold2_fin));
   m.cosine = den > 0 ? dd_to_double(dot) / den : kNaN;
   return m;

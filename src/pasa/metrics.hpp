@@ -22,7 +22,8 @@ struct Metrics {
   double nan_pct = 0, inf_pct = 0;        // of all elements (PASA Table 4 reports nan_pct)
   std::size_t rows_with_nonfinite = 0;
   double rows_with_nonfinite_pct = 0;     // share of rows containing any NaN/inf
-  // Over the finite elements: max |o − g|, max |o − g|/|g| over g ≠ 0, and cos(o, g) (NaN if a norm is 0).
+  // Over the finite elements: max |o − g|, max |o − g|/|g| over g ≠ 0, and cos(o, g) (NaN if a norm is 0);
+  // all three NaN when no element is finite.
   double max_abs_err = 0, max_rel_err = 0, cosine = 0;
 };
 

@@ -112,7 +112,8 @@ double round(double x, const Format& f, const RoundOptions& o, RandomBits* rng) 
       case RoundMode::toward_pos: up = frac > 0.0 && !neg; break;
       case RoundMode::toward_neg: up = frac > 0.0 && neg; break;
       case RoundMode::odd: up = frac > 0.0 && std::fmod(yi, 2.0) == 0.0; break;
-      // Round up with probability frac exactly: u has 53 random bits, frac at most 53 significant bits.
+      // Round up with probability frac: u is uniform on the multiples of 2^-53 in [0, 1), so P(u < frac) is
+      // frac rounded up to a multiple of 2^-53 (exact whenever x is at least the quantum 2^q).
       case RoundMode::stochastic: up = std::ldexp(static_cast<double>(draw >> 11), -53) < frac; break;
     }
     r = std::ldexp(yi + (up ? 1.0 : 0.0), q);
@@ -133,25 +134,14 @@ void round_span(std::span<const double> in, std::span<double> out, const Format&
   for (size_t i = 0; i < in.size(); ++i) out[i] = round(in[i], f, o, rng);
 }
 
-void round_span(std::span<const float> in, std::span<float> out, const Format& f, const RoundOptions& o,
-                RandomBits* rng) {
+void round_span_portable(std::span<const float> in, std::span<float> out, const Format& f, const RoundOptions& o,
+                         RandomBits* rng) {
   if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
+  // The float kernel needs the format's grid, subnormal spacing included, to be made of float values.
   const bool fits_float = f.emax <= 127 && f.emin() - f.p + 24 >= -126;
   if (o.mode == RoundMode::nearest_even && fits_float) {
-    size_t i = 0;
-#ifdef PASA_HAVE_F16C
-    // F16C's vcvtps2ph rounds float to fp16 with RNE, gradual underflow and overflow to inf: the same
-    // bits as the portable kernel for the plain IEEE options (checked over all 2^32 floats by a test).
-    if (f == format_by_name("fp16") && o.overflow == Overflow::ieee && !o.flush_input && !o.flush_output) {
-      for (; i + 8 <= in.size(); i += 8) {
-        const __m256 v = _mm256_loadu_ps(in.data() + i);
-        const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(h));
-      }
-    }
-#endif
     const RneKernel<float, std::uint32_t> k(f, o);
-    for (; i < in.size(); ++i) out[i] = k(in[i]);
+    for (size_t i = 0; i < in.size(); ++i) out[i] = k(in[i]);
     return;
   }
   // Other modes and wider formats: widen exactly to double, round once there.
@@ -161,6 +151,27 @@ void round_span(std::span<const float> in, std::span<float> out, const Format& f
       throw std::domain_error(fmt::format("round_span: {} rounds to {} which a float cannot hold", in[i], r));
     out[i] = static_cast<float>(r);
   }
+}
+
+void round_span(std::span<const float> in, std::span<float> out, const Format& f, const RoundOptions& o,
+                RandomBits* rng) {
+  if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
+  size_t i = 0;
+#ifdef PASA_HAVE_F16C
+  // F16C's vcvtps2ph rounds float to fp16 with RNE, gradual underflow and overflow to inf: the same
+  // bits as the portable kernel for the plain IEEE options (checked over all 2^32 floats by a [long] test;
+  // NaNs stay NaN, their payload may differ). AVX512-BF16's vcvtneps2bf16 is not used: it flushes
+  // subnormal inputs and outputs to zero whatever the options say, so it does not give the same bits.
+  if (o.mode == RoundMode::nearest_even && f == format_by_name("fp16") && o.overflow == Overflow::ieee &&
+      !o.flush_input && !o.flush_output) {
+    for (; i + 8 <= in.size(); i += 8) {
+      const __m256 v = _mm256_loadu_ps(in.data() + i);
+      const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(h));
+    }
+  }
+#endif
+  round_span_portable(in.subspan(i), out.subspan(i), f, o, rng);
 }
 
 std::uint64_t encode(double x, const Format& f) {

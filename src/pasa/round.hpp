@@ -53,6 +53,11 @@ void round_span(std::span<const double> in, std::span<double> out, const Format&
 void round_span(std::span<const float> in, std::span<float> out, const Format& fmt,
                 const RoundOptions& opt = {}, RandomBits* rng = nullptr);
 
+// The portable kernel alone, without conversion instructions: the bits round_span(float) gives on every
+// CPU. Exposed so that tests and the benchmark can hold the instruction paths against it.
+void round_span_portable(std::span<const float> in, std::span<float> out, const Format& fmt,
+                         const RoundOptions& opt = {}, RandomBits* rng = nullptr);
+
 // Storage bits (right-aligned, fmt.storage_bits() wide). encode() requires a value of the format
 // (round first) and throws std::domain_error otherwise; NaN encodes as the canonical quiet NaN.
 std::uint64_t encode(double x, const Format& fmt);

@@ -1,0 +1,204 @@
+// pasa-attn: run one attention algorithm on generated or .npy inputs and measure it against the golden.
+// Only parses arguments and calls the library.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pasa/algorithm.hpp"
+#include "pasa/error.hpp"
+#include "pasa/generators.hpp"
+#include "pasa/golden.hpp"
+#include "pasa/json_check.hpp"
+#include "pasa/metrics.hpp"
+#include "pasa/tensor_io.hpp"
+
+using namespace pasa;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string num(double x) { return fmt::format("{:.6g}", x); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Run one attention algorithm and compare it with the MPFR golden (PASA Eq. 19 metrics)"};
+  // Algorithm
+  std::string algorithm = "fa2", alloc = "fa_fp16_fp32", algo_json;
+  std::size_t s1 = 128, s2 = 128;
+  double beta = PasaOptions{}.beta;
+  auto* o_algo = app.add_option("--algorithm", algorithm, "algorithm: " + fmt::format("{}", fmt::join(algorithm_names(), ", ")));
+  auto* o_alloc = app.add_option("--alloc", alloc, "precision allocation preset: " +
+                                                        fmt::format("{}", fmt::join(allocation_preset_names(), ", ")));
+  auto* o_s1 = app.add_option("--s1", s1, "query block size");
+  auto* o_s2 = app.add_option("--s2", s2, "key/value block size");
+  auto* o_beta = app.add_option("--beta", beta, "PASA shifting coefficient β");
+  auto* o_algo_json = app.add_option("--algo-json", algo_json, "algorithm JSON file (instead of the options above)");
+  for (auto* o : {o_algo, o_alloc, o_s1, o_s2, o_beta}) o->excludes(o_algo_json);
+  // Problem: a JSON file, generator options, or .npy tensors
+  std::string problem_file, q_file, k_file, v_file, input_format;
+  ProblemSpec spec;
+  std::string kind = "uniform";
+  TensorGen gen;
+  double phase_lag = 0;
+  auto* o_problem = app.add_option("--problem", problem_file, "problem JSON file (shape, format, generators)");
+  auto* o_q = app.add_option("--q", q_file, "Q from .npy: (S,D), (N,S,D) or (B,N,S,D)");
+  auto* o_k = app.add_option("--k", k_file, "K from .npy");
+  auto* o_v = app.add_option("--v", v_file, "V from .npy");
+  app.add_option("--input-format", input_format,
+                 "format of the .npy inputs: required for uint8/uint16 bit patterns; float values are rounded to it");
+  o_q->needs(o_k)->needs(o_v)->excludes(o_problem);
+  o_k->needs(o_q);
+  o_v->needs(o_q);
+  std::vector<CLI::Option*> gen_opts = {
+      app.add_option("--batch", spec.batch, "B"),
+      app.add_option("--heads", spec.heads_q, "query heads Nq"),
+      app.add_option("--kv-heads", spec.heads_kv, "key/value heads Nkv (default Nq)"),
+      app.add_option("--seq", spec.seq_q, "query length Sq"),
+      app.add_option("--kv-seq", spec.seq_kv, "key/value length Skv (default Sq)"),
+      app.add_option("--dim", spec.head_dim, "head dimension D"),
+      app.add_option("--format", spec.format, "input storage format"),
+      app.add_option("--seed", spec.seed, "problem seed"),
+      app.add_option("--gen", kind, "generator: uniform (Eq. 17), hybrid (Eq. 18), resonance (§3.3.2)"),
+      app.add_option("--x0", gen.x0, "generator centre / offset"),
+      app.add_option("--am", gen.am, "uniform half-width, hybrid outlier std, resonance amplitude"),
+      app.add_option("--p", gen.p, "hybrid outlier probability"),
+      app.add_option("--wavelength", gen.wavelength, "resonance wavelength along D"),
+      app.add_option("--phase-lag", phase_lag, "resonance: phase of K relative to Q in degrees (0 or 180)"),
+      app.add_option("--seq-bias", gen.seq_bias, "resonance: bias growing along the sequence"),
+      app.add_option("--noise", gen.noise, "resonance: Gaussian noise std")};
+  for (auto* o : gen_opts) o->excludes(o_problem)->excludes(o_q);
+  double scale = 0;
+  bool causal = false;
+  auto* o_scale = app.add_option("--scale", scale, "softmax scale (default 1/sqrt(D))");
+  auto* o_causal = app.add_flag("--causal", causal, "causal mask (aligned to the end, as in decode)");
+  o_scale->excludes(o_problem);
+  o_causal->excludes(o_problem);
+  // Outputs
+  bool json = false;
+  int threads = default_threads(), precision_bits = 128;
+  std::string score_format = "fp16", out_npy, golden_npy;
+  app.add_flag("--json", json, "print the results as JSON instead of a table");
+  app.add_option("--threads", threads, "threads");
+  app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden");
+  app.add_option("--score-format", score_format, "format for the score overflow counts");
+  app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
+  app.add_option("--golden-npy", golden_npy, "write the golden output as float64 .npy");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    // Algorithm
+    AlgorithmSpec algo;
+    if (!algo_json.empty()) {
+      algo = algorithm_from_json(read_json_file(algo_json), algo_json);
+    } else {
+      nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}, {"pasa", {{"beta", beta}}}};
+      algo = algorithm_from_json(j, "command line");
+    }
+    // Inputs
+    AttentionInputs in;
+    nlohmann::json problem_json;
+    if (!q_file.empty()) {
+      std::unique_ptr<Format> f;
+      if (!input_format.empty()) {
+        try {
+          f = std::make_unique<Format>(format_by_name(input_format));
+        } catch (const std::invalid_argument& e) {
+          throw InputError(fmt::format("--input-format: {}", e.what()));
+        }
+      }
+      const LoadedTensor lq = load_tensor(q_file, f.get()), lk = load_tensor(k_file, f.get()),
+                         lv = load_tensor(v_file, f.get());
+      in.q = lq.tensor;
+      in.k = lk.tensor;
+      in.v = lv.tensor;
+      in.scale = scale;
+      in.mask.causal = causal;
+      validate(in);
+      problem_json = {{"q", q_file}, {"k", k_file}, {"v", v_file}, {"format", in.q.format.name},
+                      {"rounded", lq.rounded + lk.rounded + lv.rounded}, {"scale", scale}, {"causal", causal}};
+    } else {
+      if (!problem_file.empty()) {
+        spec = problem_from_json(read_json_file(problem_file), problem_file);
+      } else {
+        if (app.count("--kv-heads") == 0) spec.heads_kv = spec.heads_q;
+        if (app.count("--kv-seq") == 0) spec.seq_kv = spec.seq_q;
+        gen.kind = gen_kind_by_name(kind);
+        spec.q = spec.k = spec.v = gen;
+        spec.k.phase_deg = gen.phase_deg + phase_lag;
+        spec.scale = scale;
+        spec.causal = causal;
+      }
+      in = generate_inputs(spec, threads);
+      problem_json = to_json(spec);
+    }
+    const Format sfmt = [&] {
+      try {
+        return format_by_name(score_format);
+      } catch (const std::invalid_argument& e) {
+        throw InputError(fmt::format("--score-format: {}", e.what()));
+      }
+    }();
+    // Run
+    auto t0 = std::chrono::steady_clock::now();
+    const AttentionOutput out = run_attention(in, algo, threads);
+    const double t_algo = seconds_since(t0);
+    GoldenOptions gopt;
+    gopt.threads = threads;
+    gopt.precision_bits = precision_bits;
+    t0 = std::chrono::steady_clock::now();
+    const Golden golden = golden_attention(in, gopt);
+    const double t_golden = seconds_since(t0);
+    const Metrics m = compare_outputs(out.o, golden.o);
+    const ScoreStats st = score_stats(in, sfmt, threads);
+    if (!out_npy.empty()) save_tensor(out_npy, out.o);
+    if (!golden_npy.empty()) save_tensor(golden_npy, golden.o);
+
+    if (json) {
+      nlohmann::json j = {{"problem", problem_json},
+                          {"algorithm", to_json(algo)},
+                          {"metrics", to_json(m)},
+                          {"scores", to_json(st)},
+                          {"golden", {{"guaranteed_bits", golden.guaranteed_bits}, {"used_mpfr", golden.used_mpfr},
+                                      {"precision_bits", precision_bits}, {"seconds", t_golden}}},
+                          {"algorithm_seconds", t_algo}};
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
+    const Shape& s = in.q.shape;
+    fmt::print("problem      Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {}{}\n", s.b, s.n, s.s, s.d, in.k.shape.b,
+               in.k.shape.n, in.k.shape.s, in.k.shape.d, in.q.format.name, in.mask.causal ? ", causal" : "");
+    fmt::print("algorithm    {} / {} (s1 {}, s2 {}), {:.3f} s\n", algo.name, algo.alloc.name, algo.s1, algo.s2, t_algo);
+    fmt::print("golden       {} guaranteed bits{}, {:.3f} s\n", golden.guaranteed_bits,
+               golden.used_mpfr ? " (MPFR)" : "", t_golden);
+    fmt::print("{:<28}{}\n", "metric", "value");
+    const std::pair<std::string, std::string> rows[] = {
+        {"rmse (Eq. 19)", num(m.rmse)},
+        {"rmse over finite elements", num(m.rmse_finite)},
+        {"NaN %", num(m.nan_pct)},
+        {"inf %", num(m.inf_pct)},
+        {"rows with NaN/inf %", num(m.rows_with_nonfinite_pct)},
+        {"max abs error", num(m.max_abs_err)},
+        {"max rel error", num(m.max_rel_err)},
+        {"cosine similarity", fmt::format("{:.17g}", m.cosine)},
+        {"score min (scaled)", num(st.min)},
+        {"score max (scaled)", num(st.max)},
+        {"score min/max unscaled", num(st.min_unscaled) + " / " + num(st.max_unscaled)},
+        {fmt::format("|QKᵀ| > {} max", st.format), std::to_string(st.over_max)},
+        {"QKᵀ rounding to inf/NaN", std::to_string(st.overflow)},
+        {"scaled rounding to inf/NaN", std::to_string(st.overflow_scaled)}};
+    for (const auto& [k, v] : rows) fmt::print("{:<28}{}\n", k, v);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pasa-attn: error: %s\n", e.what());
+    return 1;
+  }
+}
