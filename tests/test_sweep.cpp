@@ -202,7 +202,7 @@ TEST_CASE("sweep config: library-level mistakes stop the sweep before anything r
   CHECK(!fs::exists(dir));
 }
 
-TEST_CASE("sweep grid: ranges, order and substitution", "[sweep]") {
+TEST_CASE("sweep grid: ranges order and substitution", "[sweep]") {
   json c = base_config();
   c["grid"]["Am"] = {{"from", 0}, {"to", 0.3}, {"step", 0.1}};
   const SweepConfig cfg = parse_sweep_config(c, "cfg.json");
@@ -222,7 +222,7 @@ TEST_CASE("sweep grid: ranges, order and substitution", "[sweep]") {
   CHECK(parse_sweep_config(c, "cfg.json").seeds == std::vector<std::uint64_t>{1, 2, 3});
 }
 
-TEST_CASE("csv: quoting and %.17g numbers round-trip", "[sweep]") {
+TEST_CASE("csv: quoting and full-precision numbers round-trip", "[sweep]") {
   const CsvRow row = {"a", "b,c", "say \"hi\"", "", R"({"x":[1,2]})"};
   const std::string line = csv_line(row);
   CHECK(line == "a,\"b,c\",\"say \"\"hi\"\"\",,\"{\"\"x\"\":[1,2]}\"\n");
@@ -273,7 +273,7 @@ TEST_CASE("sweep: an interrupted run resumes to the same table", "[sweep]") {
   CHECK(without_times(opt2.out_dir / "results.csv") == expected);
 }
 
-TEST_CASE("sweep: shards merged equal the full run, whatever the thread count", "[sweep]") {
+TEST_CASE("sweep: shards merged equal the full run whatever the thread count", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(base_config(), "cfg.json");
   SweepOptions opt;
   opt.out_dir = fresh_dir("one");
@@ -337,7 +337,7 @@ TEST_CASE("sweep: summary aggregates over seeds", "[sweep]") {
   CHECK(nan_group["metrics"]["nan_pct"]["mean"] == 100.0);
 }
 
-TEST_CASE("paper tables: Table 1 and Table 3 agree with the paper's printed values", "[sweep]") {
+TEST_CASE("paper tables: Table 1 and Table 3 agree with the printed values", "[sweep]") {
   // Table 1: our column next to the paper's printed one, equal to the printed digits.
   const Table t1 = table1_formats();
   REQUIRE(t1.rows.size() == 4);
@@ -389,7 +389,7 @@ std::string library_error_of(const json& config) {
 
 }  // namespace
 
-TEST_CASE("sweep config: the library's own checks name the config's JSON path", "[sweep]") {
+TEST_CASE("sweep config: library checks name the JSON path in the config", "[sweep]") {
   json c = tiny_real_config();
   c["algorithms"][2]["pasa"]["beta"] = 1.5;
   CHECK_THAT(library_error_of(c), Catch::StartsWith("config.json: /algorithms/2/pasa/beta: ") && Catch::Contains("1.5"));
@@ -413,7 +413,7 @@ TEST_CASE("sweep config: the library's own checks name the config's JSON path", 
   CHECK(library_error_of(json::parse(default_sweep_config_text())) == "(no error)");
 }
 
-TEST_CASE("sweep: a tiny real sweep's CSV holds the library's metrics, bit for bit", "[sweep]") {
+TEST_CASE("sweep: a tiny real sweep CSV holds the library metrics bit for bit", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(tiny_real_config(), "tiny.json");
   SweepOptions opt;
   opt.out_dir = fresh_dir("real");

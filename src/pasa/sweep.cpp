@@ -106,9 +106,15 @@ void numeric_keys(const json& j, const std::string& prefix, std::vector<std::pai
   }
 }
 
+// h2's to_json writes non-finite numbers as the strings "nan", "inf", "-inf" (JSON has none).
 double leaf_value(const json& j, const json::json_pointer& ptr) {
   const json& v = j.at(ptr);
-  return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.is_number() ? v.get<double>() : NAN;
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_number()) return v.get<double>();
+  if (v == "inf") return INFINITY;
+  if (v == "-inf") return -INFINITY;
+  if (v == "nan") return NAN;
+  throw std::logic_error("metric " + ptr.to_string() + " is not a number: " + v.dump());
 }
 
 // h2's parsers name places as JSONPath ("$.generator.am: ..."); the sweep's messages use JSON pointers
