@@ -10,9 +10,9 @@ namespace pasa {
 
 double Format::max_finite() const {
   // ieee: (2 - 2^(1-p)) * 2^emax. fn: the all-ones fraction at the top exponent is NaN, so one ulp less.
-  const double ulp = std::ldexp(1.0, emax - (p - 1));
-  const double top = std::ldexp(2.0, emax) - ulp;
-  return specials == Specials::fn ? top - ulp : top;
+  // The significand is formed first and scaled last, so fp64 gives DBL_MAX rather than overflowing.
+  const double ulps = specials == Specials::fn ? 2.0 : 1.0;
+  return std::ldexp(2.0 - ulps * std::ldexp(1.0, 1 - p), emax);
 }
 double Format::min_normal() const { return std::ldexp(1.0, emin()); }
 double Format::min_subnormal() const { return subnormals ? std::ldexp(1.0, emin() - (p - 1)) : min_normal(); }
@@ -70,6 +70,26 @@ Format format_by_name(std::string_view name) {
     if (rest == ",subnormals=0") return custom_format(p, emax, false);
   }
   throw std::invalid_argument(fmt::format("unknown format \"{}\"; known formats: {}", name, known_format_names()));
+}
+
+std::vector<FormatTableRow> format_table(const std::vector<Format>& formats) {
+  std::vector<FormatTableRow> rows;
+  for (const auto& f : formats)
+    rows.push_back({f.name, f.p, f.emin(), f.emax, f.min_subnormal(), f.min_normal(), f.max_finite(),
+                    f.unit_roundoff()});
+  return rows;
+}
+
+std::string format_table_text(const std::vector<Format>& formats) {
+  // Powers of two are shown as such next to the decimal value: they are what the formats are made of.
+  auto pow2 = [](double v) { return fmt::format("{:.4g} (2^{})", v, std::ilogb(v)); };
+  std::string s = fmt::format("{:<10} {:>3} {:>6} {:>5}  {:<22} {:<22} {:<12} {:<18}\n", "format", "p", "emin",
+                              "emax", "smallest subnormal", "smallest normal", "largest finite",
+                              "unit roundoff u");
+  for (const auto& r : format_table(formats))
+    s += fmt::format("{:<10} {:>3} {:>6} {:>5}  {:<22} {:<22} {:<12.6g} {:<18}\n", r.name, r.p, r.emin, r.emax,
+                     pow2(r.min_subnormal), pow2(r.min_normal), r.max_finite, pow2(r.unit_roundoff));
+  return s;
 }
 
 }  // namespace pasa

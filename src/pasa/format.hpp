@@ -49,4 +49,14 @@ Format custom_format(int p, int emax, bool subnormals = true, Specials specials 
 const std::vector<Format>& builtin_formats();
 std::string known_format_names();  // "fp64, fp32, ..." for error messages
 
+// The paper's Table 1 (range and precision of each format), with the exponent range and the smallest
+// values added: what `pasa-round --list-formats` prints.
+struct FormatTableRow {
+  std::string name;
+  int p, emin, emax;
+  double min_subnormal, min_normal, max_finite, unit_roundoff;
+};
+std::vector<FormatTableRow> format_table(const std::vector<Format>& formats = builtin_formats());
+std::string format_table_text(const std::vector<Format>& formats = builtin_formats());  // aligned columns
+
 }  // namespace pasa

@@ -1,0 +1,91 @@
+// pasa-round: round numbers (command line, stdin, or a float32/float64 .npy) to a low-precision format and
+// print them with their storage bits, or write them as .npy (float64 values and/or uint8/uint16 bits).
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "pasa/error.hpp"
+#include "pasa/npy.hpp"
+#include "pasa/number_text.hpp"
+#include "pasa/round.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Round numbers to a low-precision format (one rounding from double) and show the storage bits.\n"
+               "Numbers come from the arguments, from --input (a float32/float64 .npy), or else from stdin."};
+  std::vector<std::string> numbers;
+  std::string format_name = "fp16", mode_name = "rne", overflow_name = "ieee", input, output, bits_output;
+  bool flush_input = false, flush_output = false, list_formats = false;
+  std::uint64_t seed = 0;
+  app.add_option("numbers", numbers, "numbers to round (decimal, hex float such as 0x1.8p-3, inf, nan)");
+  app.add_option("-f,--format", format_name, "target format: " + pasa::known_format_names())
+      ->capture_default_str();
+  app.add_option("-m,--mode", mode_name, "rounding mode: " + pasa::known_round_mode_names())->capture_default_str();
+  app.add_option("--overflow", overflow_name, "overflow policy: ieee (inf, or NaN for fp8_e4m3) or saturate")
+      ->capture_default_str();
+  app.add_flag("--flush-input", flush_input, "treat inputs below the smallest normal as zero (DAZ)");
+  app.add_flag("--flush-output", flush_output, "flush results below the smallest normal to zero (FTZ)");
+  app.add_option("--seed", seed, "seed of the random source for stochastic rounding (mode sr)")->capture_default_str();
+  app.add_option("-i,--input", input, "read the numbers from this .npy (float32 or float64)");
+  app.add_option("-o,--output", output, "write the rounded values to this .npy (float64, same shape)");
+  app.add_option("--bits-output", bits_output,
+                 "write the storage bit patterns to this .npy (uint8 for 8-bit formats, else uint16)");
+  app.add_flag("--list-formats", list_formats, "print each built-in format's precision and range, and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (list_formats) {
+      std::cout << pasa::format_table_text();
+      return 0;
+    }
+    const pasa::Format f = pasa::format_by_name(format_name);
+    const pasa::RoundOptions opt{pasa::round_mode_by_name(mode_name), pasa::overflow_by_name(overflow_name),
+                                 flush_input, flush_output};
+    if (!input.empty() && !numbers.empty()) throw pasa::InputError("give numbers or --input, not both");
+    const pasa::NpyDtype bits_dtype = f.storage_bits() <= 8 ? pasa::NpyDtype::u8 : pasa::NpyDtype::u16;
+    if (!bits_output.empty() && f.storage_bits() > 16)
+      throw pasa::InputError(fmt::format("--bits-output: format {} has {} storage bits; at most 16 fit a .npy "
+                                         "uint16 (use --output for the values)", f.name, f.storage_bits()));
+
+    std::vector<double> xs;
+    std::vector<std::size_t> shape;
+    if (!input.empty()) {
+      const pasa::NpyArray a = pasa::read_npy(input);
+      if (a.dtype != pasa::NpyDtype::f32 && a.dtype != pasa::NpyDtype::f64)
+        throw pasa::InputError(fmt::format("{}: dtype {} not accepted; give float32 or float64 values", input,
+                                           pasa::npy_descr(a.dtype)));
+      xs = pasa::npy_values(a);
+      shape = a.shape;
+    } else {
+      std::string text;
+      for (const auto& n : numbers) text += n + ' ';
+      const bool from_stdin = numbers.empty();
+      if (from_stdin) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      xs = pasa::parse_numbers(text, from_stdin ? "stdin" : "command line");
+      shape = {xs.size()};
+    }
+
+    std::vector<double> rounded(xs.size());
+    pasa::RandomBits rng(seed);
+    pasa::round_span(xs, rounded, f, opt, &rng);
+
+    if (!output.empty()) pasa::write_npy(output, pasa::make_npy(rounded, shape, pasa::NpyDtype::f64));
+    if (!bits_output.empty()) pasa::write_npy(bits_output, pasa::make_npy(rounded, shape, bits_dtype, &f));
+    if (output.empty() && bits_output.empty()) {
+      std::string out;
+      for (std::size_t i = 0; i < xs.size(); ++i)
+        out += fmt::format("{:<24} -> {:<24} {}\n", pasa::value_text(xs[i]), pasa::value_text(rounded[i]),
+                           pasa::bits_text(pasa::encode(rounded[i], f), f));
+      std::fputs(out.c_str(), stdout);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pasa-round: error: %s\n", e.what());
+    return 2;
+  }
+}
