@@ -5,6 +5,7 @@ set output out
 set datafile separator ","
 set datafile missing "nan"
 set key below horizontal
+set bmargin 5
 set logscale y
 set format y "10^{%L}"
 set grid ytics
@@ -14,9 +15,9 @@ set yrange [*:3]
 set multiplot layout 1,2 title sprintf("Fig. %s: RMSE (Eq. 19), %s inputs, shape (1,16,1280,128); mean over seeds, bars min-max", fig, dist)
 do for [panel in "x0 am"] {
   if (panel eq "x0") {
-    set title sprintf("Am = %s, x0 varied", am); set xlabel "mean value x0"; unset logscale x; set offsets 1, 1, 0, 0; col = 2
+    set title sprintf("Am = %s, x0 varied", am); set xlabel "mean value x0"; unset logscale x; set offsets graph 0.04, graph 0.04, 0, 0; col = 2
   } else {
-    set title sprintf("x0 = %s, Am varied", x0); set xlabel "amplitude Am"; set logscale x; set offsets 0, 0, 0, 0; col = 3
+    set title sprintf("x0 = %s, Am varied", x0); set xlabel "amplitude Am"; set logscale x; set offsets graph 0.04, graph 0.04, 0, 0; col = 3
   }
   set ylabel "RMSE"
   f(a) = sprintf("%s/%s_%s.csv", d, panel, a)
