@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     }
     if (!csv_path.empty()) write_atomic(csv_path, pasa::stage_shares_csv(rows));
     if (!json_path.empty()) write_atomic(json_path, j.dump(2) + "\n");
-  } catch (const pasa::InputError& e) {
+  } catch (const std::exception& e) {  // InputError for user mistakes; anything else (I/O) likewise reported
     fmt::print(stderr, "pasa-attribute: error: {}\n", e.what());
     return 1;
   }

@@ -38,7 +38,7 @@ void write_atomic(const std::filesystem::path& path, const std::string& content)
 int main(int argc, char** argv) {
   CLI::App app{"Optimal PASA shift parameter beta (paper Appendix A-C, Eq. 20-22, Table 3)"};
   std::string format_name = "fp16";
-  std::size_t n = 128;
+  long long n = 128;  // signed, so that a negative value is reported rather than wrapped
   std::vector<double> betas;
   bool table3 = false;
   pasa::BetaOptions opt;
@@ -67,9 +67,10 @@ int main(int argc, char** argv) {
       betas.insert(betas.begin(), t3.begin(), t3.end());
     }
     if (betas.empty()) throw pasa::InputError("give at least one --beta or --table3");
+    if (n < 1) throw pasa::InputError(fmt::format("--n {}: the block size must be at least 1", n));
 
     std::vector<pasa::BetaRow> rows;
-    for (double b0 : betas) rows.push_back(pasa::solve_beta(b0, n, tp, opt));
+    for (double b0 : betas) rows.push_back(pasa::solve_beta(b0, static_cast<std::size_t>(n), tp, opt));
 
     fmt::print("format {}, n = {}{}\n", tp.name, n,
                opt.sqrt_d ? fmt::format(", entries scaled by 1/sqrt({})", opt.sqrt_d) : std::string());
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
       for (const pasa::BetaRow& r : rows) j["rows"].push_back(pasa::to_json(r));
       write_atomic(json_path, j.dump(2) + "\n");
     }
-  } catch (const pasa::InputError& e) {
+  } catch (const std::exception& e) {  // InputError for user mistakes; anything else (I/O) likewise reported
     fmt::print(stderr, "pasa-beta: error: {}\n", e.what());
     return 1;
   }

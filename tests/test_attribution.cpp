@@ -130,6 +130,27 @@ TEST_CASE("attribution: the fp64 allocation has nothing to attribute", "[attribu
   }
 }
 
+TEST_CASE("attribution: overflow NaN is attributed to the fp16 score stage", "[attribution]") {
+  // x0 = 30, D = 128: every score q·k ≈ 115200 > 65504, so S leaving the GEMM in fp16 (FA-FP16/FP32, PASA
+  // Fig. 2) is +inf and the softmax gives NaN (PASA Table 4: 100 %); with S in fp32 nothing overflows.
+  const AttentionInputs in = uniform_case({1, 1, 32, 128}, 30.0, 0.5, 5);
+  const Golden g = golden_attention(in);
+  AlgorithmSpec spec;
+  spec.name = "fa2";
+  spec.alloc = allocation_preset("fa_fp16_fp32");
+  spec.s1 = spec.s2 = 16;
+  const auto rows = attribute_error(in, spec, g, 2);
+  const StageShare& s = row(rows, "s");
+  CHECK(s.nan_pct_base == 100.0);
+  CHECK(std::isnan(s.rmse_base));
+  CHECK(std::isnan(s.share));
+  CHECK(s.nan_pct_lifted == 0.0);
+  CHECK(std::isfinite(s.rmse_lifted));
+  CHECK(s.nan_pct_only == 100.0);
+  for (const StageShare& r : rows)
+    if (r.stage != "s") CHECK(r.nan_pct_only == 0.0);
+}
+
 TEST_CASE("attribution: PASA invariance view", "[attribution]") {
   const AttentionInputs in = uniform_case({1, 1, 64, 64}, 20.0, 0.5, 11);  // D = 64: α = 8, exact scaling
   const Golden g = golden_attention(in);

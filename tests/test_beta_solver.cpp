@@ -137,6 +137,9 @@ TEST_CASE("beta solver rejects bad input with clear messages", "[beta]") {
   opt.tol = 1e-300;
   CHECK_THROWS_WITH(solve_beta(0.9, 128, h, opt), Contains("no convergence within 1"));
   opt = {};
+  opt.rounding.mode = RoundMode::stochastic;
+  CHECK_THROWS_WITH(solve_beta(0.9, 128, h, opt), Contains("deterministic"));
+  opt = {};
   opt.tol = 0;
   CHECK_THROWS_WITH(solve_beta(0.9, 128, h, opt), Contains("tolerance"));
 }

@@ -125,7 +125,7 @@ void check_against_reference(const AttentionInputs& in, const GoldenOptions& opt
 
 }  // namespace
 
-TEST_CASE("exp_dd matches MPFR to 2^-98 relative", "[golden]") {
+TEST_CASE("exp_dd matches MPFR to within kExpDDRelErr relative", "[golden]") {
   boost::random::mt19937_64 eng(7);
   boost::random::uniform_real_distribution<double> u(kExpDDMin, 0.0), tiny(-1e-17, 1e-17);
   mpfr_t x, y, z;
@@ -241,4 +241,67 @@ TEST_CASE("golden rejects bad inputs with clear errors", "[golden]") {
   GoldenOptions low;
   low.precision_bits = 64;
   CHECK_THROWS_WITH(golden_attention(ok, low), Catch::Contains("precision_bits"));
+}
+
+TEST_CASE("golden falls back to MPFR where doubles would overflow and still matches", "[golden]") {
+  // fp64 inputs near 2^460: q·k ~ 2^926 is beyond the fast path's safe range; a tiny scale brings the
+  // scaled scores back to ~1e2.
+  AttentionInputs in = make_inputs(1, 1, 1, 3, 6, 4, 0.75, 0.25, 51, "fp64");
+  for (Tensor* t : {&in.q, &in.k})
+    for (double& x : t->data) x = std::ldexp(x, 460);
+  in.scale = 0x1p-915;
+  const Golden g = golden_attention(in);
+  CHECK(g.used_mpfr);
+  check_against_reference(in, GoldenOptions{});
+}
+
+// ---- a second, MPFR-free reference: Boost.Multiprecision cpp_bin_float ----
+#include <boost/multiprecision/cpp_bin_float.hpp>
+
+TEST_CASE("golden matches a Boost cpp_bin_float evaluation on hybrid inputs with outliers", "[golden]") {
+  using Big = boost::multiprecision::number<boost::multiprecision::cpp_bin_float<160, boost::multiprecision::digit_base_2>>;
+  // Hybrid-like inputs: N(0,1)-ish values plus a few large outliers, so scores span a wide range.
+  AttentionInputs in = make_inputs(1, 2, 2, 4, 24, 32, 0.0, 1.0, 61);
+  in.k.data[5] = 96.0;
+  in.k.data[40] = -120.0;
+  in.q.data[7] = 80.0;
+  in.mask.causal = true;
+  const Golden g = golden_attention(in);
+  CHECK(g.guaranteed_bits >= 60);
+  const std::size_t D = 32, S = 24, Sq = 4;
+  const Big scale = 1 / boost::multiprecision::sqrt(Big(32));
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t i = 0; i < Sq; ++i) {
+      const std::size_t end = i + 1 + S - Sq;
+      std::vector<Big> s(end);
+      Big m = -1e300;
+      for (std::size_t j = 0; j < end; ++j) {
+        Big acc = 0;
+        for (std::size_t x = 0; x < D; ++x) acc += Big(in.q.at(0, h, i, x)) * Big(in.k.at(0, h, j, x));
+        s[j] = acc * scale;
+        if (s[j] > m) m = s[j];
+      }
+      Big l = 0;
+      for (auto& v : s) l += (v = boost::multiprecision::exp(v - m));
+      const double lse = static_cast<double>(m + boost::multiprecision::log(l));
+      CHECK(std::abs(g.lse[h * Sq + i] - lse) <= 0x1p-50 * (1 + std::abs(lse)));
+      for (std::size_t x = 0; x < D; ++x) {
+        Big num = 0, mag = 0;
+        for (std::size_t j = 0; j < end; ++j) {
+          num += s[j] * in.v.at(0, h, j, x);
+          mag += s[j] * std::abs(in.v.at(0, h, j, x));
+        }
+        const double o = static_cast<double>(num / l), yard = static_cast<double>(mag / l);
+        INFO("head " << h << " row " << i << " d " << x << " golden " << g.o.at(0, h, i, x) << " boost " << o);
+        REQUIRE(std::abs(g.o.at(0, h, i, x) - o) <= 0x1p-52 * yard);
+      }
+    }
+}
+
+TEST_CASE("golden vs plain MPFR on larger random cases", "[golden][long]") {
+  for (std::uint64_t seed = 100; seed < 104; ++seed) {
+    AttentionInputs in = make_inputs(1, 2, 1, 40, 300, 64, seed % 2 ? 20.0 : 0.0, seed % 2 ? 0.5 : 15.0, seed);
+    in.mask.causal = seed >= 102;
+    check_against_reference(in, GoldenOptions{});
+  }
 }

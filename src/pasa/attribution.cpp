@@ -58,9 +58,10 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
     r.rmse_only = only.rmse;
     r.nan_pct_only = only.nan_pct;
     r.reduction = base.rmse - lifted.rmse;
-    // A zero baseline (e.g. the fp64 allocation on exactly representable data) leaves nothing to share.
-    r.share = base.rmse > 0 ? r.reduction / base.rmse : 0.0;
-    r.share_only = base.rmse > 0 ? (only.rmse - exact.rmse) / base.rmse : 0.0;
+    // A zero baseline (e.g. the fp64 allocation on exactly representable data) leaves nothing to share;
+    // a NaN baseline (overflow) gives NaN shares: the nan_pct columns then carry the attribution.
+    r.share = base.rmse == 0 ? 0.0 : r.reduction / base.rmse;
+    r.share_only = base.rmse == 0 ? 0.0 : (only.rmse - exact.rmse) / base.rmse;
     rows.push_back(r);
   }
   return rows;
@@ -75,6 +76,7 @@ InvarianceView invariance_view(const AttentionInputs& in, const AlgorithmSpec& s
   BetaOptions opt;
   // M is stored in the allocation's shifting-matrix format (Eq. 10), with or without 1/α inside it.
   const Format& tp = spec.alloc.stage("shift");
+  opt.rounding = spec.alloc.spec("shift").round;
   if (spec.pasa.alpha_in_M) opt.sqrt_d = in.q.shape.d;
   const std::size_t n = spec.s2;
   v.inva = ideal_invariance(v.beta);

@@ -12,7 +12,7 @@ namespace pasa {
 namespace {
 
 std::string where(double beta0, std::size_t n, const Format& tp) {
-  return fmt::format("β = {:.17g}, n = {}, format {}", beta0, n, tp.name);
+  return fmt::format("β = {}, n = {}, format {}", beta0, n, tp.name);  // {}: shortest exact form
 }
 
 void check_inputs(double beta, std::size_t n, const Format& tp) {
@@ -26,6 +26,9 @@ void check_inputs(double beta, std::size_t n, const Format& tp) {
 
 RoundedShift rounded_shift(double beta, std::size_t n, const Format& tp, const BetaOptions& opt) {
   check_inputs(beta, n, tp);
+  if (opt.rounding.mode == RoundMode::stochastic)  // f(β) must be a function of β for Eq. 22 to make sense
+    throw InputError(fmt::format("β solver: needs a deterministic rounding mode, not stochastic ({})",
+                                 where(beta, n, tp)));
   const double nd = static_cast<double>(n);
   // Eq. 21. The entries are formed in fp64 (the paper's cp) and rounded once to tp.
   const double alpha = opt.sqrt_d > 0 ? std::sqrt(static_cast<double>(opt.sqrt_d)) : 1.0;

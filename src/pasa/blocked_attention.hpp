@@ -24,10 +24,19 @@ struct Run {
   const AttentionInputs& in;
   const AlgorithmSpec& spec;
   Allocation alloc;           // spec.alloc after PASA's bf16 → fp16 mapping
+
+ private:
+  RandomBits setup_rng_;      // stochastic rounding of the inputs and the scale, in tensor order
+  Tensor q_own_, k_own_, v_own_;
+
+ public:
+  const Tensor& q;            // the inputs rounded to the q, k, v stage formats (the inputs themselves
+  const Tensor& k;            // when they already hold those formats)
+  const Tensor& v;
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
-  Tensor q, k, v;             // inputs rounded to the q, k, v stage formats
-  std::vector<double> kt;     // (B, Nkv, D, Skv)
+  std::vector<double> kt;     // per (B, Nkv): each s2-key block j0 as D × n at j0·D (doubles, or in ktf)
   Format kt_format;           // the format kt's values belong to (k, or k_shift)
+  std::vector<float> ktf, vf; // float copies of kt and v when the GEMMs run on float kernels (else empty)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   GemmSpec qk, pv;
@@ -38,12 +47,14 @@ struct Run {
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const;
   double rnd(Stage s, double x, RandomBits* rng) const;
-  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt.
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt or ktf. Call set_kt_format first
+  // when the keys are not in the k format.
   void set_kt(std::size_t b, std::size_t hk, const double* keys);
-  const double* kt_head(std::size_t b, std::size_t hk) const { return kt.data() + (b * Nkv + hk) * D * Skv; }
+  void set_kt_format(const Format& f);
 
  private:
   bool native_[kStageCount];
+  bool fp32_[kStageCount];  // plain RNE fp32: a float conversion rounds it
 };
 
 // One work item: rows [r0, r1) of query head h in batch b.
@@ -61,7 +72,7 @@ RandomBits item_stream(const AlgorithmSpec& spec, std::size_t item_index);
 // Visibility of the tile rows [r0, r1) × keys [j0, j1): vis[(r − r0)·n + c]; returns whether any key is visible.
 bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t j1, std::vector<std::uint8_t>& vis);
 
-// S (rows × n, ld n) = Q_rows · kt[:, j0 : j0 + n] through the QKᵀ GEMM (qk_acc, s).
+// S (rows × n, ld n) = Q_rows · (keys j0 … j0 + n)ᵀ through the QKᵀ GEMM (qk_acc, s).
 void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng);
 // Z = round_scale(S · scale), in place.
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng);
@@ -74,11 +85,21 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
 // out[r] = Σ_c X[r·ld + c] accumulated in order over c in stage s (vectorised across rows).
 void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                      double* out, RandomBits* rng);
+// alpha[r] = round_exp(exp(round_max(m_old[r] − m_new[r]))), or 0 where m_old[r] = −∞ (a row that has
+// seen nothing: its l and O are 0).
+void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
+                     RandomBits* rng);
+// acc = round_s(round_s(alpha[r]·acc) + add) over rows × width values (FA2's l and O updates).
+void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, const double* add, std::size_t rows,
+                 std::size_t width, RandomBits* rng);
 // Largest value of each row, ignoring NaN; −inf for an empty or fully masked row.
 double row_max(const double* x, std::size_t n);
-// P = round_exp(exp(round_exp(z − shift))) for a row; shift = −inf is treated as 0 (a row with nothing
-// visible yet: every entry is −inf and P = 0).
-void row_exp(const Run& run, const double* z, std::size_t n, double shift, double* p, RandomBits* rng);
+// P = round_exp(exp(round_exp(z − shift_r))) for rows × n values (row stride ld); shift_r = −inf is
+// treated as 0 (a row with nothing visible yet: every entry is −inf and P = 0).
+void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::size_t ld, const double* shift,
+              double* P, RandomBits* rng);
+// e^x in place, vectorisable (see blocked_attention.cpp for its accuracy).
+void exp_span(double* x, std::size_t n);
 
 // Writes one output row (D values, already in the out format) and its lse.
 void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out);

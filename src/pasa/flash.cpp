@@ -10,7 +10,7 @@ void online_softmax_attention(const Run& run, AttentionOutput& out, int threads)
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
     const std::size_t rows = it.rows(), s2 = run.spec.s2;
     std::vector<double> m(rows, kNegInf), d(rows, 0.0), Z, P(s2), rs(rows), alpha(rows), Zrow(rows * run.Skv, kNegInf);
-    std::vector<double> E(rows * s2);
+    std::vector<double> E(rows * s2), mnew(rows);
     std::vector<std::uint8_t> vis, seen(rows, 0);
     for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
       const std::size_t n = std::min(s2, run.Skv - j0);
@@ -19,14 +19,14 @@ void online_softmax_attention(const Run& run, AttentionOutput& out, int threads)
         std::copy(Z.begin() + r * n, Z.begin() + (r + 1) * n, Zrow.begin() + r * run.Skv + j0);
         const double mloc = row_max(&Z[r * n], n);
         if (mloc != kNegInf) seen[r] = 1;
-        const double mnew = run.rnd(Stage::max, std::max(m[r], mloc), rng);
-        alpha[r] = m[r] == kNegInf ? 0.0 : run.rnd(Stage::exp, std::exp(run.rnd(Stage::max, m[r] - mnew, rng)), rng);
-        row_exp(run, &Z[r * n], n, mnew, &E[r * n], rng);
-        m[r] = mnew;
+        mnew[r] = std::max(m[r], mloc);
       }
+      run.rnd(Stage::max, mnew.data(), rows, rng);
+      rescale_factors(run, m.data(), mnew.data(), rows, alpha.data(), rng);  // e^{m_{i−1} − m_i}
+      m = mnew;
+      tile_exp(run, Z.data(), rows, n, n, m.data(), E.data(), rng);
       rowsum_in_order(run, Stage::sum, E.data(), rows, n, n, rs.data(), rng);
-      for (std::size_t r = 0; r < rows; ++r)
-        d[r] = run.rnd(Stage::sum, run.rnd(Stage::sum, alpha[r] * d[r], rng) + rs[r], rng);
+      rescale_add(run, Stage::sum, d.data(), alpha.data(), rs.data(), rows, 1, rng);  // d'_i = d'_{i−1}·e^{..} + Σ
     }
     normalised_output(run, it, m, d, seen, out, rng, Zrow);
   });
@@ -36,15 +36,13 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
     const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
     std::vector<double> m(rows, kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2), lt(rows), PV(rows * D);
-    std::vector<double> mt(rows), a_old(rows), a_new(rows);
+    std::vector<double> mt(rows), t(D);
     std::vector<std::uint8_t> vis, seen(rows, 0);
     for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
       const std::size_t n = std::min(s2, run.Skv - j0);
       if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
-      for (std::size_t r = 0; r < rows; ++r) {
-        mt[r] = run.rnd(Stage::max, row_max(&Z[r * n], n), rng);  // m̃_ij
-        row_exp(run, &Z[r * n], n, mt[r], &P[r * n], rng);       // P̃_ij = exp(S − m̃)
-      }
+      for (std::size_t r = 0; r < rows; ++r) mt[r] = run.rnd(Stage::max, row_max(&Z[r * n], n), rng);  // m̃_ij
+      tile_exp(run, Z.data(), rows, n, n, mt.data(), P.data(), rng);  // P̃_ij = exp(S − m̃)
       rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, lt.data(), rng);  // l̃_ij
       run.rnd(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
@@ -60,7 +58,6 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
         const double* pv = &PV[r * D];
         for (std::size_t d = 0; d < D; ++d) o[d] = c_old * o[d];
         run.rnd(Stage::o, o, D, rng);
-        std::vector<double> t(D);
         for (std::size_t d = 0; d < D; ++d) t[d] = en * pv[d];
         run.rnd(Stage::o, t.data(), D, rng);
         for (std::size_t d = 0; d < D; ++d) o[d] = o[d] + t[d];
@@ -79,7 +76,7 @@ void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std:
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
     const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
     std::vector<double> m(rows, kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2), rs(rows), PV(rows * D);
-    std::vector<double> alpha(rows);
+    std::vector<double> alpha(rows), mnew(rows);
     std::vector<std::uint8_t> vis, seen(rows, 0);
     for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
       const std::size_t n = std::min(s2, run.Skv - j0);
@@ -87,23 +84,17 @@ void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std:
       for (std::size_t r = 0; r < rows; ++r) {
         const double mloc = row_max(&Z[r * n], n);
         if (mloc != kNegInf) seen[r] = 1;
-        const double mnew = run.rnd(Stage::max, std::max(m[r], mloc), rng);
-        // e^{m_{j−1} − m_j}; 0 while the row has seen nothing (m_{j−1} = −∞, and l, O are 0 anyway)
-        alpha[r] = m[r] == kNegInf ? 0.0 : run.rnd(Stage::exp, std::exp(run.rnd(Stage::max, m[r] - mnew, rng)), rng);
-        row_exp(run, &Z[r * n], n, mnew, &P[r * n], rng);
-        m[r] = mnew;
+        mnew[r] = std::max(m[r], mloc);
       }
+      run.rnd(Stage::max, mnew.data(), rows, rng);
+      rescale_factors(run, m.data(), mnew.data(), rows, alpha.data(), rng);  // e^{m_{j−1} − m_j}
+      m = mnew;
+      tile_exp(run, Z.data(), rows, n, n, m.data(), P.data(), rng);
       rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);
       run.rnd(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
-      for (std::size_t r = 0; r < rows; ++r) {
-        l[r] = run.rnd(Stage::sum, run.rnd(Stage::sum, alpha[r] * l[r], rng) + rs[r], rng);
-        double* o = &O[r * D];
-        for (std::size_t d = 0; d < D; ++d) o[d] = alpha[r] * o[d];
-        run.rnd(Stage::o, o, D, rng);
-        for (std::size_t d = 0; d < D; ++d) o[d] = o[d] + PV[r * D + d];
-        run.rnd(Stage::o, o, D, rng);
-      }
+      rescale_add(run, Stage::sum, l.data(), alpha.data(), rs.data(), rows, 1, rng);
+      rescale_add(run, Stage::o, O.data(), alpha.data(), PV.data(), rows, D, rng);
     }
     finish_rows(run, it, O, l, m, seen, true, lse_shift, out, rng);
   });

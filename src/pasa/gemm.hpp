@@ -23,5 +23,10 @@ struct GemmSpec {
 // 0..k−1 as the model says. rng: the stream for stochastic rounding (required only then).
 void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
           const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
+// The same with B held as floats (its values must be exact values of spec.b_format).
+void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+          const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
+// Whether the spec runs on the float kernels (then B may be kept as floats to save conversions).
+bool gemm_uses_floats(const GemmSpec& spec);
 
 }  // namespace pasa

@@ -7,8 +7,8 @@ namespace pasa::detail {
 void smooth_k_attention(Run& run, AttentionOutput& out, int threads) {
   const std::size_t D = run.D, S = run.Skv;
   std::vector<double> means(run.B * run.Nkv * D);
-  std::vector<std::size_t> heads(run.B * run.Nkv);
-  parallel_for(heads.size(), threads, [&](std::size_t bh) {
+  run.set_kt_format(run.st(Stage::k_shift).format);
+  parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
     const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
     const double* k = run.k.head(b, h);
@@ -25,8 +25,6 @@ void smooth_k_attention(Run& run, AttentionOutput& out, int threads) {
     run.rnd(Stage::k_shift, shifted.data(), shifted.size(), &rng);
     run.set_kt(b, h, shifted.data());
   });
-  run.kt_format = run.st(Stage::k_shift).format;
-  run.qk.b_format = run.kt_format;
   // lse of the original scores: + scale·q·mean(K) per query row.
   std::vector<double> lse_shift(run.B * run.Nq * run.Sq);
   const double scale = run.in.effective_scale();

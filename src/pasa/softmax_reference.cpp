@@ -18,8 +18,8 @@ void safe_softmax_attention(const Run& run, AttentionOutput& out, int threads) {
     for (std::size_t r = 0; r < rows; ++r) {
       m[r] = run.rnd(Stage::max, row_max(&Zrow[r * S], S), rng);  // Eq. 7
       seen[r] = m[r] != kNegInf;
-      row_exp(run, &Zrow[r * S], S, m[r], &E[r * S], rng);
     }
+    tile_exp(run, Zrow.data(), rows, S, S, m.data(), E.data(), rng);
     rowsum_in_order(run, Stage::sum, E.data(), rows, S, S, d.data(), rng);  // Eq. 8
     normalised_output(run, it, m, d, seen, out, rng, Zrow);                 // Eq. 9 and O = A·V
   });

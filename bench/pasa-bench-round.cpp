@@ -1,0 +1,83 @@
+// Rounding throughput: a 64M-element float32 array rounded (RNE, out of place) to fp16, bf16, fp8_e4m3 and
+// fp8_e5m2 with 1 and 2 threads, against a plain memcpy of the same array in the same run (the baseline:
+// rounding reads and writes as many bytes as memcpy). Goal (issue 2): fp16/bf16 >= 0.75x memcpy, fp8 >= 0.5x.
+// Values are spread over each format's whole range: random signs and significands, exponents uniform
+// from two binades below the smallest subnormal to two above the largest finite (so subnormals, underflow
+// to zero and overflow all occur).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <boost/random/mersenne_twister.hpp>
+#include <fmt/format.h>
+
+#include "pasa/parallel.hpp"
+#include "pasa/round.hpp"
+
+namespace {
+
+std::vector<float> spread_values(const pasa::Format& f, std::size_t n, std::uint64_t seed) {
+  std::vector<float> xs(n);
+  const int lo = std::max(f.emin() - f.p - 1, -149), hi = std::min(f.emax + 2, 127);
+  pasa::parallel_for(64, pasa::default_threads(), [&](std::size_t part) {
+    boost::random::mt19937_64 g(seed + part);
+    for (std::size_t i = part * n / 64; i < (part + 1) * n / 64; ++i) {
+      const std::uint64_t r = g();
+      const int e = lo + static_cast<int>((r >> 32) % static_cast<std::uint64_t>(hi - lo + 1));
+      const float m = 1.0f + static_cast<float>(r & 0x7FFFFF) * 0x1p-23f;
+      xs[i] = std::ldexp((r >> 31) & 1 ? -m : m, e);
+    }
+  });
+  return xs;
+}
+
+// Seconds of one run of f(begin, end) on `threads` contiguous blocks of [0, n).
+template <class F>
+double seconds(std::size_t n, int threads, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  pasa::parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t t) {
+    f(t * n / threads, (t + 1) * n / threads);
+  });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Rounding throughput against memcpy of the same float32 array"};
+  std::size_t n = std::size_t(64) << 20;
+  int reps = 5;
+  app.add_option("-n,--elements", n, "array length")->capture_default_str();
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<float> out(n);
+  std::memset(out.data(), 0, n * sizeof(float));  // fault the pages in before timing
+  fmt::print("{} float32 elements ({} MiB in, {} MiB out), best of {}\n", n, n * 4 >> 20, n * 4 >> 20, reps);
+  fmt::print("{:<10} {:>7}  {:>14}  {:>14}  {:>8}\n", "format", "threads", "round elem/s", "memcpy elem/s",
+             "ratio");
+  for (const char* name : {"fp16", "bf16", "fp8_e4m3", "fp8_e5m2"}) {
+    const pasa::Format f = pasa::format_by_name(name);
+    const std::vector<float> in = spread_values(f, n, 1);
+    for (int threads : {1, 2}) {
+      // memcpy and rounding alternate, so that both see the same (shared, noisy) machine; best of reps.
+      double t_copy = 1e30, t_round = 1e30;
+      for (int r = 0; r < reps; ++r) {
+        t_copy = std::min(t_copy, seconds(n, threads, [&](std::size_t b, std::size_t e) {
+          std::memcpy(out.data() + b, in.data() + b, (e - b) * sizeof(float));
+        }));
+        t_round = std::min(t_round, seconds(n, threads, [&](std::size_t b, std::size_t e) {
+          pasa::round_span(std::span<const float>(in).subspan(b, e - b), std::span<float>(out).subspan(b, e - b), f);
+        }));
+      }
+      fmt::print("{:<10} {:>7}  {:>14.4g}  {:>14.4g}  {:>7.2f}x\n", name, threads, n / t_round, n / t_copy,
+                 t_copy / t_round);
+    }
+  }
+  return 0;
+}
