@@ -26,10 +26,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Output folders under the system temp folder, removed when the test program exits.
+struct TempDirs {
+  std::vector<fs::path> dirs;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const auto& d : dirs) fs::remove_all(d, ec);
+  }
+};
+
 fs::path fresh_dir(const std::string& tag) {
+  static TempDirs temp_dirs;
   static std::atomic<int> counter{0};
   const fs::path d = fs::temp_directory_path() / ("pasa-test-sweep-" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(counter++));
   fs::remove_all(d);
+  temp_dirs.dirs.push_back(d);
   return d;
 }
 
