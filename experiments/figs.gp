@@ -25,8 +25,8 @@ do for [panel in "x0 am"] {
   plot f("fa32") using col:6:8:9 with yerrorlines lw 2 pt 7 lc rgb "#1f77b4" title "FA-FP32", \
        f("fa16") using col:6:8:9 with yerrorlines lw 2 pt 5 lc rgb "#d62728" title "FA-FP16/FP32", \
        f("pasa") using col:6:8:9 with yerrorlines lw 2 pt 9 lc rgb "#2ca02c" title "PASA-FP16", \
-       g("fa16") using col:(1.5):("NaN") with labels tc rgb "#d62728" font ",12" notitle, \
-       g("pasa") using col:(0.5):("NaN") with labels tc rgb "#2ca02c" font ",12" notitle, \
-       g("fa32") using col:(0.17):("NaN") with labels tc rgb "#1f77b4" font ",12" notitle
+       g("fa16") using col:(1.0):("NaN") with labels rotate by 90 tc rgb "#d62728" font ",11" notitle, \
+       g("pasa") using col:(0.5):("NaN") with labels rotate by 90 tc rgb "#2ca02c" font ",11" notitle, \
+       g("fa32") using col:(0.17):("NaN") with labels rotate by 90 tc rgb "#1f77b4" font ",11" notitle
 }
 unset multiplot

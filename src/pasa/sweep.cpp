@@ -441,7 +441,9 @@ std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_
     if (rmse >= 0 && std::isfinite(parse_csv_number(r[rmse]))) a.rmse += parse_csv_number(r[rmse]), ++a.finite;
     if (nan >= 0) a.nan += parse_csv_number(r[nan]);
   }
-  std::string out = fmt::format("{:<36} {:<16} {:>12} {:>9}\n", "grid point", "algorithm", "RMSE (mean)", "NaN %");
+  std::size_t width = 16;
+  for (const auto& a : cfg.algorithms) width = std::max(width, a.label.size());
+  std::string out = fmt::format("{:<36} {:<{}} {:>12} {:>9}\n", "grid point", "algorithm", width, "RMSE (mean)", "NaN %");
   std::size_t shown = 0;
   for (const auto& [key, a] : acc) {
     if (shown++ == max_lines) {
@@ -452,7 +454,7 @@ std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_
     const PlannedProblem p = plan_problem(cfg, key.first * cfg.seeds.size());
     for (std::size_t k = 0; k < cfg.grid.size(); ++k) point += (k ? ", " : "") + cfg.grid[k].name + "=" + p.grid_values[k].dump();
     const std::string r = a.finite == 0 ? "NaN" : fmt::format("{:.3e}", a.rmse / static_cast<double>(a.finite));
-    out += fmt::format("{:<36} {:<16} {:>12} {:>9.4g}\n", point, cfg.algorithms[key.second].label, r, a.nan / static_cast<double>(a.n));
+    out += fmt::format("{:<36} {:<{}} {:>12} {:>9.4g}\n", point, cfg.algorithms[key.second].label, width, r, a.nan / static_cast<double>(a.n));
   }
   return out;
 }
