@@ -322,7 +322,7 @@ SweepConfig load_sweep_config(const std::filesystem::path& file) {
 // The headline in a minute on 2 cores: at x0 = 30 the fp16 scores of FA-FP16/FP32 overflow (|S| ~ 30·30·128
 // > 65504) and its output is all NaN, while PASA-FP16's shifted scores stay small; at x0 = 20 all three
 // are finite and the RMSE shows the accuracy ranking. At the paper's shape (1, 16, 1280, 128): about
-// 8 s per grid point on 2 cores (golden ~5 s, each algorithm < 1 s).
+// 3–8 s per grid point on 2 cores (golden 3–5 s, each algorithm < 1 s).
 std::string default_sweep_config_text() {
   return R"json({
   "name": "default",
