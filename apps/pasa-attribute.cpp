@@ -1,9 +1,6 @@
 // pasa-attribute: which rounding stage of a precision allocation accounts for the error of blocked
 // attention on one problem (see src/pasa/attribution.hpp for the two views and their definitions).
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -12,38 +9,13 @@
 
 #include "pasa/algorithm.hpp"
 #include "pasa/attribution.hpp"
+#include "pasa/csv.hpp"
 #include "pasa/error.hpp"
 #include "pasa/generators.hpp"
 #include "pasa/golden.hpp"
+#include "pasa/json_check.hpp"
 
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw pasa::InputError(fmt::format("cannot open {}", path));
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw pasa::InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
-  }
-}
-
-// Temp file next to the target, then rename: no partial file is ever left under the final name.
-void write_atomic(const std::filesystem::path& path, const std::string& content) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << content;
-    out.flush();
-    if (!out) throw pasa::InputError(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw pasa::InputError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message()));
-  }
-}
 
 std::string pct(double share) { return std::isfinite(share) ? fmt::format("{:7.1f}%", 100 * share) : "    nan"; }
 
@@ -71,10 +43,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const pasa::ProblemSpec problem = pasa::problem_from_json(read_json(problem_path), problem_path);
+    const pasa::ProblemSpec problem = pasa::problem_from_json(pasa::read_json_file(problem_path), problem_path);
     pasa::AlgorithmSpec spec;
     if (!spec_path.empty()) {
-      spec = pasa::algorithm_from_json(read_json(spec_path), spec_path);
+      spec = pasa::algorithm_from_json(pasa::read_json_file(spec_path), spec_path);
     } else {
       spec.name = algo;
       spec.alloc = pasa::allocation_preset(alloc);
@@ -113,8 +85,8 @@ int main(int argc, char** argv) {
       fmt::print("{}", inv_line);
       j["invariance"] = inv_json;
     }
-    if (!csv_path.empty()) write_atomic(csv_path, pasa::stage_shares_csv(rows));
-    if (!json_path.empty()) write_atomic(json_path, j.dump(2) + "\n");
+    if (!csv_path.empty()) pasa::write_file_atomic(csv_path, pasa::stage_shares_csv(rows));
+    if (!json_path.empty()) pasa::write_file_atomic(json_path, j.dump(2) + "\n");
   } catch (const std::exception& e) {  // InputError for user mistakes; anything else (I/O) likewise reported
     fmt::print(stderr, "pasa-attribute: error: {}\n", e.what());
     return 1;

@@ -1,8 +1,6 @@
 // pasa-beta: PASA's optimal β (Appendix A–C, Eq. 20–22) for any format and block size; prints the
 // Table 3 columns and writes them as CSV / JSON.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -11,29 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/beta_solver.hpp"
+#include "pasa/csv.hpp"
 #include "pasa/error.hpp"
 #include "pasa/format.hpp"
-
-namespace {
-
-// Temp file next to the target, then rename: no partial file is ever left under the final name.
-void write_atomic(const std::filesystem::path& path, const std::string& content) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << content;
-    out.flush();
-    if (!out) throw pasa::InputError(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw pasa::InputError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message()));
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Optimal PASA shift parameter beta (paper Appendix A-C, Eq. 20-22, Table 3)"};
@@ -80,12 +58,12 @@ int main(int argc, char** argv) {
       fmt::print("{:>10.6g} {:>10.4g} {:>10.4g} {:>8.3f}% | {:>12.8g} {:>10.4g} {:>10.4g} {:>8.3f}% {:>5}\n", r.beta0,
                  r.inva0, r.inva_r0, 100 * r.rel_err0, r.beta, r.inva, r.inva_r, 100 * r.rel_err, r.iterations);
 
-    if (!csv_path.empty()) write_atomic(csv_path, pasa::beta_rows_csv(rows));
+    if (!csv_path.empty()) pasa::write_file_atomic(csv_path, pasa::beta_rows_csv(rows));
     if (!json_path.empty()) {
       nlohmann::json j = {{"format", tp.name}, {"n", n}, {"sqrt_d", opt.sqrt_d}, {"tol", opt.tol},
                           {"rows", nlohmann::json::array()}};
       for (const pasa::BetaRow& r : rows) j["rows"].push_back(pasa::to_json(r));
-      write_atomic(json_path, j.dump(2) + "\n");
+      pasa::write_file_atomic(json_path, j.dump(2) + "\n");
     }
   } catch (const std::exception& e) {  // InputError for user mistakes; anything else (I/O) likewise reported
     fmt::print(stderr, "pasa-beta: error: {}\n", e.what());

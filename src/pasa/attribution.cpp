@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/beta_solver.hpp"
+#include "pasa/csv.hpp"
 #include "pasa/error.hpp"
 #include "pasa/metrics.hpp"
 
@@ -113,13 +114,12 @@ nlohmann::json to_json(const InvarianceView& v) {
 }
 
 std::string stage_shares_csv(const std::vector<StageShare>& rows) {
-  std::string out =
-      "stage,format,rmse_base,rmse_fp64,rmse_lifted,reduction,share,rmse_only,share_only,nan_pct_base,"
-      "nan_pct_lifted,nan_pct_only\n";
+  std::string out = csv_line({"stage", "format", "rmse_base", "rmse_fp64", "rmse_lifted", "reduction", "share",
+                              "rmse_only", "share_only", "nan_pct_base", "nan_pct_lifted", "nan_pct_only"});
   for (const StageShare& r : rows)
-    out += fmt::format("{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g}\n",
-                       r.stage, r.format, r.rmse_base, r.rmse_fp64, r.rmse_lifted, r.reduction, r.share,
-                       r.rmse_only, r.share_only, r.nan_pct_base, r.nan_pct_lifted, r.nan_pct_only);
+    out += csv_line({r.stage, r.format, csv_number(r.rmse_base), csv_number(r.rmse_fp64), csv_number(r.rmse_lifted),
+                     csv_number(r.reduction), csv_number(r.share), csv_number(r.rmse_only), csv_number(r.share_only),
+                     csv_number(r.nan_pct_base), csv_number(r.nan_pct_lifted), csv_number(r.nan_pct_only)});
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pasa/csv.hpp"
 #include "pasa/error.hpp"
 
 namespace pasa {
@@ -108,10 +109,11 @@ std::vector<BetaRow> beta_table3(const Format& tp, std::size_t n, const BetaOpti
 }
 
 std::string beta_rows_csv(const std::vector<BetaRow>& rows) {
-  std::string out = "beta0,inva0,inva_r0,rel_err0,beta,inva,inva_r,rel_err,iterations\n";
+  std::string out = csv_line({"beta0", "inva0", "inva_r0", "rel_err0", "beta", "inva", "inva_r", "rel_err", "iterations"});
   for (const BetaRow& r : rows)
-    out += fmt::format("{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{}\n", r.beta0, r.inva0,
-                       r.inva_r0, r.rel_err0, r.beta, r.inva, r.inva_r, r.rel_err, r.iterations);
+    out += csv_line({csv_number(r.beta0), csv_number(r.inva0), csv_number(r.inva_r0), csv_number(r.rel_err0),
+                     csv_number(r.beta), csv_number(r.inva), csv_number(r.inva_r), csv_number(r.rel_err),
+                     std::to_string(r.iterations)});
   return out;
 }
 
