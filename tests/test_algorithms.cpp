@@ -306,3 +306,21 @@ TEST_CASE("algorithm specs read and print as JSON; errors name the path", "[algo
   bad.s2 = 0;
   CHECK_THROWS_AS(run_attention(in, bad), InputError);
 }
+
+TEST_CASE("PASA runs bf16 inputs in fp16 when asked (paper 2.2)", "[algorithms]") {
+  AttentionInputs in = make_inputs(1, 2, 2, 64, 96, 32, {false, 2.0, 1.0}, 43);
+  const Format bf16 = format_by_name("bf16");
+  for (Tensor* t : {&in.q, &in.k, &in.v}) {
+    for (double& x : t->data) x = round(x, bf16);
+    t->format = bf16;
+  }
+  AlgorithmSpec converted = spec_of("pasa", "pasa_bf16", 32, 32);
+  AlgorithmSpec as_fp16 = spec_of("pasa", "pasa_fp16", 32, 32);
+  as_fp16.alloc.name = converted.alloc.name;
+  CHECK(same_bits(run_attention(in, converted, 2).o, run_attention(in, as_fp16, 2).o));
+  AlgorithmSpec kept = converted;
+  kept.pasa.bf16_to_fp16 = false;
+  const Tensor o_kept = run_attention(in, kept, 2).o;
+  CHECK_FALSE(same_bits(o_kept, run_attention(in, converted, 2).o));
+  for (double x : o_kept.data) CHECK(round(x, bf16) == x);  // stored in bf16 when not converted
+}

@@ -64,6 +64,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
   for (std::size_t b = 0; b < B && !shifts_keys; ++b)
     for (std::size_t h = 0; h < Nkv; ++h) set_kt(b, h, k.head(b, h));
   if (gemm_uses_floats(pv)) vf.assign(v.data.begin(), v.data.end());
+  if (gemm_uses_floats(qk)) qf.assign(q.data.begin(), q.data.end());
   scale = rnd(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
 }
@@ -149,11 +150,21 @@ bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t
 void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng) {
   const double* q = run.q.head(it.b, it.h) + it.r0 * run.D;
   const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0 * run.D;  // block j0: D × n
-  if (!run.ktf.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.ktf.data() + off, n, S, n, rng);
+  const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * run.D;
+  if (!run.ktf.empty() && !run.qf.empty())
+    gemm(run.qk, it.rows(), n, run.D, run.qf.data() + qoff, run.D, run.ktf.data() + off, n, S, n, rng);
+  else if (!run.ktf.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.ktf.data() + off, n, S, n, rng);
   else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.kt.data() + off, n, S, n, rng);
 }
 
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
+  if (run.fusable(Stage::scale)) {
+    const double scale = run.scale;
+    run.fused(Stage::scale, [&](auto rnd) {
+      for (std::size_t i = 0; i < count; ++i) S[i] = rnd(S[i] * scale);
+    });
+    return;
+  }
   for (std::size_t i = 0; i < count; ++i) S[i] *= run.scale;
   run.rnd(Stage::scale, S, count, rng);
 }
@@ -199,6 +210,17 @@ void rescale_factors(const Run& run, const double* m_old, const double* m_new, s
 
 void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, const double* add, std::size_t rows,
                  std::size_t width, RandomBits* rng) {
+  if (run.fusable(s)) {  // the same roundings in one pass
+    run.fused(s, [&](auto rnd) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        const double a = alpha[r];
+        double* x = acc + r * width;
+        const double* y = add + r * width;
+        for (std::size_t d = 0; d < width; ++d) x[d] = rnd(rnd(a * x[d]) + y[d]);
+      }
+    });
+    return;
+  }
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t d = 0; d < width; ++d) acc[r * width + d] = alpha[r] * acc[r * width + d];
   run.rnd(s, acc, rows * width, rng);
@@ -218,34 +240,37 @@ double row_max(const double* x, std::size_t n) {
 // rounded once. Relative error about 2 ulp of double, so rounding the result to a stage format of p <= 24
 // bits gives the correctly rounded exp except within 2^-50 (relative) of a rounding boundary. Branch-free,
 // so the loop vectorises; glibc's scalar exp would be a third of an emulated FlashAttention's time.
-void exp_span(double* x, std::size_t n) {
+namespace {
+inline double exp_one(double v) {
   constexpr double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    const double c = v < -746.0 ? -746.0 : (v > 710.0 ? 710.0 : v);
-    const double kf = std::nearbyint(c * log2e);
-    const double r = std::fma(-kf, ln2_lo, std::fma(-kf, ln2_hi, c));
-    double p = 1.0 / 6227020800.0;  // 1/13!
-    p = std::fma(p, r, 1.0 / 479001600.0);
-    p = std::fma(p, r, 1.0 / 39916800.0);
-    p = std::fma(p, r, 1.0 / 3628800.0);
-    p = std::fma(p, r, 1.0 / 362880.0);
-    p = std::fma(p, r, 1.0 / 40320.0);
-    p = std::fma(p, r, 1.0 / 5040.0);
-    p = std::fma(p, r, 1.0 / 720.0);
-    p = std::fma(p, r, 1.0 / 120.0);
-    p = std::fma(p, r, 1.0 / 24.0);
-    p = std::fma(p, r, 1.0 / 6.0);
-    p = std::fma(p, r, 0.5);
-    p = std::fma(p, r, 1.0);
-    p = std::fma(p, r, 1.0);
-    const auto k = static_cast<std::int64_t>(kf);
-    const std::int64_t k1 = k / 2, k2 = k - k1;
-    const double s1 = std::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
-    const double s2 = std::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
-    const double e = (p * s1) * s2;
-    x[i] = v != v ? v : e;  // NaN stays NaN; −inf clamps to −746 and gives 0, +inf gives inf
-  }
+  const double c = v < -746.0 ? -746.0 : (v > 710.0 ? 710.0 : v);
+  const double kf = std::nearbyint(c * log2e);
+  const double r = std::fma(-kf, ln2_lo, std::fma(-kf, ln2_hi, c));
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = std::fma(p, r, 1.0 / 479001600.0);
+  p = std::fma(p, r, 1.0 / 39916800.0);
+  p = std::fma(p, r, 1.0 / 3628800.0);
+  p = std::fma(p, r, 1.0 / 362880.0);
+  p = std::fma(p, r, 1.0 / 40320.0);
+  p = std::fma(p, r, 1.0 / 5040.0);
+  p = std::fma(p, r, 1.0 / 720.0);
+  p = std::fma(p, r, 1.0 / 120.0);
+  p = std::fma(p, r, 1.0 / 24.0);
+  p = std::fma(p, r, 1.0 / 6.0);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
+  const auto k = static_cast<std::int64_t>(kf);
+  const std::int64_t k1 = k / 2, k2 = k - k1;
+  const double s1 = std::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
+  const double s2 = std::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
+  const double e = (p * s1) * s2;
+  return v != v ? v : e;  // NaN stays NaN; −inf clamps to −746 and gives 0, +inf gives inf
+}
+}  // namespace
+
+void exp_span(double* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);
 }
 
 void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::size_t ld, const double* shift,

@@ -36,7 +36,7 @@ struct Run {
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
   std::vector<double> kt;     // per (B, Nkv): each s2-key block j0 as D × n at j0·D (doubles, or in ktf)
   Format kt_format;           // the format kt's values belong to (k, or k_shift)
-  std::vector<float> ktf, vf; // float copies of kt and v when the GEMMs run on float kernels (else empty)
+  std::vector<float> ktf, vf, qf;  // float copies of kt, v, q when the GEMMs run on float kernels (else empty)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   GemmSpec qk, pv;
@@ -44,6 +44,15 @@ struct Run {
   Run(const AttentionInputs& in, const AlgorithmSpec& spec);
   const StageSpec& st(Stage s) const { return alloc.spec(s); }
   bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
+  // Plain RNE fp32 (a float conversion rounds it) or native fp64: a rounding that fuses into loops.
+  bool fusable(Stage s) const { return native(s) || fp32_[static_cast<std::size_t>(s)]; }
+  // Calls body(round) with the rounding of a fusable stage as a function object, so that the loop in
+  // body is compiled (and vectorised) once per rounding, without a branch inside.
+  template <class Body>
+  void fused(Stage s, Body&& body) const {
+    if (native(s)) body([](double x) { return x; });
+    else body([](double x) { return static_cast<double>(static_cast<float>(x)); });
+  }
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const;
   double rnd(Stage s, double x, RandomBits* rng) const;

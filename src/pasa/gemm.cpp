@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -219,20 +220,16 @@ void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std:
                  g.out.round, rng);
 }
 
-// The float kernels on float operands (B as given, A converted), output rounded and widened into C.
-void gemm_float(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+// The float kernels on float operands, output rounded and widened into C.
+void gemm_float(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* fa, std::size_t lda,
                 const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
-  thread_local std::vector<float> fa_buffer, fc_buffer;
-  fa_buffer.resize(m * k);
+  thread_local std::vector<float> fc_buffer;
   fc_buffer.resize(m * n);
-  float* fa = fa_buffer.data();
   float* fc = fc_buffer.data();
-  for (std::size_t r = 0; r < m; ++r)
-    for (std::size_t t = 0; t < k; ++t) fa[r * k + t] = static_cast<float>(A[r * lda + t]);
   const bool acc_fp32 = native(g.acc, fp32());
-  if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa, k, B, ldb, fc, n);
-  else if (acc_fp32) sgemm_every_op(m, n, k, fa, k, B, ldb, fc, n);
-  else sgemm_every_op_narrow(m, n, k, fa, k, B, ldb, fc, n, g.acc);
+  if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa, lda, B, ldb, fc, n);
+  else if (acc_fp32) sgemm_every_op(m, n, k, fa, lda, B, ldb, fc, n);
+  else sgemm_every_op_narrow(m, n, k, fa, lda, B, ldb, fc, n, g.acc);
   // Output rounding: in floats where the out format fits them (F16C for fp16), else in double.
   const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
   const bool out_in_float = float_exact(g.out.format) && !native(g.out, fp64());
@@ -256,6 +253,16 @@ bool float_path(const GemmSpec& g) {
 
 }  // namespace
 
+// A as floats (a thread-local copy).
+const float* floats_of(const double* A, std::size_t m, std::size_t k, std::size_t lda) {
+  thread_local std::vector<float> fa_buffer;
+  fa_buffer.resize(m * k);
+  float* fa = fa_buffer.data();
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t t = 0; t < k; ++t) fa[r * k + t] = static_cast<float>(A[r * lda + t]);
+  return fa;
+}
+
 bool gemm_uses_floats(const GemmSpec& g) { return float_path(g); }
 
 void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
@@ -270,13 +277,13 @@ void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const 
   float* fb = fb_buffer.data();
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < n; ++j) fb[t * n + j] = static_cast<float>(B[t * ldb + j]);
-  gemm_float(g, m, n, k, A, lda, fb, n, C, ldc, rng);
+  gemm_float(g, m, n, k, floats_of(A, m, k, lda), k, fb, n, C, ldc, rng);
 }
 
 void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   if (float_path(g)) {
-    gemm_float(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
+    gemm_float(g, m, n, k, floats_of(A, m, k, lda), k, B, ldb, C, ldc, rng);
     return;
   }
   thread_local std::vector<double> db_buffer;
@@ -286,6 +293,12 @@ void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const 
     for (std::size_t j = 0; j < n; ++j) db[t * n + j] = B[t * ldb + j];
   dgemm_generic(g, m, n, k, A, lda, db, n, C, ldc, rng);
   round_rows(g, m, n, C, ldc, rng);
+}
+
+void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
+  if (!float_path(g)) throw std::logic_error("gemm: float operands given to a GEMM that runs on doubles");
+  gemm_float(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
 }
 
 }  // namespace pasa

@@ -26,6 +26,9 @@ void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, con
 // The same with B held as floats (its values must be exact values of spec.b_format).
 void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
+// Both operands as floats; only for specs that run on the float kernels (gemm_uses_floats).
+void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
 // Whether the spec runs on the float kernels (then B may be kept as floats to save conversions).
 bool gemm_uses_floats(const GemmSpec& spec);
 
