@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     // Algorithm
     AlgorithmSpec algo;
     if (!algo_json.empty()) {
-      algo = algorithm_from_json(read_json_file(algo_json), algo_json);
+      algo = algorithm_from_json(read_json_file(algo_json), algo_json + ":");
     } else {
       nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}, {"pasa", {{"beta", beta}}}};
       algo = algorithm_from_json(j, "command line");
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
                       {"rounded", lq.rounded + lk.rounded + lv.rounded}, {"scale", scale}, {"causal", causal}};
     } else {
       if (!problem_file.empty()) {
-        spec = problem_from_json(read_json_file(problem_file), problem_file);
+        spec = problem_from_json(read_json_file(problem_file), problem_file + ":");
       } else {
         if (app.count("--kv-heads") == 0) spec.heads_kv = spec.heads_q;
         if (app.count("--kv-seq") == 0) spec.seq_kv = spec.seq_q;

@@ -43,10 +43,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const pasa::ProblemSpec problem = pasa::problem_from_json(pasa::read_json_file(problem_path), problem_path);
+    const pasa::ProblemSpec problem = pasa::problem_from_json(pasa::read_json_file(problem_path), problem_path + ":");
     pasa::AlgorithmSpec spec;
     if (!spec_path.empty()) {
-      spec = pasa::algorithm_from_json(pasa::read_json_file(spec_path), spec_path);
+      spec = pasa::algorithm_from_json(pasa::read_json_file(spec_path), spec_path + ":");
     } else {
       spec.name = algo;
       spec.alloc = pasa::allocation_preset(alloc);

@@ -71,7 +71,7 @@ void fill_head(const TensorGen& g, double* out, std::size_t S, std::size_t D, st
 
 void validate_gen(const TensorGen& g, const std::string& path) {
   auto need = [&](bool ok, const char* key, double v, const char* what) {
-    if (!ok) throw InputError(fmt::format("{}.{}: {} (got {})", path, key, what, v));
+    if (!ok) throw InputError(fmt::format("{}/{}: {} (got {})", path, key, what, v));
   };
   need(std::isfinite(g.x0), "x0", g.x0, "must be finite");
   need(std::isfinite(g.am) && g.am >= 0, "am", g.am, "must be finite and >= 0");
@@ -91,7 +91,7 @@ void read_gen(const nlohmann::json& j, const std::string& path, TensorGen& g) {
   try {
     g.kind = gen_kind_by_name(kind);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}.kind: {}", path, e.what()));
+    throw InputError(fmt::format("{}/kind: {}", path, e.what()));
   }
   read_number(j, "x0", path, g.x0);
   read_number(j, "am", path, g.am);
@@ -136,17 +136,17 @@ void validate(const ProblemSpec& p) {
   for (std::size_t b = 0; b < p.kv_len.size(); ++b)
     if (p.kv_len[b] > p.seq_kv)
       throw InputError(fmt::format("problem kv_len[{}] = {} exceeds Skv = {}", b, p.kv_len[b], p.seq_kv));
-  validate_gen(p.q, "q");
-  validate_gen(p.k, "k");
-  validate_gen(p.v, "v");
+  validate_gen(p.q, "/q");
+  validate_gen(p.k, "/k");
+  validate_gen(p.v, "/v");
 }
 
 ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path) {
-  const std::string root = json_path + (json_path.empty() ? "$" : ":$");
+  const std::string& root = json_path;
   check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "generator", "q", "k", "v"}, root);
   ProblemSpec p;
   if (auto it = j.find("shape"); it != j.end()) {
-    const std::string sp = root + ".shape";
+    const std::string sp = root + "/shape";
     check_keys(*it, {"B", "Nq", "Nkv", "Sq", "Skv", "D"}, sp);
     read_size(*it, "B", sp, p.batch);
     read_size(*it, "Nq", sp, p.heads_q);
@@ -162,24 +162,26 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   read_bool(j, "causal", root, p.causal);
   read_u64(j, "seed", root, p.seed);
   if (auto it = j.find("kv_len"); it != j.end()) {
-    if (!it->is_array()) throw InputError(fmt::format("{}.kv_len: expected an array, got {}", root, it->dump()));
+    if (!it->is_array()) throw InputError(fmt::format("{}/kv_len: expected an array, got {}", root, it->dump()));
     for (std::size_t b = 0; b < it->size(); ++b) {
       if (!(*it)[b].is_number_unsigned())
-        throw InputError(fmt::format("{}.kv_len[{}]: expected a non-negative integer, got {}", root, b, (*it)[b].dump()));
+        throw InputError(fmt::format("{}/kv_len/{}: expected a non-negative integer, got {}", root, b, (*it)[b].dump()));
       p.kv_len.push_back((*it)[b].get<std::size_t>());
     }
   }
   TensorGen shared;
-  if (auto it = j.find("generator"); it != j.end()) read_gen(*it, root + ".generator", shared);
+  if (auto it = j.find("generator"); it != j.end()) read_gen(*it, root + "/generator", shared);
   p.q = p.k = p.v = shared;
   const char* names[] = {"q", "k", "v"};
   TensorGen* gens[] = {&p.q, &p.k, &p.v};
   for (int t = 0; t < 3; ++t)
-    if (auto it = j.find(names[t]); it != j.end()) read_gen(*it, root + "." + names[t], *gens[t]);
+    if (auto it = j.find(names[t]); it != j.end()) read_gen(*it, root + "/" + names[t], *gens[t]);
   try {
     validate(p);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", root, e.what()));
+    // Messages about one generator start with its pointer ("/v/p: ..."); hang them under the root.
+    const std::string what = e.what();
+    throw InputError(what.starts_with('/') ? root + what : fmt::format("{}: {}", json_where(root), what));
   }
   return p;
 }

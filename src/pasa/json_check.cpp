@@ -36,7 +36,7 @@ const nlohmann::json* member(const nlohmann::json& j, const char* key) {
 }
 
 [[noreturn]] void bad(const std::string& path, const char* key, const nlohmann::json& v, const char* expected) {
-  throw InputError(fmt::format("{}.{}: expected {}, got {}", path, key, expected, v.dump()));
+  throw InputError(fmt::format("{}/{}: expected {}, got {}", path, key, expected, v.dump()));
 }
 
 }  // namespace
@@ -61,8 +61,12 @@ std::string closest_key(std::string_view key, const std::vector<std::string>& al
   return best;
 }
 
+std::string json_where(const std::string& path) {
+  return path.empty() || path.back() == ':' ? path + "/" : path;
+}
+
 void require_object(const nlohmann::json& j, const std::string& path) {
-  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object, got {}", path, j.dump()));
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object, got {}", json_where(path), j.dump()));
 }
 
 void check_keys(const nlohmann::json& j, const std::vector<std::string>& allowed, const std::string& path) {
@@ -70,7 +74,7 @@ void check_keys(const nlohmann::json& j, const std::vector<std::string>& allowed
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
     const std::string near = closest_key(it.key(), allowed);
-    throw InputError(fmt::format("{}: unknown key '{}'{}; allowed: {}", path, it.key(),
+    throw InputError(fmt::format("{}: unknown key '{}'{}; allowed: {}", json_where(path), it.key(),
                                  near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(allowed)));
   }
 }

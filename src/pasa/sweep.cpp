@@ -117,29 +117,6 @@ double leaf_value(const json& j, const json::json_pointer& ptr) {
   throw std::logic_error("metric " + ptr.to_string() + " is not a number: " + v.dump());
 }
 
-// h2's parsers name places as JSONPath ("$.generator.am: ..."); the sweep's messages use JSON pointers
-// from the config's root ("/problem/generator/am: ..."), as the brief's example does.
-std::string json_path_to_pointer(const std::string& message, const std::string& base) {
-  if (message.empty() || message[0] != '$') return message;
-  std::string pointer = base;
-  std::size_t i = 1;
-  while (i < message.size()) {
-    if (message[i] == '.') {
-      const std::size_t end = message.find_first_of(".[: ", i + 1);
-      pointer += "/" + message.substr(i + 1, end - i - 1);
-      i = end == std::string::npos ? message.size() : end;
-    } else if (message[i] == '[') {
-      const std::size_t end = message.find(']', i);
-      if (end == std::string::npos) break;
-      pointer += "/" + message.substr(i + 1, end - i - 1);
-      i = end + 1;
-    } else {
-      break;
-    }
-  }
-  return pointer + message.substr(i);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -157,13 +134,7 @@ SweepBackend library_backend() {
   SweepBackend b;
   for (const auto& l : *score_leaves) b.problem_columns.push_back(l.first);
   for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
-  b.check_problem = [](const json& j, const std::string& path) {
-    try {
-      problem_from_json(j, "");
-    } catch (const InputError& e) {
-      throw InputError(json_path_to_pointer(e.what(), path));
-    }
-  };
+  b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
   b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
   b.run = [score_leaves, metric_leaves](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
                                         int threads, const SweepBackend::Emit& emit) {
