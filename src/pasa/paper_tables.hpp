@@ -1,7 +1,7 @@
 // The PASA paper's tables regenerated as CSV, each with the paper's printed value beside ours where the
 // paper gives one (README "Reproducing the paper"):
 //   Table 1  format ranges (precision = unit roundoff 2^-p, overflow boundary = largest finite value)
-//   Table 3  optimal β (h4's solver, fp16, n = 128)
+//   Table 3  optimal β (the β solver, fp16, n = 128)
 //   Table 4  NaN % of FA-FP16/FP32 on the uniform / hybrid benchmarks (from the Fig. 9/10 sweeps)
 //   fig9_*.csv, fig10_*.csv  the data behind Figs. 9 and 10 (RMSE over seeds, NaN marks)
 #pragma once

@@ -106,7 +106,7 @@ void numeric_keys(const json& j, const std::string& prefix, std::vector<std::pai
   }
 }
 
-// h2's to_json writes non-finite numbers as the strings "nan", "inf", "-inf" (JSON has none).
+// metrics' to_json writes non-finite numbers as the strings "nan", "inf", "-inf" (JSON has none).
 double leaf_value(const json& j, const json::json_pointer& ptr) {
   const json& v = j.at(ptr);
   if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
@@ -123,7 +123,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-// The real backend: h2's generator, golden and metrics, h3's algorithms. Metric columns are the numeric
+// The real backend: the generators, golden and metrics, and the algorithms. Metric columns are the numeric
 // fields of to_json(ScoreStats) (prefixed "score_") and of to_json(Metrics), so new metrics appear in the
 // table without changes here.
 SweepBackend library_backend() {

@@ -24,8 +24,8 @@
 
 namespace pasa {
 
-// What the sweep needs from the numerical library. library_backend() is the real one (h2's inputs, golden
-// and metrics; h3's algorithms); tests inject their own to exercise the bookkeeping quickly.
+// What the sweep needs from the numerical library. library_backend() is the real one (the inputs, golden
+// and metrics; the algorithms); tests inject their own to exercise the bookkeeping quickly.
 struct SweepBackend {
   std::vector<std::string> problem_columns;    // metrics of the inputs (score range, overflow counts)
   std::vector<std::string> algorithm_columns;  // metrics of one output against the golden

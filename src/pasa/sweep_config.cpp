@@ -19,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-// "cfg.json: /grid/x0", the place h2's check_keys names.
+// "cfg.json: /grid/x0", the place check_keys names.
 std::string where(const std::string& source, const std::string& path) { return source + ": " + (path.empty() ? "/" : path); }
 
 [[noreturn]] void fail(const std::string& source, const std::string& path, const std::string& what) {
@@ -32,7 +32,7 @@ std::string type_name(const json& j) {
   return std::string(j.type_name()) + (j.is_string() ? " " + j.dump() : "");
 }
 
-// " (did you mean "x0"?)" when a known name is close (h2's closest_key, shared with every JSON reader).
+// " (did you mean "x0"?)" when a known name is close (closest_key, shared with every JSON reader).
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& known) {
   const std::string near = closest_key(key, known);
   return near.empty() ? "" : " (did you mean \"" + near + "\"?)";

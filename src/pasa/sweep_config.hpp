@@ -1,11 +1,11 @@
 // Sweep configurations: what pasa-sweep runs. A config is a JSON object (schema in README "pasa-sweep"):
-// a problem template (h2's ProblemSpec JSON) and algorithm templates (h3's AlgorithmSpec JSON) in which
+// a problem template (ProblemSpec JSON) and algorithm templates (AlgorithmSpec JSON) in which
 // string values "$name" are placeholders, a grid giving each placeholder its values, the seeds ("$seed"),
 // the golden's precision and the output names. Every case is grid point × seed × algorithm.
 //
 // Parsing validates everything that can be checked without the library (keys with "did you mean", types,
 // ranges, placeholders); validate_with_library() in sweep.hpp then checks every expanded problem and
-// algorithm with h2's/h3's parsers. Errors read "<source>: <JSON path>: <what>" and nothing runs.
+// algorithm with the library's parsers. Errors read "<source>: <JSON path>: <what>" and nothing runs.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +25,7 @@ struct GridAxis {
 
 struct AlgorithmEntry {
   std::string label;      // CSV column `algorithm`, e.g. "PASA-FP16"
-  nlohmann::json spec;    // h3's AlgorithmSpec JSON with placeholders; "label" removed
+  nlohmann::json spec;    // AlgorithmSpec JSON with placeholders; "label" removed
 };
 
 struct SweepConfig {
