@@ -6,6 +6,24 @@
 
 namespace pasa::detail {
 
+namespace {
+
+// The running-max step shared by the online softmax's first pass and FA2 (seed 002): m_new = max(m,
+// rowmax(S_tile)) rounded in `max`, alpha = e^{m_old − m_new}, m = m_new; marks rows that saw a key.
+void advance_running_max(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::vector<double>& m,
+                         std::vector<double>& mnew, std::vector<std::uint8_t>& seen, double* alpha, RandomBits* rng) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double mloc = row_max(&Z[r * n], n);
+    if (mloc != kNegInf) seen[r] = 1;
+    mnew[r] = std::max(m[r], mloc);
+  }
+  run.rnd(Stage::max, mnew.data(), rows, rng);
+  rescale_factors(run, m.data(), mnew.data(), rows, alpha, rng);
+  m = mnew;
+}
+
+}  // namespace
+
 void online_softmax_attention(const Run& run, AttentionOutput& out, int threads) {
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
     const std::size_t rows = it.rows(), s2 = run.spec.s2;
@@ -15,15 +33,9 @@ void online_softmax_attention(const Run& run, AttentionOutput& out, int threads)
     for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
       const std::size_t n = std::min(s2, run.Skv - j0);
       if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
-      for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t r = 0; r < rows; ++r)
         std::copy(Z.begin() + r * n, Z.begin() + (r + 1) * n, Zrow.begin() + r * run.Skv + j0);
-        const double mloc = row_max(&Z[r * n], n);
-        if (mloc != kNegInf) seen[r] = 1;
-        mnew[r] = std::max(m[r], mloc);
-      }
-      run.rnd(Stage::max, mnew.data(), rows, rng);
-      rescale_factors(run, m.data(), mnew.data(), rows, alpha.data(), rng);  // e^{m_{i−1} − m_i}
-      m = mnew;
+      advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{i−1} − m_i}
       tile_exp(run, Z.data(), rows, n, n, m.data(), E.data(), rng);
       rowsum_in_order(run, Stage::sum, E.data(), rows, n, n, rs.data(), rng);
       rescale_add(run, Stage::sum, d.data(), alpha.data(), rs.data(), rows, 1, rng);  // d'_i = d'_{i−1}·e^{..} + Σ
@@ -81,14 +93,7 @@ void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std:
     for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
       const std::size_t n = std::min(s2, run.Skv - j0);
       if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
-      for (std::size_t r = 0; r < rows; ++r) {
-        const double mloc = row_max(&Z[r * n], n);
-        if (mloc != kNegInf) seen[r] = 1;
-        mnew[r] = std::max(m[r], mloc);
-      }
-      run.rnd(Stage::max, mnew.data(), rows, rng);
-      rescale_factors(run, m.data(), mnew.data(), rows, alpha.data(), rng);  // e^{m_{j−1} − m_j}
-      m = mnew;
+      advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
       tile_exp(run, Z.data(), rows, n, n, m.data(), P.data(), rng);
       rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);
       run.rnd(Stage::p, P.data(), rows * n, rng);
