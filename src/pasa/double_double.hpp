@@ -29,6 +29,14 @@ inline DD two_prod(double a, double b) {
   const double p = a * b;
   return {p, std::fma(a, b, -p)};
 }
+// One step of Dot2 (Ogita, Rump, Oishi 2005): hi += a·b rounded; returns the exact errors of the product
+// and of the sum, which the caller gathers in its low word (hi + Σ returned == Σ a·b up to O(u²)).
+inline double dot2_step(double& hi, double a, double b) {
+  const DD p = two_prod(a, b);
+  const DD s = two_sum(hi, p.hi);
+  hi = s.hi;
+  return s.lo + p.lo;
+}
 // AccurateDWPlusDW: relative error <= 3u^2 / (1 - 4u).
 inline DD dd_add(DD a, DD b) {
   DD s = two_sum(a.hi, b.hi);

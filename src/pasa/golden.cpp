@@ -159,15 +159,7 @@ bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
       if (p[j].hi == 0) continue;
       const double ph = p[j].hi, pl = p[j].lo;
       const double* vr = V + j * D;
-      for (std::size_t x = 0; x < D; ++x) {
-        const double a = ph * vr[x];
-        const double ae = std::fma(ph, vr[x], -a);
-        const double s = nh[x] + a;
-        const double bb = s - nh[x];
-        const double e = (nh[x] - (s - bb)) + (a - bb);
-        nh[x] = s;
-        nc[x] += e + ae + pl * vr[x];
-      }
+      for (std::size_t x = 0; x < D; ++x) nc[x] += dot2_step(nh[x], ph, vr[x]) + pl * vr[x];
     }
     double* o = P.g.o.data.data() + row * D;
     for (std::size_t x = 0; x < D; ++x) o[x] = dd_to_double(dd_div(two_sum(nh[x], nc[x]), l));

@@ -52,15 +52,7 @@ inline void dot2_scores(const double* q, const KeysT& keys, std::size_t end, dou
   for (std::size_t x = 0; x < keys.d; ++x) {
     const double qx = q[x];
     const double* kr = keys.kt.data() + x * keys.skv;
-    for (std::size_t j = 0; j < end; ++j) {
-      const double p = qx * kr[j];
-      const double pe = std::fma(qx, kr[j], -p);
-      const double s = hi[j] + p;
-      const double bb = s - hi[j];
-      const double e = (hi[j] - (s - bb)) + (p - bb);
-      hi[j] = s;
-      lo[j] += e + pe;
-    }
+    for (std::size_t j = 0; j < end; ++j) lo[j] += dot2_step(hi[j], qx, kr[j]);
   }
   for (std::size_t j = 0; j < end; ++j) {
     const DD r = two_sum(hi[j], lo[j]);
