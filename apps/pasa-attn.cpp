@@ -9,13 +9,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "pasa/algorithm.hpp"
-#include "pasa/error.hpp"
-#include "pasa/generators.hpp"
-#include "pasa/golden.hpp"
-#include "pasa/json_check.hpp"
-#include "pasa/metrics.hpp"
-#include "pasa/tensor_io.hpp"
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/inputs/generators.hpp"
+#include "pasa/io/problem_json.hpp"
+#include "pasa/exact/golden.hpp"
+#include "pasa/io/json_check.hpp"
+#include "pasa/exact/metrics.hpp"
+#include "pasa/io/tensor_io.hpp"
 
 using namespace pasa;
 

@@ -7,13 +7,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "pasa/algorithm.hpp"
-#include "pasa/attribution.hpp"
-#include "pasa/csv.hpp"
-#include "pasa/error.hpp"
-#include "pasa/generators.hpp"
-#include "pasa/golden.hpp"
-#include "pasa/json_check.hpp"
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/analysis/attribution.hpp"
+#include "pasa/io/analysis_report.hpp"
+#include "pasa/io/csv.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/inputs/generators.hpp"
+#include "pasa/io/problem_json.hpp"
+#include "pasa/exact/golden.hpp"
+#include "pasa/io/json_check.hpp"
 
 namespace {
 

@@ -8,10 +8,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "pasa/beta_solver.hpp"
-#include "pasa/csv.hpp"
-#include "pasa/error.hpp"
-#include "pasa/format.hpp"
+#include "pasa/analysis/beta_solver.hpp"
+#include "pasa/io/analysis_report.hpp"
+#include "pasa/io/csv.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/numeric/format.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Optimal PASA shift parameter beta (paper Appendix A-C, Eq. 20-22, Table 3)"};

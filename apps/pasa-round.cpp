@@ -10,10 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "pasa/error.hpp"
-#include "pasa/npy.hpp"
-#include "pasa/number_text.hpp"
-#include "pasa/round.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/io/npy.hpp"
+#include "pasa/io/number_text.hpp"
+#include "pasa/numeric/round.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Round numbers to a low-precision format (one rounding from double) and show the storage bits.\n"

@@ -10,10 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "pasa/error.hpp"
-#include "pasa/parallel.hpp"
-#include "pasa/sweep.hpp"
-#include "pasa/sweep_config.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/parallel.hpp"
+#include "pasa/study/sweep.hpp"
+#include "pasa/study/sweep_config.hpp"
 
 namespace {
 

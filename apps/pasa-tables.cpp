@@ -8,9 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pasa/error.hpp"
-#include "pasa/paper_tables.hpp"
-#include "pasa/parallel.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/study/paper_tables.hpp"
+#include "pasa/core/parallel.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Regenerate the PASA paper's tables (1, 3, 4) and the Fig. 9/10 data as CSV"};

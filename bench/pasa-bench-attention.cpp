@@ -9,8 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pasa/algorithm.hpp"
-#include "pasa/generators.hpp"
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/inputs/generators.hpp"
 
 #ifdef PASA_HAVE_CBLAS
 #include <cblas.h>

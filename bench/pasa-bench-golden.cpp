@@ -6,8 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pasa/generators.hpp"
-#include "pasa/golden.hpp"
+#include "pasa/inputs/generators.hpp"
+#include "pasa/exact/golden.hpp"
 
 using namespace pasa;
 

@@ -16,8 +16,8 @@
 #include <boost/random/mersenne_twister.hpp>
 #include <fmt/format.h>
 
-#include "pasa/parallel.hpp"
-#include "pasa/round.hpp"
+#include "pasa/core/parallel.hpp"
+#include "pasa/numeric/round.hpp"
 
 namespace {
 

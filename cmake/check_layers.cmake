@@ -1,0 +1,32 @@
+# Fails the configure step when a source file under src/pasa includes a layer above its own.
+# The layers, bottom to top (a layer may include itself and the layers below it):
+#   core  numeric  inputs  exact  attention  analysis  io  study
+# attention/detail/ (the blocked engines) is private to the attention layer.
+# Called from CMakeLists.txt with PASA_SRC set to the src/pasa folder.
+set(PASA_LAYERS core numeric inputs exact attention analysis io study)
+file(GLOB_RECURSE layer_files RELATIVE ${PASA_SRC} ${PASA_SRC}/*.hpp ${PASA_SRC}/*.cpp)
+set(violations "")
+foreach(f ${layer_files})
+  string(REGEX MATCH "^[a-z_]+" own ${f})
+  list(FIND PASA_LAYERS ${own} own_rank)
+  if(own_rank EQUAL -1)
+    list(APPEND violations "${f}: not in a layer folder (${PASA_LAYERS})")
+    continue()
+  endif()
+  file(STRINGS ${PASA_SRC}/${f} includes REGEX "^#include \"pasa/")
+  foreach(inc ${includes})
+    string(REGEX REPLACE "^#include \"pasa/([a-z_]+)/.*" "\\1" dep "${inc}")
+    list(FIND PASA_LAYERS ${dep} dep_rank)
+    if(dep_rank EQUAL -1)
+      list(APPEND violations "${f}: ${inc} names no layer")
+    elseif(dep_rank GREATER own_rank)
+      list(APPEND violations "${f}: ${inc} (layer ${own} must not include the higher layer ${dep})")
+    elseif(inc MATCHES "pasa/attention/detail/" AND NOT own STREQUAL "attention")
+      list(APPEND violations "${f}: ${inc} (attention/detail is private to the attention layer)")
+    endif()
+  endforeach()
+endforeach()
+if(violations)
+  list(JOIN violations "\n  " msg)
+  message(FATAL_ERROR "layering violations in src/pasa:\n  ${msg}")
+endif()

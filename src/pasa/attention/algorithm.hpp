@@ -1,0 +1,40 @@
+// Blocked attention algorithms run under a precision allocation, and their registry.
+//
+//   safe_softmax    3-pass safe softmax attention (seed 002, Eq. 7–9): the reference attention
+//   online_softmax  2-pass online softmax (seed 002): max and sum in one pass, then the output
+//   fa1             FlashAttention 1 (seed 002, Alg. 1, KV outer loop): per-step normalised output
+//   fa2             FlashAttention 2 (seed 002, Alg. 1 of FA2, Q outer loop): returns the log-sum-exp
+//   pasa            PASA (paper Alg. 1, as read in PASA-NOTES.md; options below)
+//   smooth_k        SageAttention's "smooth K": K minus its mean over the whole sequence, then fa2
+//
+// Every algorithm parallelises over (batch, head, query block); the loop order over blocks is fixed by the
+// algorithm, not by the threads, so results are bit-identical whatever the thread count. Blocks that a mask
+// hides completely are skipped (as real kernels do); rows that see no key at all get output 0 and
+// lse = −inf (the golden's convention). S1 and S2 need not be multiples of s1, s2 (tail blocks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "pasa/attention/algorithm_spec.hpp"
+#include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/core/parallel.hpp"
+
+namespace pasa {
+
+// {"name": "pasa", "alloc": <allocation JSON>, "s1": 128, "s2": 128, "seed": 0,
+//  "pasa": {"beta": 0.984497, "alpha_in_M": true, "m0": "-inf" | "zero", "bf16_to_fp16": true, "form": "fa2"}}
+// Absent keys keep the defaults above. Errors are InputErrors naming the JSON path.
+AlgorithmSpec algorithm_from_json(const nlohmann::json& j, const std::string& json_path);
+nlohmann::json to_json(const AlgorithmSpec& spec);
+
+// Throws InputError for an unknown algorithm, s1 or s2 = 0, or inputs that fail validate().
+AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads = default_threads());
+
+std::vector<std::string> algorithm_names();
+
+}  // namespace pasa

@@ -1,0 +1,42 @@
+// The plain description of one attention run and its result: which algorithm, under which precision
+// allocation, with which block sizes and PASA options (PasaOptions), and the output it returns. Data only:
+// the registry that runs it is algorithm.hpp, the engines are attention/detail/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pasa/attention/allocation.hpp"
+#include "pasa/inputs/tensor.hpp"
+
+namespace pasa {
+
+struct PasaOptions {
+  double beta = 0.984497;    // Table 3's optimised β for fp16, n = 128
+  bool alpha_in_M = true;    // Eq. 10: M = (I − β/s2·J)/α; false: M = I − β/s2·J and S' scaled afterwards
+  bool m0_zero = false;      // Alg. 1 as printed initialises m_0 = 0; false: −∞ as FlashAttention does
+  bool bf16_to_fp16 = true;  // §2.2: with bf16 inputs, the allocation's bf16 stages run in fp16
+  // "fa2": P = exp(S' − (m_j − Δm'_j)) with the corrected max, l and O updated as in FA2, so β = 0 is FA2
+  //        (§2.2: "PASA completely degrades into FA2.0"); "printed": Alg. 1 steps 12/18/20 literally,
+  //        P' = exp(S' − m'_j) with the local max, then rescaled by e^{Δm_j}.
+  std::string form = "fa2";
+  bool operator==(const PasaOptions&) const = default;
+};
+
+struct AlgorithmSpec {
+  std::string name = "fa2";  // one of algorithm_names()
+  Allocation alloc;
+  std::size_t s1 = 128, s2 = 128;  // query and key/value block sizes
+  PasaOptions pasa;
+  std::uint64_t seed = 0;  // random stream for stochastic rounding (one stream per (batch, head, query block))
+  bool operator==(const AlgorithmSpec&) const = default;
+};
+
+struct AttentionOutput {
+  Tensor o;                 // (B, Nq, Sq, D), values of the allocation's "out" format
+  std::vector<double> lse;  // (B, Nq, Sq): m + log(l) in fp64 from the algorithm's final m and l (−inf: no key)
+};
+
+}  // namespace pasa

@@ -1,0 +1,95 @@
+// Precision allocation as data: a format (and rounding options) for every stage of blocked attention, and
+// the model of how the matrix engine rounds inside a GEMM. Presets follow the paper's figures (PASA Fig. 1–3,
+// Alg. 1); a user writes new allocations in JSON (a preset plus overrides, or every stage) without C++.
+//
+// Stages (in stage_names() order):
+//   q, k, v   Q, K, V as fed to the matrix engine (the inputs are rounded to these)
+//   qk_acc    accumulator of S = Q·Kᵀ (also of PASA's K·M pre-processing GEMM)
+//   s         S as written by the QKᵀ GEMM
+//   scale     the scaled scores S·scale (the scale factor is rounded to this format too)
+//   max       running and local maxima, their differences (PASA: corrected max and Δm terms)
+//   exp       the argument of exp (x − m) and its result P̃, and the rescaling factors e^{m_old − m_new}
+//   sum       the row sum l (rowsum accumulated in order, and its rescaled update)
+//   p         P as fed to the P·V GEMM
+//   pv_acc    accumulator of P·V
+//   pv        P·V as written by the GEMM
+//   o         the running output O (rescale and add)
+//   div       the division by the row sum (final, or FA1's per-step normalisation)
+//   out       the stored output
+//   shift     PASA's shifting matrix M (Eq. 10)
+//   k_shift   the shifted keys written by PASA's pre-processing GEMM (Eq. 11) or smooth_k's K − mean(K)
+//   mean      PASA's row means S̄' and pseudo-averages F (Eq. 15) and correction terms Δm'; smooth_k's mean of K
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "pasa/numeric/format.hpp"
+#include "pasa/numeric/round.hpp"
+
+namespace pasa {
+
+enum class Stage { q, k, v, qk_acc, s, scale, max, exp, sum, p, pv_acc, pv, o, div, out, shift, k_shift, mean };
+inline constexpr std::size_t kStageCount = 18;
+
+// How a GEMM rounds. The product of two input values is exact in every model except every_op.
+enum class GemmKind {
+  ordered,   // acc ← round_acc(acc + a·b) for k in order (an FMA chain); the result rounded once on output
+  chunked,   // products summed in groups of `chunk` (in fp64, as a tensor core's wide adder), each group sum
+             // added to the accumulator with one rounding; rounded once on output
+  every_op,  // every product and every addition rounded to the accumulator format
+};
+
+struct GemmModel {
+  GemmKind kind = GemmKind::ordered;
+  int chunk = 16;  // products per group (chunked only), >= 1
+  bool operator==(const GemmModel&) const = default;
+};
+
+struct StageSpec {
+  Format format;
+  RoundOptions round;  // mode (rne, rz, ru, rd, ro, sr), overflow (ieee, saturate), ftz/daz
+  bool operator==(const StageSpec& o) const;
+};
+
+// Every stage in format f with the default rounding (RNE, IEEE overflow).
+std::array<StageSpec, kStageCount> uniform_stages(const Format& f);
+
+struct Allocation {
+  std::string name = "fp64";
+  GemmModel gemm;
+  std::array<StageSpec, kStageCount> stages = uniform_stages(format_by_name("fp64"));
+
+  // By name (stage_names()); throws InputError naming the unknown stage and the known ones.
+  Format& stage(std::string_view name);
+  const Format& stage(std::string_view name) const;
+  StageSpec& spec(std::string_view name);
+  const StageSpec& spec(std::string_view name) const;
+  StageSpec& spec(Stage s) { return stages[static_cast<std::size_t>(s)]; }
+  const StageSpec& spec(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
+  bool operator==(const Allocation&) const = default;
+};
+
+std::vector<std::string> stage_names();
+const std::string& stage_name(Stage s);
+Stage stage_by_name(std::string_view name);  // throws InputError
+
+// Presets: fp64, fa_fp32 (Fig. 1), fa_fp16_fp32 (Fig. 2), fa_fp16 (Fig. 3), pasa_fp16 (Alg. 1),
+// fa_fp32_bf16, fa_bf16_fp32, fa_bf16, pasa_bf16, fa_fp8, pasa_fp8. Throws InputError for unknown names.
+Allocation allocation_preset(std::string_view name);
+std::vector<std::string> allocation_preset_names();
+
+// JSON: a preset name as a string, or an object
+//   {"preset": "fa_fp16", "name": "...", "gemm": {"model": "ordered|chunked|every_op", "chunk": 16},
+//    "stages": {"max": "fp32", "exp": {"format": "fp16", "round": "rne", "overflow": "saturate",
+//                                      "ftz": false, "daz": false}}}
+// Without "preset" every stage must be given. Errors are InputErrors naming the JSON path.
+Allocation allocation_from_json(const nlohmann::json& j, const std::string& json_path);
+nlohmann::json to_json(const Allocation& a);  // the full form (every stage); reads back equal
+
+}  // namespace pasa

@@ -1,0 +1,338 @@
+#include "pasa/attention/detail/blocked_attention.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace pasa::detail {
+namespace {
+
+bool plain_fp64(const StageSpec& s) {
+  return s.format == format_by_name("fp64") && s.round.mode == RoundMode::nearest_even &&
+         s.round.overflow == Overflow::ieee && !s.round.flush_input && !s.round.flush_output;
+}
+
+// A tensor rounded to a stage's format: t itself when it already holds that format, else a rounded copy
+// in own.
+const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Tensor& own) {
+  if (plain_fp64(s) || (t.format == s.format && s.round.mode != RoundMode::stochastic)) return t;
+  own = t;
+  round_span(std::span<const double>(own.data), std::span<double>(own.data), s.format, s.round, &rng);
+  own.format = s.format;
+  return own;
+}
+
+// §2.2: PASA with bf16 inputs runs its bf16 stages in fp16.
+Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& spec) {
+  Allocation a = spec.alloc;
+  const Format bf16 = format_by_name("bf16");
+  if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 &&
+      (in.q.format == bf16 || in.k.format == bf16 || in.v.format == bf16))
+    for (auto& s : a.stages)
+      if (s.format == bf16) s.format = format_by_name("fp16");
+  return a;
+}
+
+}  // namespace
+
+Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
+    : in(in_),
+      spec(spec_),
+      alloc(effective_allocation(in_, spec_)),
+      setup_rng_(spec_.seed),
+      q(to_stage(in_.q, alloc.spec(Stage::q), setup_rng_, q_own_)),
+      k(to_stage(in_.k, alloc.spec(Stage::k), setup_rng_, k_own_)),
+      v(to_stage(in_.v, alloc.spec(Stage::v), setup_rng_, v_own_)) {
+  B = in.q.shape.b;
+  Nq = in.q.shape.n;
+  Nkv = in.k.shape.n;
+  Sq = in.q.shape.s;
+  Skv = in.k.shape.s;
+  D = in.q.shape.d;
+  group = Nq / Nkv;
+  for (std::size_t i = 0; i < kStageCount; ++i) {
+    const StageSpec& sp = alloc.stages[i];
+    native_[i] = plain_fp64(sp);
+    fp32_[i] = sp.format == format_by_name("fp32") && sp.round.mode == RoundMode::nearest_even &&
+               sp.round.overflow == Overflow::ieee && !sp.round.flush_input && !sp.round.flush_output;
+  }
+  qk = GemmSpec{q.format, k.format, st(Stage::qk_acc), st(Stage::s), alloc.gemm};
+  pv = GemmSpec{st(Stage::p).format, v.format, st(Stage::pv_acc), st(Stage::pv), alloc.gemm};
+  set_kt_format(k.format);
+  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill kt themselves
+  for (std::size_t b = 0; b < B && !shifts_keys; ++b)
+    for (std::size_t h = 0; h < Nkv; ++h) set_kt(b, h, k.head(b, h));
+  if (gemm_uses_floats(pv)) vf.assign(v.data.begin(), v.data.end());
+  if (gemm_uses_floats(qk)) qf.assign(q.data.begin(), q.data.end());
+  scale = rnd(Stage::scale, in.effective_scale(), &setup_rng_);
+  masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
+}
+
+void Run::set_kt_format(const Format& f) {
+  kt_format = f;
+  qk.b_format = f;
+  const std::size_t size = B * Nkv * D * Skv;
+  if (gemm_uses_floats(qk)) {
+    ktf.assign(size, 0.0f);
+    kt.clear();
+  } else {
+    kt.assign(size, 0.0);
+    ktf.clear();
+  }
+}
+
+void Run::rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const {
+  if (native(s)) return;
+  const StageSpec& sp = st(s);
+  if (fp32_[static_cast<std::size_t>(s)]) {  // a float conversion is RNE to fp32 with IEEE overflow
+    for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i]);
+    return;
+  }
+  round_span(std::span<const double>(x, n), std::span<double>(x, n), sp.format, sp.round, rng);
+}
+
+double Run::rnd(Stage s, double x, RandomBits* rng) const {
+  if (native(s)) return x;
+  const StageSpec& sp = st(s);
+  return round(x, sp.format, sp.round, rng);
+}
+
+namespace {
+// Keys block by block (s2 keys), each block transposed to D × n and stored contiguously at dst + j0·D,
+// so that the QKᵀ GEMM of a tile reads a compact (D × n, stride n) matrix.
+template <class T>
+void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t s2, T* dst) {
+  for (std::size_t j0 = 0; j0 < S; j0 += s2) {
+    const std::size_t n = std::min(s2, S - j0);
+    T* blk = dst + j0 * D;
+    for (std::size_t d = 0; d < D; ++d)
+      for (std::size_t s = 0; s < n; ++s) blk[d * n + s] = static_cast<T>(src[(j0 + s) * D + d]);
+  }
+}
+}  // namespace
+
+void Run::set_kt(std::size_t b, std::size_t hk, const double* keys) {
+  const std::size_t off = (b * Nkv + hk) * D * Skv;
+  if (!ktf.empty()) transpose_keys(keys, Skv, D, spec.s2, ktf.data() + off);
+  else transpose_keys(keys, Skv, D, spec.s2, kt.data() + off);
+}
+
+std::vector<Item> make_items(const Run& run) {
+  std::vector<Item> items;
+  const std::size_t s1 = run.spec.s1;
+  for (std::size_t b = 0; b < run.B; ++b)
+    for (std::size_t h = 0; h < run.Nq; ++h)
+      for (std::size_t r0 = 0; r0 < run.Sq; r0 += s1)
+        items.push_back(Item{b, h, h / run.group, r0, std::min(run.Sq, r0 + s1)});
+  return items;
+}
+
+RandomBits item_stream(const AlgorithmSpec& spec, std::size_t item_index) {
+  RandomBits mix(spec.seed ^ (0xD1B54A32D192ED03ull * (item_index + 1)));
+  return RandomBits(mix.next());
+}
+
+bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t j1, std::vector<std::uint8_t>& vis) {
+  const std::size_t n = j1 - j0;
+  vis.assign(it.rows() * n, 1);
+  if (!run.masked) return true;
+  bool any = false;
+  for (std::size_t r = it.r0; r < it.r1; ++r)
+    for (std::size_t j = j0; j < j1; ++j) {
+      const bool v = visible(run.in, it.b, r, j);
+      vis[(r - it.r0) * n + (j - j0)] = v;
+      any = any || v;
+    }
+  return any;
+}
+
+void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng) {
+  const double* q = run.q.head(it.b, it.h) + it.r0 * run.D;
+  const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0 * run.D;  // block j0: D × n
+  const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * run.D;
+  if (!run.ktf.empty() && !run.qf.empty())
+    gemm(run.qk, it.rows(), n, run.D, run.qf.data() + qoff, run.D, run.ktf.data() + off, n, S, n, rng);
+  else if (!run.ktf.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.ktf.data() + off, n, S, n, rng);
+  else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.kt.data() + off, n, S, n, rng);
+}
+
+void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
+  if (run.fusable(Stage::scale)) {
+    const double scale = run.scale;
+    run.fused(Stage::scale, [&](auto rnd) {
+      for (std::size_t i = 0; i < count; ++i) S[i] = rnd(S[i] * scale);
+    });
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) S[i] *= run.scale;
+  run.rnd(Stage::scale, S, count, rng);
+}
+
+void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (!vis[i]) Z[i] = kNegInf;
+}
+
+void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, std::size_t j0, std::size_t n, double* PV,
+             RandomBits* rng) {
+  const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * run.D + j0 * run.D;
+  if (!run.vf.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.vf.data() + off, run.D, PV, run.D, rng);
+  else gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v.data.data() + off, run.D, PV, run.D, rng);
+}
+
+void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
+                     double* out, RandomBits* rng) {
+  std::fill(out, out + rows, 0.0);
+  // Transposed first, so that each step adds one contiguous column to the rows' partial sums.
+  thread_local std::vector<double> buffer;
+  const std::size_t st = rows + 1;  // an odd stride: a power-of-two one makes the transposition thrash L1
+  buffer.resize(st * n);
+  double* t = buffer.data();  // (a plain pointer: every access to a thread_local goes through a TLS lookup)
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < n; ++c) t[c * st + r] = X[r * ld + c];
+  for (std::size_t c = 0; c < n; ++c) {
+    const double* col = t + c * st;
+    for (std::size_t r = 0; r < rows; ++r) out[r] += col[r];
+    run.rnd(s, out, rows, rng);
+  }
+}
+
+void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
+                     RandomBits* rng) {
+  for (std::size_t r = 0; r < rows; ++r) alpha[r] = m_old[r] - m_new[r];
+  run.rnd(Stage::max, alpha, rows, rng);
+  exp_span(alpha, rows);
+  run.rnd(Stage::exp, alpha, rows, rng);
+  for (std::size_t r = 0; r < rows; ++r)
+    if (m_old[r] == kNegInf) alpha[r] = 0.0;
+}
+
+void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, const double* add, std::size_t rows,
+                 std::size_t width, RandomBits* rng) {
+  if (run.fusable(s)) {  // the same roundings in one pass
+    run.fused(s, [&](auto rnd) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        const double a = alpha[r];
+        double* x = acc + r * width;
+        const double* y = add + r * width;
+        for (std::size_t d = 0; d < width; ++d) x[d] = rnd(rnd(a * x[d]) + y[d]);
+      }
+    });
+    return;
+  }
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t d = 0; d < width; ++d) acc[r * width + d] = alpha[r] * acc[r * width + d];
+  run.rnd(s, acc, rows * width, rng);
+  for (std::size_t i = 0; i < rows * width; ++i) acc[i] = acc[i] + add[i];
+  run.rnd(s, acc, rows * width, rng);
+}
+
+double row_max(const double* x, std::size_t n) {
+  double m = kNegInf;
+  for (std::size_t c = 0; c < n; ++c)
+    if (x[c] > m) m = x[c];
+  return m;
+}
+
+// x = k·ln2 + r with |r| <= ln2/2 (Cody–Waite, ln2 split so k·ln2_hi is exact), e^r by its Taylor
+// polynomial of degree 13 (truncation < 2^-58), scaled by 2^k in two steps so that subnormal results are
+// rounded once. Relative error about 2 ulp of double, so rounding the result to a stage format of p <= 24
+// bits gives the correctly rounded exp except within 2^-50 (relative) of a rounding boundary. Branch-free,
+// so the loop vectorises; glibc's scalar exp would be a third of an emulated FlashAttention's time.
+namespace {
+inline double exp_one(double v) {
+  constexpr double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+  const double c = v < -746.0 ? -746.0 : (v > 710.0 ? 710.0 : v);
+  const double kf = std::nearbyint(c * log2e);
+  const double r = std::fma(-kf, ln2_lo, std::fma(-kf, ln2_hi, c));
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = std::fma(p, r, 1.0 / 479001600.0);
+  p = std::fma(p, r, 1.0 / 39916800.0);
+  p = std::fma(p, r, 1.0 / 3628800.0);
+  p = std::fma(p, r, 1.0 / 362880.0);
+  p = std::fma(p, r, 1.0 / 40320.0);
+  p = std::fma(p, r, 1.0 / 5040.0);
+  p = std::fma(p, r, 1.0 / 720.0);
+  p = std::fma(p, r, 1.0 / 120.0);
+  p = std::fma(p, r, 1.0 / 24.0);
+  p = std::fma(p, r, 1.0 / 6.0);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
+  const auto k = static_cast<std::int64_t>(kf);
+  const std::int64_t k1 = k / 2, k2 = k - k1;
+  const double s1 = std::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
+  const double s2 = std::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
+  const double e = (p * s1) * s2;
+  return v != v ? v : e;  // NaN stays NaN; −inf clamps to −746 and gives 0, +inf gives inf
+}
+}  // namespace
+
+void exp_span(double* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);
+}
+
+void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::size_t ld, const double* shift,
+              double* P, RandomBits* rng) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double sh = shift[r] == kNegInf ? 0.0 : shift[r];
+    for (std::size_t c = 0; c < n; ++c) P[r * ld + c] = Z[r * ld + c] - sh;
+  }
+  const std::size_t count = rows == 0 ? 0 : (rows - 1) * ld + n;
+  run.rnd(Stage::exp, P, count, rng);
+  exp_span(P, count);
+  run.rnd(Stage::exp, P, count, rng);
+}
+
+void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out) {
+  double* dst = out.o.head(it.b, it.h) + r * run.D;
+  std::copy(o, o + run.D, dst);
+  out.lse[(it.b * run.Nq + it.h) * run.Sq + r] = lse;
+}
+
+// The scaled, masked scores of one tile; returns false when the mask hides the whole tile.
+bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, std::vector<double>& Z,
+                 std::vector<std::uint8_t>& vis, RandomBits* rng) {
+  if (!tile_visibility(run, it, j0, j0 + n, vis)) return false;
+  Z.resize(it.rows() * n);
+  tile_scores(run, it, j0, n, Z.data(), rng);
+  tile_scale(run, Z.data(), Z.size(), rng);
+  if (run.masked) tile_mask(Z.data(), vis, Z.size());
+  return true;
+}
+
+void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, const std::vector<double>& l,
+                 const std::vector<double>& m, const std::vector<std::uint8_t>& seen, bool divide,
+                 const std::vector<double>* lse_shift, AttentionOutput& out, RandomBits* rng) {
+  std::vector<double> row(run.D);
+  for (std::size_t r = 0; r < it.rows(); ++r) {
+    if (!seen[r]) {
+      std::fill(row.begin(), row.end(), 0.0);
+      write_row(run, it, it.r0 + r, row.data(), kNegInf, out);
+      continue;
+    }
+    for (std::size_t d = 0; d < run.D; ++d) row[d] = divide ? O[r * run.D + d] / l[r] : O[r * run.D + d];
+    if (divide) run.rnd(Stage::div, row.data(), run.D, rng);
+    run.rnd(Stage::out, row.data(), run.D, rng);
+    double lse = m[r] + std::log(l[r]);
+    if (lse_shift) lse += (*lse_shift)[(it.b * run.Nq + it.h) * run.Sq + it.r0 + r];
+    write_row(run, it, it.r0 + r, row.data(), lse, out);
+  }
+}
+
+void normalised_output(const Run& run, const Item& it, const std::vector<double>& m, const std::vector<double>& d,
+                       const std::vector<std::uint8_t>& seen, AttentionOutput& out, RandomBits* rng,
+                       const std::vector<double>& Zrow) {
+  const std::size_t rows = it.rows(), S = run.Skv;
+  std::vector<double> A(rows * S), O(rows * run.D);
+  tile_exp(run, Zrow.data(), rows, S, S, m.data(), A.data(), rng);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < S; ++c) A[r * S + c] = A[r * S + c] / d[r];  // Eq. 9
+  run.rnd(Stage::div, A.data(), A.size(), rng);
+  run.rnd(Stage::p, A.data(), A.size(), rng);
+  tile_pv(run, it, A.data(), S, 0, S, O.data(), rng);
+  finish_rows(run, it, O, d, m, seen, false, nullptr, out, rng);
+}
+
+}  // namespace pasa::detail

@@ -1,0 +1,144 @@
+// Machinery shared by the blocked attention algorithms (internal to the library): the allocation bound to
+// rounding kernels, the inputs converted to their engine formats, the two GEMMs of one tile, masks, and
+// row-wise reductions in a stage's format. Every elementwise operation is computed in double and rounded
+// once to its stage format (exact for operands no wider than the stage; see gemm.hpp for the GEMMs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "pasa/attention/algorithm_spec.hpp"
+#include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/attention/gemm.hpp"
+#include "pasa/core/parallel.hpp"
+
+namespace pasa::detail {
+
+inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// One run's fixed data. The algorithm fills kt (the keys the QKᵀ GEMM sees, transposed per (batch, kv head))
+// when it pre-processes K (pasa, smooth_k); otherwise it holds the rounded K.
+struct Run {
+  const AttentionInputs& in;
+  const AlgorithmSpec& spec;
+  Allocation alloc;           // spec.alloc after PASA's bf16 → fp16 mapping
+
+ private:
+  RandomBits setup_rng_;      // stochastic rounding of the inputs and the scale, in tensor order
+  Tensor q_own_, k_own_, v_own_;
+
+ public:
+  const Tensor& q;            // the inputs rounded to the q, k, v stage formats (the inputs themselves
+  const Tensor& k;            // when they already hold those formats)
+  const Tensor& v;
+  std::size_t B, Nq, Nkv, Sq, Skv, D, group;
+  std::vector<double> kt;     // per (B, Nkv): each s2-key block j0 as D × n at j0·D (doubles, or in ktf)
+  Format kt_format;           // the format kt's values belong to (k, or k_shift)
+  std::vector<float> ktf, vf, qf;  // float copies of kt, v, q when the GEMMs run on float kernels (else empty)
+  double scale = 0;           // effective scale rounded to the scale format
+  bool masked = false;
+  GemmSpec qk, pv;
+
+  Run(const AttentionInputs& in, const AlgorithmSpec& spec);
+  const StageSpec& st(Stage s) const { return alloc.spec(s); }
+  bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
+  // Plain RNE fp32 (a float conversion rounds it) or native fp64: a rounding that fuses into loops.
+  bool fusable(Stage s) const { return native(s) || fp32_[static_cast<std::size_t>(s)]; }
+  // Calls body(round) with the rounding of a fusable stage as a function object, so that the loop in
+  // body is compiled (and vectorised) once per rounding, without a branch inside.
+  template <class Body>
+  void fused(Stage s, Body&& body) const {
+    if (native(s)) body([](double x) { return x; });
+    else body([](double x) { return static_cast<double>(static_cast<float>(x)); });
+  }
+  // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
+  void rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const;
+  double rnd(Stage s, double x, RandomBits* rng) const;
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt or ktf. Call set_kt_format first
+  // when the keys are not in the k format.
+  void set_kt(std::size_t b, std::size_t hk, const double* keys);
+  void set_kt_format(const Format& f);
+
+ private:
+  bool native_[kStageCount];
+  bool fp32_[kStageCount];  // plain RNE fp32: a float conversion rounds it
+};
+
+// One work item: rows [r0, r1) of query head h in batch b.
+struct Item {
+  std::size_t b, h, hk, r0, r1;
+  std::size_t rows() const { return r1 - r0; }
+};
+
+// The items of a run in their fixed order: (batch, head, query block).
+std::vector<Item> make_items(const Run& run);
+
+// Per-item random stream for stochastic rounding (independent of the thread that runs the item).
+RandomBits item_stream(const AlgorithmSpec& spec, std::size_t item_index);
+
+// Visibility of the tile rows [r0, r1) × keys [j0, j1): vis[(r − r0)·n + c]; returns whether any key is visible.
+bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t j1, std::vector<std::uint8_t>& vis);
+
+// S (rows × n, ld n) = Q_rows · (keys j0 … j0 + n)ᵀ through the QKᵀ GEMM (qk_acc, s).
+void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng);
+// Z = round_scale(S · scale), in place.
+void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng);
+// Masked entries become −inf.
+void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count);
+// PV (rows × D) = P (rows × n, ld ldp) · V[j0 : j0 + n] through the P·V GEMM (pv_acc, pv). P already in p.
+void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, std::size_t j0, std::size_t n, double* PV,
+             RandomBits* rng);
+
+// out[r] = Σ_c X[r·ld + c] accumulated in order over c in stage s (vectorised across rows).
+void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
+                     double* out, RandomBits* rng);
+// alpha[r] = round_exp(exp(round_max(m_old[r] − m_new[r]))), or 0 where m_old[r] = −∞ (a row that has
+// seen nothing: its l and O are 0).
+void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
+                     RandomBits* rng);
+// acc = round_s(round_s(alpha[r]·acc) + add) over rows × width values (FA2's l and O updates).
+void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, const double* add, std::size_t rows,
+                 std::size_t width, RandomBits* rng);
+// Largest value of each row, ignoring NaN; −inf for an empty or fully masked row.
+double row_max(const double* x, std::size_t n);
+// P = round_exp(exp(round_exp(z − shift_r))) for rows × n values (row stride ld); shift_r = −inf is
+// treated as 0 (a row with nothing visible yet: every entry is −inf and P = 0).
+void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::size_t ld, const double* shift,
+              double* P, RandomBits* rng);
+// e^x in place, vectorisable (see blocked_attention.cpp for its accuracy).
+void exp_span(double* x, std::size_t n);
+
+// Writes one output row (D values, already in the out format) and its lse.
+void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out);
+
+// The scaled, masked scores Z (rows × n) of one tile; false when the mask hides the whole tile.
+bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, std::vector<double>& Z,
+                 std::vector<std::uint8_t>& vis, RandomBits* rng);
+
+// Final output rows: O/l rounded to div (when divide), then to out; rows that saw no key get 0 and
+// lse = −inf. lse = m + log(l) (+ lse_shift, indexed (B, Nq, Sq), when given).
+void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, const std::vector<double>& l,
+                 const std::vector<double>& m, const std::vector<std::uint8_t>& seen, bool divide,
+                 const std::vector<double>* lse_shift, AttentionOutput& out, RandomBits* rng);
+
+// The last pass of the 3-pass and online softmax (seed 002 Eq. 9): A = e^{x − m}/d for every key of the rows
+// (Zrow: rows × Skv, −inf where hidden), P = A rounded to p, O = P·V as one GEMM over the whole row.
+void normalised_output(const Run& run, const Item& it, const std::vector<double>& m, const std::vector<double>& d,
+                       const std::vector<std::uint8_t>& seen, AttentionOutput& out, RandomBits* rng,
+                       const std::vector<double>& Zrow);
+
+// Runs f(item, rng) for every item; each item writes only its own rows.
+template <class F>
+void for_items(const Run& run, int threads, F&& f) {
+  const std::vector<Item> items = make_items(run);
+  parallel_for(items.size(), threads, [&](std::size_t i) {
+    RandomBits rng = item_stream(run.spec, i);
+    f(items[i], &rng);
+  });
+}
+
+
+}  // namespace pasa::detail

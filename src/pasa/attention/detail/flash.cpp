@@ -1,0 +1,108 @@
+#include "pasa/attention/detail/flash.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+
+namespace pasa::detail {
+
+namespace {
+
+// The running-max step shared by the online softmax's first pass and FA2 (seed 002): m_new = max(m,
+// rowmax(S_tile)) rounded in `max`, alpha = e^{m_old − m_new}, m = m_new; marks rows that saw a key.
+void advance_running_max(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::vector<double>& m,
+                         std::vector<double>& mnew, std::vector<std::uint8_t>& seen, double* alpha, RandomBits* rng) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double mloc = row_max(&Z[r * n], n);
+    if (mloc != kNegInf) seen[r] = 1;
+    mnew[r] = std::max(m[r], mloc);
+  }
+  run.rnd(Stage::max, mnew.data(), rows, rng);
+  rescale_factors(run, m.data(), mnew.data(), rows, alpha, rng);
+  m = mnew;
+}
+
+}  // namespace
+
+void online_softmax_attention(const Run& run, AttentionOutput& out, int threads) {
+  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+    const std::size_t rows = it.rows(), s2 = run.spec.s2;
+    std::vector<double> m(rows, kNegInf), d(rows, 0.0), Z, P(s2), rs(rows), alpha(rows), Zrow(rows * run.Skv, kNegInf);
+    std::vector<double> E(rows * s2), mnew(rows);
+    std::vector<std::uint8_t> vis, seen(rows, 0);
+    for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
+      const std::size_t n = std::min(s2, run.Skv - j0);
+      if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
+      for (std::size_t r = 0; r < rows; ++r)
+        std::copy(Z.begin() + r * n, Z.begin() + (r + 1) * n, Zrow.begin() + r * run.Skv + j0);
+      advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{i−1} − m_i}
+      tile_exp(run, Z.data(), rows, n, n, m.data(), E.data(), rng);
+      rowsum_in_order(run, Stage::sum, E.data(), rows, n, n, rs.data(), rng);
+      rescale_add(run, Stage::sum, d.data(), alpha.data(), rs.data(), rows, 1, rng);  // d'_i = d'_{i−1}·e^{..} + Σ
+    }
+    normalised_output(run, it, m, d, seen, out, rng, Zrow);
+  });
+}
+
+void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
+  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+    const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
+    std::vector<double> m(rows, kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2), lt(rows), PV(rows * D);
+    std::vector<double> mt(rows), t(D);
+    std::vector<std::uint8_t> vis, seen(rows, 0);
+    for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
+      const std::size_t n = std::min(s2, run.Skv - j0);
+      if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
+      for (std::size_t r = 0; r < rows; ++r) mt[r] = run.rnd(Stage::max, row_max(&Z[r * n], n), rng);  // m̃_ij
+      tile_exp(run, Z.data(), rows, n, n, mt.data(), P.data(), rng);  // P̃_ij = exp(S − m̃)
+      rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, lt.data(), rng);  // l̃_ij
+      run.rnd(Stage::p, P.data(), rows * n, rng);
+      tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
+      for (std::size_t r = 0; r < rows; ++r) {
+        if (mt[r] == kNegInf) continue;  // nothing visible in this row of the tile: O, l, m unchanged
+        seen[r] = 1;
+        const double mnew = std::max(m[r], mt[r]);
+        const double eo = m[r] == kNegInf ? 0.0 : run.rnd(Stage::exp, std::exp(run.rnd(Stage::max, m[r] - mnew, rng)), rng);
+        const double en = run.rnd(Stage::exp, std::exp(run.rnd(Stage::max, mt[r] - mnew, rng)), rng);
+        const double lnew = run.rnd(Stage::sum, run.rnd(Stage::sum, eo * l[r], rng) + run.rnd(Stage::sum, en * lt[r], rng), rng);
+        const double c_old = run.rnd(Stage::o, l[r] * eo, rng);  // diag(l)·e^{m − m_new}
+        double* o = &O[r * D];
+        const double* pv = &PV[r * D];
+        for (std::size_t d = 0; d < D; ++d) o[d] = c_old * o[d];
+        run.rnd(Stage::o, o, D, rng);
+        for (std::size_t d = 0; d < D; ++d) t[d] = en * pv[d];
+        run.rnd(Stage::o, t.data(), D, rng);
+        for (std::size_t d = 0; d < D; ++d) o[d] = o[d] + t[d];
+        run.rnd(Stage::o, o, D, rng);
+        for (std::size_t d = 0; d < D; ++d) o[d] = o[d] / lnew;  // diag(l_new)⁻¹
+        run.rnd(Stage::div, o, D, rng);
+        m[r] = mnew;
+        l[r] = lnew;
+      }
+    }
+    finish_rows(run, it, O, l, m, seen, false, nullptr, out, rng);
+  });
+}
+
+void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std::vector<double>* lse_shift) {
+  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+    const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
+    std::vector<double> m(rows, kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2), rs(rows), PV(rows * D);
+    std::vector<double> alpha(rows), mnew(rows);
+    std::vector<std::uint8_t> vis, seen(rows, 0);
+    for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
+      const std::size_t n = std::min(s2, run.Skv - j0);
+      if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
+      advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
+      tile_exp(run, Z.data(), rows, n, n, m.data(), P.data(), rng);
+      rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);
+      run.rnd(Stage::p, P.data(), rows * n, rng);
+      tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
+      rescale_add(run, Stage::sum, l.data(), alpha.data(), rs.data(), rows, 1, rng);
+      rescale_add(run, Stage::o, O.data(), alpha.data(), PV.data(), rows, D, rng);
+    }
+    finish_rows(run, it, O, l, m, seen, true, lse_shift, out, rng);
+  });
+}
+
+}  // namespace pasa::detail

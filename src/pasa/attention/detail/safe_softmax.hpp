@@ -1,0 +1,13 @@
+// The reference attention: textbook 3-pass safe softmax (seed 002, Eq. 7–9), every stage in its format.
+#pragma once
+
+#include "pasa/attention/detail/blocked_attention.hpp"
+
+namespace pasa::detail {
+
+// Per row: m_N = max over every visible key (Eq. 7), d_N = Σ e^{x − m_N} in order (Eq. 8),
+// a = e^{x − m_N}/d_N (Eq. 9), O = a·V as one GEMM over the whole row. S is computed tile by tile (s2 keys)
+// through the QKᵀ GEMM, so the scores are the same as the blocked algorithms'.
+void safe_softmax_attention(const Run& run, AttentionOutput& out, int threads);
+
+}  // namespace pasa::detail

@@ -1,0 +1,304 @@
+#include "pasa/attention/gemm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace pasa {
+namespace {
+
+const Format& fp32() {
+  static const Format f = format_by_name("fp32");
+  return f;
+}
+const Format& fp64() {
+  static const Format f = format_by_name("fp64");
+  return f;
+}
+
+bool plain_rne(const RoundOptions& o) {
+  return o.mode == RoundMode::nearest_even && o.overflow == Overflow::ieee && !o.flush_input && !o.flush_output;
+}
+// The stage rounds exactly as the native type's arithmetic does.
+bool native(const StageSpec& s, const Format& type) { return s.format == type && plain_rne(s.round); }
+// Every value of f is a float (including subnormals).
+bool float_exact(const Format& f) { return f.p <= 24 && f.emax <= 127 && f.emin() - (f.p - 1) >= -149; }
+
+// Ordered fp32 accumulation: c ← fma(a, b, c) is one rounding of c + a·b, the model exactly.
+void sgemm_fma(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda, const float* B,
+               std::size_t ldb, float* C, std::size_t ldc) {
+  auto rows = [&](std::size_t r0, std::size_t r1, std::size_t c0) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      float* c = C + r * ldc;
+      std::fill(c + c0, c + n, 0.0f);
+      for (std::size_t t = 0; t < k; ++t) {
+        const float a = A[r * lda + t];
+        const float* b = B + t * ldb;
+        for (std::size_t j = c0; j < n; ++j) c[j] = std::fma(a, b[j], c[j]);
+      }
+    }
+  };
+  const std::size_t m4 = m - m % 4;
+  std::size_t j = 0;
+#if defined(__AVX512F__)
+  // 4 rows × 64 columns held in 16 registers; every element still sees its k products in order. The 64
+  // columns of B are packed first when B's rows are far apart (a large stride thrashes the cache).
+  thread_local std::vector<float> panel_buffer;
+  panel_buffer.resize(k * 64);
+  const bool pack = ldb > 128;
+  for (; j + 64 <= n; j += 64) {
+    const float* panel = B + j;
+    std::size_t pld = ldb;
+    if (pack) {
+      float* p = panel_buffer.data();
+      for (std::size_t t = 0; t < k; ++t) std::copy(B + t * ldb + j, B + t * ldb + j + 64, p + t * 64);
+      panel = p;
+      pld = 64;
+    }
+    for (std::size_t i = 0; i < m4; i += 4) {
+      __m512 c[4][4];
+      for (auto& row : c)
+        for (auto& x : row) x = _mm512_setzero_ps();
+      for (std::size_t t = 0; t < k; ++t) {
+        const float* b = panel + t * pld;
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32),
+                     b3 = _mm512_loadu_ps(b + 48);
+        for (int r = 0; r < 4; ++r) {
+          const __m512 a = _mm512_set1_ps(A[(i + r) * lda + t]);
+          c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
+          c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+          c[r][2] = _mm512_fmadd_ps(a, b2, c[r][2]);
+          c[r][3] = _mm512_fmadd_ps(a, b3, c[r][3]);
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < 4; ++q) _mm512_storeu_ps(C + (i + r) * ldc + j + 16 * q, c[r][q]);
+    }
+  }
+#endif
+  if (j < n) rows(0, m4, j);  // columns the register tiles did not cover
+  rows(m4, m, 0);
+}
+
+// Every operation rounded in fp32: a float multiply, then a float add (no contraction: ISO C++ mode).
+void sgemm_every_op(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda, const float* B,
+                    std::size_t ldb, float* C, std::size_t ldc) {
+  for (std::size_t r = 0; r < m; ++r) {
+    float* c = C + r * ldc;
+    std::fill(c, c + n, 0.0f);
+    for (std::size_t t = 0; t < k; ++t) {
+      const float a = A[r * lda + t];
+      const float* b = B + t * ldb;
+      for (std::size_t j = 0; j < n; ++j) {
+        const float p = a * b[j];
+        c[j] = c[j] + p;
+      }
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+// Round 16 floats to fp16 (RNE, IEEE overflow, gradual underflow): the F16C conversion, bit-identical to
+// round_span's fp16 kernel (checked over every float by the rounding layer's tests).
+inline __m512 to_fp16(__m512 x) {
+  // (the zero-masked forms: GCC 12 warns about the unmasked ones' undefined pass-through operand)
+  return _mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+#endif
+
+// Every operation rounded to a narrow accumulator format held in floats (exact, see the header).
+void sgemm_every_op_narrow(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+                           const float* B, std::size_t ldb, float* C, std::size_t ldc, const StageSpec& acc) {
+  thread_local std::vector<float> tmp_buffer;
+  tmp_buffer.resize(n);
+  float* tmp = tmp_buffer.data();  // plain pointers in loops: thread_local accesses go through TLS lookups
+  std::size_t r0 = 0;
+#if defined(__AVX512F__)
+  if (acc.format == format_by_name("fp16")) {
+    // 4 rows × 64 columns in registers; product and sum each rounded to fp16.
+    for (; r0 + 4 <= m; r0 += 4) {
+      std::size_t j = 0;
+      for (; j + 64 <= n; j += 64) {
+        __m512 c[4][4];
+        for (auto& row : c)
+          for (auto& x : row) x = _mm512_setzero_ps();
+        for (std::size_t t = 0; t < k; ++t) {
+          const float* b = B + t * ldb + j;
+          const __m512 bv[4] = {_mm512_loadu_ps(b), _mm512_loadu_ps(b + 16), _mm512_loadu_ps(b + 32),
+                                _mm512_loadu_ps(b + 48)};
+          for (int r = 0; r < 4; ++r) {
+            const __m512 a = _mm512_set1_ps(A[(r0 + r) * lda + t]);
+            for (int q = 0; q < 4; ++q) c[r][q] = to_fp16(_mm512_add_ps(c[r][q], to_fp16(_mm512_mul_ps(a, bv[q]))));
+          }
+        }
+        for (int r = 0; r < 4; ++r)
+          for (int q = 0; q < 4; ++q) _mm512_storeu_ps(C + (r0 + r) * ldc + j + 16 * q, c[r][q]);
+      }
+      for (std::size_t r = r0; r < r0 + 4 && j < n; ++r) {  // remaining columns of these rows
+        float* c = C + r * ldc;
+        std::fill(c + j, c + n, 0.0f);
+        for (std::size_t t = 0; t < k; ++t)
+          for (std::size_t jj = j; jj < n; ++jj) {
+            float p = A[r * lda + t] * B[t * ldb + jj];
+            round_span(std::span<const float>(&p, 1), std::span<float>(&p, 1), acc.format, acc.round);
+            float sum = c[jj] + p;
+            round_span(std::span<const float>(&sum, 1), std::span<float>(&sum, 1), acc.format, acc.round);
+            c[jj] = sum;
+          }
+      }
+    }
+  }
+#endif
+  for (std::size_t r = r0; r < m; ++r) {
+    float* c = C + r * ldc;
+    std::fill(c, c + n, 0.0f);
+    for (std::size_t t = 0; t < k; ++t) {
+      const float a = A[r * lda + t];
+      const float* b = B + t * ldb;
+      for (std::size_t j = 0; j < n; ++j) tmp[j] = a * b[j];
+      round_span(std::span<const float>(tmp, n), std::span<float>(tmp, n), acc.format, acc.round);
+      for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
+      round_span(std::span<const float>(c, n), std::span<float>(c, n), acc.format, acc.round);
+    }
+  }
+}
+
+// Any accumulator format and model in double arithmetic, rounded by round_span after each step. Products
+// of operands with at most 26 bits each are exact in double; sums are rounded once to double and then to
+// the accumulator format, which is correct for p ≤ 25 (53 ≥ 2p + 2) and off only in far-fetched ties above.
+void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+                   const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
+  const bool acc_native = native(g.acc, fp64());
+  thread_local std::vector<double> tmp_buffer;
+  tmp_buffer.resize(n);
+  double* tmp = tmp_buffer.data();
+  auto round_acc = [&](double* x) {
+    if (!acc_native) round_span(std::span<const double>(x, n), std::span<double>(x, n), g.acc.format, g.acc.round, rng);
+  };
+  const std::size_t chunk = g.model.kind == GemmKind::chunked ? static_cast<std::size_t>(g.model.chunk) : 1;
+  for (std::size_t r = 0; r < m; ++r) {
+    double* c = C + r * ldc;
+    std::fill(c, c + n, 0.0);
+    for (std::size_t t0 = 0; t0 < k; t0 += chunk) {
+      switch (g.model.kind) {
+        case GemmKind::ordered:
+          for (std::size_t j = 0; j < n; ++j) c[j] = std::fma(A[r * lda + t0], B[t0 * ldb + j], c[j]);
+          round_acc(c);
+          break;
+        case GemmKind::every_op:
+          for (std::size_t j = 0; j < n; ++j) tmp[j] = A[r * lda + t0] * B[t0 * ldb + j];
+          round_acc(tmp);
+          for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
+          round_acc(c);
+          break;
+        case GemmKind::chunked: {
+          // Tensor-core model: the group's products summed in a wide (fp64) adder, then one rounding into acc.
+          const std::size_t t1 = std::min(k, t0 + chunk);
+          std::fill(tmp, tmp + n, 0.0);
+          for (std::size_t t = t0; t < t1; ++t)
+            for (std::size_t j = 0; j < n; ++j) tmp[j] = std::fma(A[r * lda + t], B[t * ldb + j], tmp[j]);
+          for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
+          round_acc(c);
+          break;
+        }
+      }
+    }
+  }
+}
+
+
+void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std::size_t ldc, RandomBits* rng) {
+  if (!native(g.out, fp64()))
+    for (std::size_t r = 0; r < m; ++r)
+      round_span(std::span<const double>(C + r * ldc, n), std::span<double>(C + r * ldc, n), g.out.format,
+                 g.out.round, rng);
+}
+
+// The float kernels on float operands, output rounded and widened into C.
+void gemm_float(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* fa, std::size_t lda,
+                const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
+  thread_local std::vector<float> fc_buffer;
+  fc_buffer.resize(m * n);
+  float* fc = fc_buffer.data();
+  const bool acc_fp32 = native(g.acc, fp32());
+  if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa, lda, B, ldb, fc, n);
+  else if (acc_fp32) sgemm_every_op(m, n, k, fa, lda, B, ldb, fc, n);
+  else sgemm_every_op_narrow(m, n, k, fa, lda, B, ldb, fc, n, g.acc);
+  // Output rounding: in floats where the out format fits them (F16C for fp16), else in double.
+  const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
+  const bool out_in_float = float_exact(g.out.format) && !native(g.out, fp64());
+  if (!out_is_acc && out_in_float && g.out.round.mode != RoundMode::stochastic)
+    round_span(std::span<const float>(fc, m * n), std::span<float>(fc, m * n), g.out.format, g.out.round);
+  for (std::size_t r = 0; r < m; ++r) {
+    double* c = C + r * ldc;
+    for (std::size_t j = 0; j < n; ++j) c[j] = fc[r * n + j];
+    if (!out_is_acc && !native(g.out, fp64()) && (!out_in_float || g.out.round.mode == RoundMode::stochastic))
+      round_span(std::span<const double>(c, n), std::span<double>(c, n), g.out.format, g.out.round, rng);
+  }
+}
+
+bool float_path(const GemmSpec& g) {
+  const bool operands_float = float_exact(g.a_format) && float_exact(g.b_format);
+  const bool acc_fp32 = native(g.acc, fp32());
+  const bool narrow_every_op = g.model.kind == GemmKind::every_op && plain_rne(g.acc.round) && g.acc.format.p <= 11 &&
+                               float_exact(g.acc.format) && g.a_format.p + g.b_format.p <= 24;
+  return operands_float && ((acc_fp32 && g.model.kind != GemmKind::chunked) || narrow_every_op);
+}
+
+}  // namespace
+
+// A as floats (a thread-local copy).
+const float* floats_of(const double* A, std::size_t m, std::size_t k, std::size_t lda) {
+  thread_local std::vector<float> fa_buffer;
+  fa_buffer.resize(m * k);
+  float* fa = fa_buffer.data();
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t t = 0; t < k; ++t) fa[r * k + t] = static_cast<float>(A[r * lda + t]);
+  return fa;
+}
+
+bool gemm_uses_floats(const GemmSpec& g) { return float_path(g); }
+
+void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+          const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
+  if (!float_path(g)) {
+    dgemm_generic(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
+    round_rows(g, m, n, C, ldc, rng);
+    return;
+  }
+  thread_local std::vector<float> fb_buffer;
+  fb_buffer.resize(k * n);
+  float* fb = fb_buffer.data();
+  for (std::size_t t = 0; t < k; ++t)
+    for (std::size_t j = 0; j < n; ++j) fb[t * n + j] = static_cast<float>(B[t * ldb + j]);
+  gemm_float(g, m, n, k, floats_of(A, m, k, lda), k, fb, n, C, ldc, rng);
+}
+
+void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+          const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
+  if (float_path(g)) {
+    gemm_float(g, m, n, k, floats_of(A, m, k, lda), k, B, ldb, C, ldc, rng);
+    return;
+  }
+  thread_local std::vector<double> db_buffer;
+  db_buffer.resize(k * n);
+  double* db = db_buffer.data();
+  for (std::size_t t = 0; t < k; ++t)
+    for (std::size_t j = 0; j < n; ++j) db[t * n + j] = B[t * ldb + j];
+  dgemm_generic(g, m, n, k, A, lda, db, n, C, ldc, rng);
+  round_rows(g, m, n, C, ldc, rng);
+}
+
+void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
+  if (!float_path(g)) throw std::logic_error("gemm: float operands given to a GEMM that runs on doubles");
+  gemm_float(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
+}
+
+}  // namespace pasa

@@ -1,0 +1,35 @@
+// Emulated matrix-engine GEMMs: C = A·B under a GemmModel, with the accumulator and the output rounded to
+// their stage formats. Values are doubles (exact values of their formats); where native arithmetic IS the
+// model's rounding (an fp32 accumulator fed by operands that floats hold exactly: float FMA = one rounding
+// of acc + exact product; an fp64 accumulator: double FMA) the kernels are plain float/double loops, and
+// narrow accumulators with every_op rounding use float arithmetic plus round_span (exact: a float holds the
+// product of two ≤12-bit values, and 24 ≥ 2p + 2 makes float-then-p rounding of a p-bit sum correct).
+#pragma once
+
+#include <cstddef>
+
+#include "pasa/attention/allocation.hpp"
+#include "pasa/numeric/round.hpp"
+
+namespace pasa {
+
+struct GemmSpec {
+  Format a_format, b_format;  // formats the operands' values belong to (decides which fast path is exact)
+  StageSpec acc, out;
+  GemmModel model;
+};
+
+// C (m×n, row stride ldc) = out( A (m×k, lda) · B (k×n, ldb) ), each C[i][j] accumulated over k in order
+// 0..k−1 as the model says. rng: the stream for stochastic rounding (required only then).
+void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+          const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
+// The same with B held as floats (its values must be exact values of spec.b_format).
+void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+          const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
+// Both operands as floats; only for specs that run on the float kernels (gemm_uses_floats).
+void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
+// Whether the spec runs on the float kernels (then B may be kept as floats to save conversions).
+bool gemm_uses_floats(const GemmSpec& spec);
+
+}  // namespace pasa

@@ -1,0 +1,40 @@
+// The golden attention: O = softmax(scale·QKᵀ masked)·V and lse = log Σ exp(scale·QKᵀ) over the visible
+// keys, from the exact input values, rounded to double only at the end. Every accuracy figure in pasa is
+// measured against it. With scale = 0 the exact 1/sqrt(D) is used (not its double).
+// Fully masked rows (no visible key): O = 0 and lse = -inf.
+#pragma once
+
+#include <vector>
+
+#include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/core/parallel.hpp"
+#include "pasa/inputs/tensor.hpp"
+
+namespace pasa {
+
+struct GoldenOptions {
+  int precision_bits = 128;       // MPFR working precision of the plain path (and of the fast path's fallback)
+  int threads = default_threads();
+  // Fast path: exact-product double-double dot products, double-double exp and accumulation, with an a
+  // posteriori error bound per block of rows; a block whose bound is below 64 bits is redone with MPFR.
+  bool fast = true;
+};
+
+struct Golden {
+  Tensor o;                 // (B, Nq, Sq, D), format fp64
+  std::vector<double> lse;  // (B, Nq, Sq), natural log; -inf for fully masked rows
+  // Before the final rounding to double, every element satisfies
+  //   |O_computed - O_exact| <= 2^-guaranteed_bits · Σ_j p_j |v_jd| / Σ_j p_j   (+ 2^-900·max|v_d|)
+  // with p_j the exact softmax weights of the row: a relative bound whenever the V column has one sign,
+  // otherwise relative to the weighted mean of |V|; and |lse_computed - lse_exact| <= 2^-guaranteed_bits
+  // ·(1 + |lse|). guaranteed_bits >= 54 means the stored doubles are faithful roundings (one-signed V).
+  // 1000 means no visible key anywhere (all results exactly 0 / -inf).
+  int guaranteed_bits = 0;
+  bool used_mpfr = false;   // some block (or all, fast = false) was computed by the plain MPFR path
+};
+
+// Validates the inputs (InputError) and requires finite input elements (the golden of a non-finite input is
+// undefined: InputError). Deterministic: the result does not depend on options.threads.
+Golden golden_attention(const AttentionInputs&, const GoldenOptions& = {});
+
+}  // namespace pasa

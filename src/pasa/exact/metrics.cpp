@@ -1,0 +1,202 @@
+#include "pasa/exact/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pasa/numeric/double_double.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/numeric/round.hpp"
+#include "pasa/exact/score_rows.hpp"
+
+namespace pasa {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Exact square of a double added to a double-double accumulator (error 3u² per step).
+void add_square(DD& acc, double x) { acc = dd_add(acc, two_prod(x, x)); }
+
+double ratio(DD num, DD den) {
+  if (den.hi == 0) return num.hi == 0 ? kNaN : kInf;
+  return std::sqrt(dd_to_double(dd_div(num, den)));
+}
+
+// Smallest magnitude that rounds (to nearest even) outside the finite range of f, and whether that
+// magnitude itself (a tie) overflows: the midpoint between max_finite and the next binade step.
+struct OverflowThreshold {
+  double t;
+  bool tie_overflows;
+};
+OverflowThreshold overflow_threshold(const Format& f) {
+  const double mx = f.max_finite();
+  const double half_ulp = std::ldexp(1.0, static_cast<int>(std::ilogb(mx)) - f.p);
+  // max_finite has an odd last significand bit for IEEE formats (all ones), so the tie goes up; for the
+  // "fn" formats (E4M3FN: max 1.110b·2^8) the last bit is even and the tie stays finite.
+  const double mant = std::ldexp(mx, f.p - 1 - static_cast<int>(std::ilogb(mx)));
+  return {mx + half_ulp, std::fmod(mant, 2.0) == 1.0};
+}
+
+bool overflows(DD s, const OverflowThreshold& th) {
+  const DD a = s.hi < 0 ? dd_neg(s) : s;
+  if (a.hi != th.t) return a.hi > th.t;
+  return a.lo > 0 || (a.lo == 0 && th.tie_overflows);
+}
+
+}  // namespace
+
+Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
+  const Shape& a = out.shape;
+  const Shape& g = golden.shape;
+  if (!(a == g))
+    throw InputError(fmt::format("output shape ({}, {}, {}, {}) differs from the golden's ({}, {}, {}, {})", a.b, a.n,
+                                 a.s, a.d, g.b, g.n, g.s, g.d));
+  if (out.data.size() != a.size() || golden.data.size() != g.size())
+    throw InputError("output or golden data size does not match its shape");
+  Metrics m;
+  m.elements = a.size();
+  m.rows = a.b * a.n * a.s;
+  DD err2_fin, gold2_fin, dot, out2_fin;
+  bool any_nan = false;
+  for (std::size_t r = 0; r < m.rows; ++r) {
+    bool row_bad = false;
+    for (std::size_t x = 0; x < a.d; ++x) {
+      const std::size_t idx = r * a.d + x;
+      const double o = out.data[idx], gv = golden.data[idx];
+      if (!std::isfinite(gv)) throw InputError(fmt::format("golden element {} is not finite ({})", idx, gv));
+      if (std::isnan(o)) {
+        ++m.nan_count;
+        row_bad = any_nan = true;
+        continue;
+      }
+      if (std::isinf(o)) {
+        ++m.inf_count;
+        row_bad = true;
+        continue;
+      }
+      const DD diff = two_sum(o, -gv);  // exact difference
+      const DD d2 = dd_mul(diff, diff);
+      err2_fin = dd_add(err2_fin, d2);
+      add_square(gold2_fin, gv);
+      add_square(out2_fin, o);
+      dot = dd_add(dot, two_prod(o, gv));
+      const double ad = std::abs(dd_to_double(diff));
+      m.max_abs_err = std::max(m.max_abs_err, ad);
+      if (gv != 0) m.max_rel_err = std::max(m.max_rel_err, ad / std::abs(gv));
+    }
+    if (row_bad) ++m.rows_with_nonfinite;
+  }
+  m.rmse_finite = ratio(err2_fin, gold2_fin);
+  // With every element finite the whole-output ratio is exactly the finite one.
+  m.rmse = any_nan ? kNaN : (m.inf_count > 0 ? kInf : m.rmse_finite);
+  const double n = static_cast<double>(m.elements);
+  m.nan_pct = 100.0 * static_cast<double>(m.nan_count) / n;
+  m.inf_pct = 100.0 * static_cast<double>(m.inf_count) / n;
+  m.rows_with_nonfinite_pct = 100.0 * static_cast<double>(m.rows_with_nonfinite) / static_cast<double>(m.rows);
+  if (m.nan_count + m.inf_count == m.elements) m.max_abs_err = m.max_rel_err = kNaN;  // no finite element
+  const double den = std::sqrt(dd_to_double(out2_fin)) * std::sqrt(dd_to_double(gold2_fin));
+  m.cosine = den > 0 ? dd_to_double(dot) / den : kNaN;
+  return m;
+}
+
+ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, int threads) {
+  validate(in);
+  const Shape& qs = in.q.shape;
+  const std::size_t Skv = in.k.shape.s, D = qs.d;
+  const double scale = in.effective_scale();
+  const OverflowThreshold th = overflow_threshold(score_format);
+  const double mx = score_format.max_finite();
+  std::vector<ScoreStats> part(qs.b * qs.n);
+  parallel_for(part.size(), threads, [&](std::size_t w) {
+    const std::size_t b = w / qs.n, h = w % qs.n;
+    const KeysT keys(in.k, b, h / in.group());
+    std::vector<double> hi(Skv), lo(Skv);
+    ScoreStats& st = part[w];
+    DD mn{kInf, 0}, mxs{-kInf, 0}, mnu{kInf, 0}, mxu{-kInf, 0};
+    for (std::size_t i = 0; i < qs.s; ++i) {
+      const std::size_t end = visible_end(in, b, i);
+      dot2_scores(in.q.head(b, h) + i * D, keys, end, hi.data(), lo.data());
+      for (std::size_t j = 0; j < end; ++j) {
+        if (!visible(in, b, i, j)) continue;
+        const DD s{hi[j], lo[j]};
+        const DD sc = dd_mul_d(s, scale);
+        ++st.entries;
+        if (dd_less(s, mnu)) mnu = s;
+        if (dd_less(mxu, s)) mxu = s;
+        if (dd_less(sc, mn)) mn = sc;
+        if (dd_less(mxs, sc)) mxs = sc;
+        st.over_max += std::abs(s.hi) > mx || (std::abs(s.hi) == mx && s.lo * s.hi > 0);
+        st.over_max_scaled += std::abs(sc.hi) > mx || (std::abs(sc.hi) == mx && sc.lo * sc.hi > 0);
+        st.overflow += overflows(s, th);
+        st.overflow_scaled += overflows(sc, th);
+      }
+    }
+    st.min = dd_to_double(mn);
+    st.max = dd_to_double(mxs);
+    st.min_unscaled = dd_to_double(mnu);
+    st.max_unscaled = dd_to_double(mxu);
+  });
+  ScoreStats all;
+  all.format = score_format.name;
+  all.min = all.min_unscaled = kInf;
+  all.max = all.max_unscaled = -kInf;
+  for (const ScoreStats& p : part) {
+    all.entries += p.entries;
+    all.over_max += p.over_max;
+    all.overflow += p.overflow;
+    all.over_max_scaled += p.over_max_scaled;
+    all.overflow_scaled += p.overflow_scaled;
+    if (p.entries == 0) continue;
+    all.min = std::min(all.min, p.min);
+    all.max = std::max(all.max, p.max);
+    all.min_unscaled = std::min(all.min_unscaled, p.min_unscaled);
+    all.max_unscaled = std::max(all.max_unscaled, p.max_unscaled);
+  }
+  if (all.entries == 0) all.min = all.max = all.min_unscaled = all.max_unscaled = kNaN;
+  return all;
+}
+
+namespace {
+// JSON has no NaN/inf: they are written as the strings "nan", "inf", "-inf".
+nlohmann::json num(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+}  // namespace
+
+nlohmann::json to_json(const Metrics& m) {
+  return {{"elements", m.elements},
+          {"rows", m.rows},
+          {"rmse", num(m.rmse)},
+          {"rmse_finite", num(m.rmse_finite)},
+          {"nan_count", m.nan_count},
+          {"inf_count", m.inf_count},
+          {"nan_pct", m.nan_pct},
+          {"inf_pct", m.inf_pct},
+          {"rows_with_nonfinite", m.rows_with_nonfinite},
+          {"rows_with_nonfinite_pct", m.rows_with_nonfinite_pct},
+          {"max_abs_err", num(m.max_abs_err)},
+          {"max_rel_err", num(m.max_rel_err)},
+          {"cosine", num(m.cosine)}};
+}
+
+nlohmann::json to_json(const ScoreStats& s) {
+  return {{"entries", s.entries},
+          {"min", num(s.min)},
+          {"max", num(s.max)},
+          {"min_unscaled", num(s.min_unscaled)},
+          {"max_unscaled", num(s.max_unscaled)},
+          {"format", s.format},
+          {"over_max", s.over_max},
+          {"overflow", s.overflow},
+          {"over_max_scaled", s.over_max_scaled},
+          {"overflow_scaled", s.overflow_scaled}};
+}
+
+}  // namespace pasa

@@ -1,0 +1,50 @@
+// Accuracy metrics of an attention output against the golden, and statistics of the attention scores.
+#pragma once
+
+#include <cstddef>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/numeric/format.hpp"
+#include "pasa/core/parallel.hpp"
+#include "pasa/inputs/tensor.hpp"
+
+namespace pasa {
+
+struct Metrics {
+  std::size_t elements = 0, rows = 0;  // rows = B·N·S output rows of D elements
+  // PASA Eq. 19: ‖O − O_golden‖₂ / ‖O_golden‖₂ over the whole output, sums in double-double. NaN/inf output
+  // elements are counted, not dropped: rmse is NaN if any element is NaN, else +inf if any is ±inf.
+  double rmse = 0;
+  double rmse_finite = 0;      // the same ratio over the finite output elements only (0/0 → NaN)
+  std::size_t nan_count = 0, inf_count = 0;
+  double nan_pct = 0, inf_pct = 0;        // of all elements (PASA Table 4 reports nan_pct)
+  std::size_t rows_with_nonfinite = 0;
+  double rows_with_nonfinite_pct = 0;     // share of rows containing any NaN/inf
+  // Over the finite elements: max |o − g|, max |o − g|/|g| over g ≠ 0, and cos(o, g) (NaN if a norm is 0);
+  // all three NaN when no element is finite.
+  double max_abs_err = 0, max_rel_err = 0, cosine = 0;
+};
+
+// Throws InputError when the shapes differ. The golden must be finite.
+Metrics compare_outputs(const Tensor& out, const Tensor& golden);
+
+struct ScoreStats {
+  std::size_t entries = 0;            // visible (unmasked) entries of QKᵀ
+  double min = 0, max = 0;            // of scale·QKᵀ over the visible entries (exact scores, rounded to double)
+  double min_unscaled = 0, max_unscaled = 0;  // of QKᵀ
+  std::string format;                 // the score format the counts below refer to
+  // |QKᵀ| > max_finite (the paper's check), and entries that round (RNE) to ±inf/NaN in the format
+  // (for fp16: |QKᵀ| >= 65520, the overflow of FA-FP16/FP32); then the same for scale·QKᵀ.
+  std::size_t over_max = 0, overflow = 0;
+  std::size_t over_max_scaled = 0, overflow_scaled = 0;
+};
+
+// Scores are computed as in the golden (double-double, error-free products); the scale is effective_scale().
+ScoreStats score_stats(const AttentionInputs&, const Format& score_format, int threads = default_threads());
+
+nlohmann::json to_json(const Metrics&);
+nlohmann::json to_json(const ScoreStats&);
+
+}  // namespace pasa

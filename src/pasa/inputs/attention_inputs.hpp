@@ -1,0 +1,45 @@
+// The inputs of one attention problem: Q (B, Nq, Sq, D), K and V (B, Nkv, Skv, D), a scale and a mask.
+// Separate query and KV head counts (GQA: query head h reads KV head h / group()) and separate query and
+// KV lengths (cross-attention, decode). Every algorithm and the golden read the same exact input values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "pasa/inputs/tensor.hpp"
+
+namespace pasa {
+
+struct Mask {
+  // Causal aligned to the end, as in decode: key j is visible to query i iff j <= i + (Skv - Sq).
+  // With Sq > Skv the first Sq - Skv query rows see nothing (fully masked rows).
+  bool causal = false;
+  std::vector<std::size_t> kv_len;  // per batch valid KV length (empty: all Skv keys); keys j >= kv_len[b] hidden
+  std::vector<std::uint8_t> keep;   // optional boolean (B, Sq, Skv), 1 = visible (empty: all visible)
+};
+
+// Fully masked rows (no visible key) have a defined result everywhere in pasa: output 0, lse = -inf.
+struct AttentionInputs {
+  Tensor q, k, v;
+  double scale = 0;              // 0 means 1/sqrt(D); the golden then uses the exact 1/sqrt(D), not its double
+  Mask mask;
+  bool allow_nonfinite = false;  // validate() rejects NaN/inf input elements unless this is set
+
+  std::size_t group() const { return k.shape.n == 0 ? 0 : q.shape.n / k.shape.n; }  // N_q / N_kv (GQA)
+  double effective_scale() const;  // scale, or the double nearest to 1/sqrt(D)
+};
+
+// Throws InputError naming the problem: shape mismatch between Q, K and V, D = 0, empty sequences,
+// N_q not a multiple of N_kv, data size != shape, bad mask sizes or kv_len > Skv, non-finite scale,
+// NaN/inf elements (with their tensor and index) unless allow_nonfinite.
+void validate(const AttentionInputs&);
+
+// Whether key j is visible to query row i of batch b (the three mask kinds combined).
+bool visible(const AttentionInputs&, std::size_t b, std::size_t i, std::size_t j);
+
+// The visible keys of a row lie in [0, visible_end(b, i)) (causal and kv_len cut a prefix); the boolean
+// keep mask may hide more inside it.
+std::size_t visible_end(const AttentionInputs&, std::size_t b, std::size_t i);
+
+}  // namespace pasa

@@ -1,0 +1,155 @@
+#include "pasa/inputs/generators.hpp"
+
+#include <cmath>
+#include <numbers>
+
+#include <boost/random/bernoulli_distribution.hpp>
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/normal_distribution.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+#include <fmt/format.h>
+
+#include "pasa/core/error.hpp"
+#include "pasa/numeric/round.hpp"
+
+namespace pasa {
+
+namespace {
+
+// SplitMix64 finaliser: a fixed, well-mixing map used to derive independent stream seeds.
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t stream_seed(std::uint64_t seed, const std::string& name, std::size_t b, std::size_t h) {
+  std::uint64_t hname = 0xcbf29ce484222325ull;  // FNV-1a of the tensor name
+  for (unsigned char c : name) hname = (hname ^ c) * 0x100000001b3ull;
+  std::uint64_t s = mix(seed + 0x9E3779B97F4A7C15ull);
+  s = mix(s ^ hname);
+  s = mix(s ^ (static_cast<std::uint64_t>(b) * 0x9E3779B97F4A7C15ull));
+  return mix(s ^ (static_cast<std::uint64_t>(h) + 0x632BE59BD9B4E019ull));
+}
+
+// Draws the (S, D) matrix of one (batch, head). Every element consumes the same draws whatever the values,
+// so streams stay aligned.
+void fill_head(const TensorGen& g, double* out, std::size_t S, std::size_t D, std::uint64_t seed) {
+  boost::random::mt19937_64 eng(seed);
+  switch (g.kind) {
+    case GenKind::uniform: {
+      boost::random::uniform_real_distribution<double> u(g.x0 - g.am, g.x0 + g.am);
+      // Boost draws until the result is below the upper end, so a zero-width interval must not draw.
+      for (std::size_t e = 0; e < S * D; ++e) out[e] = g.am == 0 ? g.x0 : u(eng);
+      break;
+    }
+    case GenKind::hybrid: {
+      boost::random::normal_distribution<double> base(g.x0, 1.0), outlier(0.0, 1.0);
+      boost::random::bernoulli_distribution<double> pick(g.p);
+      for (std::size_t e = 0; e < S * D; ++e) {
+        const double x = base(eng);
+        const double o = g.am * outlier(eng);
+        out[e] = x + (pick(eng) ? o : 0.0);
+      }
+      break;
+    }
+    case GenKind::resonance: {
+      boost::random::normal_distribution<double> nz(0.0, 1.0);
+      const double phase = g.phase_deg * std::numbers::pi / 180.0;
+      for (std::size_t s = 0; s < S; ++s)
+        for (std::size_t d = 0; d < D; ++d) {
+          const double ramp = S > 1 ? g.seq_bias * static_cast<double>(s) / static_cast<double>(S - 1) : 0.0;
+          const double wave = g.am * std::cos(2 * std::numbers::pi * static_cast<double>(d) / g.wavelength + phase);
+          out[s * D + d] = g.x0 + ramp + wave + g.noise * nz(eng);
+        }
+      break;
+    }
+  }
+}
+
+void validate_gen(const TensorGen& g, const std::string& path) {
+  auto need = [&](bool ok, const char* key, double v, const char* what) {
+    if (!ok) throw InputError(fmt::format("{}/{}: {} (got {})", path, key, what, v));
+  };
+  need(std::isfinite(g.x0), "x0", g.x0, "must be finite");
+  need(std::isfinite(g.am) && g.am >= 0, "am", g.am, "must be finite and >= 0");
+  need(g.p >= 0 && g.p <= 1, "p", g.p, "must lie in [0, 1]");
+  need(std::isfinite(g.wavelength) && g.wavelength > 0, "wavelength", g.wavelength, "must be > 0");
+  need(std::isfinite(g.phase_deg), "phase_deg", g.phase_deg, "must be finite");
+  need(std::isfinite(g.seq_bias), "seq_bias", g.seq_bias, "must be finite");
+  need(std::isfinite(g.noise) && g.noise >= 0, "noise", g.noise, "must be finite and >= 0");
+}
+
+
+}  // namespace
+
+std::string gen_kind_name(GenKind k) {
+  switch (k) {
+    case GenKind::uniform: return "uniform";
+    case GenKind::hybrid: return "hybrid";
+    case GenKind::resonance: return "resonance";
+  }
+  return "?";
+}
+
+GenKind gen_kind_by_name(const std::string& s) {
+  for (GenKind k : {GenKind::uniform, GenKind::hybrid, GenKind::resonance})
+    if (s == gen_kind_name(k)) return k;
+  throw InputError(fmt::format("unknown generator kind '{}'; known: uniform, hybrid, resonance", s));
+}
+
+void validate(const ProblemSpec& p) {
+  if (p.batch == 0 || p.heads_q == 0 || p.heads_kv == 0 || p.seq_q == 0 || p.seq_kv == 0 || p.head_dim == 0)
+    throw InputError(fmt::format("problem shape has a zero: B={} Nq={} Nkv={} Sq={} Skv={} D={}", p.batch, p.heads_q,
+                                 p.heads_kv, p.seq_q, p.seq_kv, p.head_dim));
+  if (p.heads_q % p.heads_kv != 0)
+    throw InputError(fmt::format("problem shape: Nq = {} is not a multiple of Nkv = {}", p.heads_q, p.heads_kv));
+  try {
+    (void)format_by_name(p.format);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(fmt::format("problem format '{}': {}", p.format, e.what()));
+  }
+  if (!std::isfinite(p.scale)) throw InputError(fmt::format("problem scale must be finite, got {}", p.scale));
+  if (!p.kv_len.empty() && p.kv_len.size() != p.batch)
+    throw InputError(fmt::format("problem kv_len has {} entries, expected B = {}", p.kv_len.size(), p.batch));
+  for (std::size_t b = 0; b < p.kv_len.size(); ++b)
+    if (p.kv_len[b] > p.seq_kv)
+      throw InputError(fmt::format("problem kv_len[{}] = {} exceeds Skv = {}", b, p.kv_len[b], p.seq_kv));
+  validate_gen(p.q, "/q");
+  validate_gen(p.k, "/k");
+  validate_gen(p.v, "/v");
+}
+
+
+Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::uint64_t seed,
+                       const std::string& name, int threads) {
+  validate_gen(g, name);
+  Tensor t(shape, fmt);
+  RoundOptions ro;
+  ro.overflow = Overflow::saturate;
+  const std::size_t per_head = shape.s * shape.d;
+  parallel_for(shape.b * shape.n, threads, [&](std::size_t w) {
+    const std::size_t b = w / shape.n, h = w % shape.n;
+    double* out = t.head(b, h);
+    fill_head(g, out, shape.s, shape.d, stream_seed(seed, name, b, h));
+    const std::span<double> span(out, per_head);
+    round_span(span, span, fmt, ro);
+  });
+  return t;
+}
+
+AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
+  validate(p);
+  const Format fmt = format_by_name(p.format);
+  AttentionInputs in;
+  in.q = generate_tensor(p.q, {p.batch, p.heads_q, p.seq_q, p.head_dim}, fmt, p.seed, "q", threads);
+  in.k = generate_tensor(p.k, {p.batch, p.heads_kv, p.seq_kv, p.head_dim}, fmt, p.seed, "k", threads);
+  in.v = generate_tensor(p.v, {p.batch, p.heads_kv, p.seq_kv, p.head_dim}, fmt, p.seed, "v", threads);
+  in.scale = p.scale;
+  in.mask.causal = p.causal;
+  in.mask.kv_len = p.kv_len;
+  validate(in);
+  return in;
+}
+
+}  // namespace pasa

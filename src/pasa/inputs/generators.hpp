@@ -1,0 +1,59 @@
+// Seeded input generators for attention problems (PASA §3.1 benchmarks and a §3.3.2-style "resonance"
+// generator), and the JSON problem description. Reproducible bit for bit: Boost.Random engines and
+// distributions only, one stream per (tensor, batch, head) seeded from (seed, tensor name, b, head), so the
+// result is the same whatever the thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+
+#include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/core/parallel.hpp"
+
+namespace pasa {
+
+enum class GenKind {
+  uniform,    // PASA Eq. 17: U(x0 − am, x0 + am)
+  hybrid,     // PASA Eq. 18: N(x0, 1) + N(0, am²)·Bernoulli(p)
+  resonance,  // PASA §3.3.2: x0 + seq_bias·s/(S−1) + am·cos(2π·d/wavelength + phase) + N(0, noise²)
+};
+
+struct TensorGen {
+  GenKind kind = GenKind::uniform;
+  double x0 = 0;            // centre (uniform, hybrid) or constant offset (resonance)
+  double am = 1;            // half-width (uniform), outlier std (hybrid), oscillation amplitude (resonance)
+  double p = 0.001;         // hybrid: outlier probability
+  double wavelength = 8;    // resonance: period along the head dimension, in elements
+  double phase_deg = 0;     // resonance: phase of this tensor's wave; q 0° with k 180° (or 0°) resonate
+  double seq_bias = 0;      // resonance: bias growing linearly along the sequence, from 0 to seq_bias
+  double noise = 0;         // resonance: standard deviation of added Gaussian noise
+};
+
+struct ProblemSpec {
+  std::size_t batch = 1, heads_q = 1, heads_kv = 1, seq_q = 128, seq_kv = 128, head_dim = 64;
+  std::string format = "fp16";  // storage format of Q, K and V (values rounded to nearest even, saturating)
+  double scale = 0;              // 0: 1/sqrt(D)
+  bool causal = false;
+  std::vector<std::size_t> kv_len;  // per batch, optional
+  std::uint64_t seed = 0;
+  TensorGen q, k, v;
+};
+
+std::string gen_kind_name(GenKind);
+GenKind gen_kind_by_name(const std::string&);  // throws InputError listing the kinds
+
+// Throws InputError for impossible parameters (shape zeros, N_q % N_kv, am < 0, p outside [0, 1], ...).
+void validate(const ProblemSpec&);
+
+// Values are drawn in double, then rounded to nearest even in `format`; values beyond its range saturate
+// to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec.
+AttentionInputs generate_inputs(const ProblemSpec&, int threads = default_threads());
+
+// One tensor (B, N, S, D) from its generator; `name` ("q", "k", "v") selects the stream.
+Tensor generate_tensor(const TensorGen&, Shape, const Format&, std::uint64_t seed, const std::string& name,
+                       int threads = default_threads());
+
+}  // namespace pasa

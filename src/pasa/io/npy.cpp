@@ -1,0 +1,360 @@
+#include "pasa/io/npy.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <system_error>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "pasa/core/error.hpp"
+#include "pasa/numeric/round.hpp"
+
+namespace pasa {
+
+static_assert(std::endian::native == std::endian::little, "the .npy code assumes a little-endian host");
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr std::size_t kMagicLen = 6;
+
+struct DtypeInfo {
+  NpyDtype dtype;
+  const char* descr;  // what we write
+  const char* alt;    // another spelling NumPy uses for the same bytes
+  std::size_t size;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {NpyDtype::f16, "<f2", "<f2", 2}, {NpyDtype::f32, "<f4", "<f4", 4}, {NpyDtype::f64, "<f8", "<f8", 8},
+    {NpyDtype::u8, "|u1", "<u1", 1},  {NpyDtype::u16, "<u2", "<u2", 2},
+};
+
+const DtypeInfo& info(NpyDtype d) {
+  for (const auto& i : kDtypes)
+    if (i.dtype == d) return i;
+  throw std::invalid_argument("unknown NpyDtype");
+}
+
+// Parser of the header: a Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }.
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view s, const std::filesystem::path& file) : s_(s), file_(file) {}
+
+  NpyArray parse() {
+    NpyArray a{NpyDtype::f64, {}, {}};
+    bool have_descr = false, have_order = false, have_shape = false;
+    expect('{');
+    while (true) {
+      skip_ws();
+      if (peek() == '}') break;
+      const std::string key = string_literal();
+      expect(':');
+      if (key == "descr") {
+        a.dtype = dtype_of(string_literal());
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        if (boolean()) fail("Fortran order (fortran_order: True) is not supported; save a C-order array");
+        have_order = true;
+      } else if (key == "shape") {
+        a.shape = shape_tuple();
+        have_shape = true;
+      } else {
+        fail(fmt::format("unexpected header key '{}'", key));
+      }
+      skip_ws();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      skip_ws();
+      if (peek() != '}') fail("expected ',' or '}' in the header dict");
+    }
+    ++pos_;
+    skip_ws();
+    if (pos_ != s_.size()) fail("trailing characters after the header dict");
+    if (!have_descr || !have_order || !have_shape)
+      fail("header lacks one of the keys 'descr', 'fortran_order', 'shape'");
+    return a;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    throw InputError(fmt::format("{}: malformed .npy header: {}", file_.string(), why));
+  }
+  void skip_ws() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
+  }
+  char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
+  void expect(char c) {
+    skip_ws();
+    if (peek() != c) fail(fmt::format("expected '{}' at header offset {}", c, pos_));
+    ++pos_;
+  }
+  std::string string_literal() {
+    skip_ws();
+    const char q = peek();
+    if (q != '\'' && q != '"') fail(fmt::format("expected a quoted string at header offset {}", pos_));
+    const std::size_t end = s_.find(q, pos_ + 1);
+    if (end == std::string_view::npos) fail("unterminated string");
+    std::string r(s_.substr(pos_ + 1, end - pos_ - 1));
+    pos_ = end + 1;
+    return r;
+  }
+  bool boolean() {
+    skip_ws();
+    if (s_.substr(pos_, 4) == "True") return pos_ += 4, true;
+    if (s_.substr(pos_, 5) == "False") return pos_ += 5, false;
+    fail("fortran_order is neither True nor False");
+  }
+  std::vector<std::size_t> shape_tuple() {
+    expect('(');
+    std::vector<std::size_t> shape;
+    while (true) {
+      skip_ws();
+      if (peek() == ')') break;
+      if (peek() < '0' || peek() > '9') fail(fmt::format("shape holds a non-integer at header offset {}", pos_));
+      std::size_t v = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        const std::size_t d = static_cast<std::size_t>(peek() - '0');
+        if (v > (std::numeric_limits<std::size_t>::max() - d) / 10) fail("shape dimension overflows");
+        v = v * 10 + d;
+        ++pos_;
+      }
+      if (peek() == 'L') ++pos_;  // Python 2 long suffix
+      shape.push_back(v);
+      skip_ws();
+      if (peek() == ',') ++pos_;
+      else if (peek() != ')') fail("expected ',' or ')' in the shape tuple");
+    }
+    ++pos_;
+    return shape;
+  }
+  NpyDtype dtype_of(const std::string& d) const {
+    for (const auto& i : kDtypes)
+      if (d == i.descr || d == i.alt) return i.dtype;
+    throw InputError(fmt::format("{}: unsupported .npy dtype '{}'; supported: {}", file_.string(), d,
+                                 npy_supported_dtypes()));
+  }
+
+  std::string_view s_;
+  const std::filesystem::path& file_;
+  std::size_t pos_ = 0;
+};
+
+// product(shape) * itemsize, or nothing when it overflows.
+bool checked_bytes(const std::vector<std::size_t>& shape, std::size_t itemsize, std::size_t& out) {
+  std::size_t n = itemsize;
+  for (std::size_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<std::size_t>::max() / d) return false;
+    n *= d;
+  }
+  out = n;
+  return true;
+}
+
+std::uint32_t le(const unsigned char* p, int n) {
+  std::uint32_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+std::size_t npy_itemsize(NpyDtype d) { return info(d).size; }
+std::string npy_descr(NpyDtype d) { return info(d).descr; }
+std::string npy_supported_dtypes() {
+  return "'<f2' (float16), '<f4' (float32), '<f8' (float64), '|u1' (uint8 bit patterns), '<u2' (uint16 bit "
+         "patterns), little-endian, C order";
+}
+std::size_t npy_element_count(const NpyArray& a) {
+  std::size_t n = 1;
+  for (std::size_t d : a.shape) n *= d;
+  return n;
+}
+
+NpyArray read_npy(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
+  if (buf.size() < kMagicLen + 2 || std::memcmp(buf.data(), kMagic, kMagicLen) != 0)
+    throw InputError(fmt::format("{}: not a .npy file (wrong magic; expected \\x93NUMPY)", file.string()));
+  const int major = buf[6];
+  if (major < 1 || major > 3)
+    throw InputError(fmt::format("{}: unsupported .npy format version {}.{}", file.string(), major, buf[7]));
+  const int len_bytes = major == 1 ? 2 : 4;
+  const std::size_t pre = kMagicLen + 2 + static_cast<std::size_t>(len_bytes);
+  if (buf.size() < pre) throw InputError(fmt::format("{}: truncated .npy header", file.string()));
+  const std::size_t header_len = le(buf.data() + kMagicLen + 2, len_bytes);
+  if (buf.size() - pre < header_len)
+    throw InputError(fmt::format("{}: truncated .npy header (declares {} bytes, file has {})", file.string(),
+                                 header_len, buf.size() - pre));
+  const std::string_view header(reinterpret_cast<const char*>(buf.data() + pre), header_len);
+  NpyArray a = HeaderParser(header, file).parse();
+  std::size_t need = 0;
+  const std::size_t have = buf.size() - pre - header_len;
+  std::string dims;
+  for (std::size_t d : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  if (!checked_bytes(a.shape, npy_itemsize(a.dtype), need))
+    throw InputError(fmt::format("{}: absurd .npy shape ({}): its byte count overflows", file.string(), dims));
+  if (need > have)
+    throw InputError(fmt::format("{}: truncated .npy data: shape ({}) of {} needs {} bytes, file holds {}",
+                                 file.string(), dims, npy_descr(a.dtype), need, have));
+  if (need < have)
+    throw InputError(fmt::format("{}: .npy data has {} bytes more than shape ({}) of {} needs", file.string(),
+                                 have - need, dims, npy_descr(a.dtype)));
+  a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(pre + header_len), buf.end());
+  return a;
+}
+
+void write_npy(const std::filesystem::path& file, const NpyArray& a) {
+  std::size_t need = 0;
+  if (!checked_bytes(a.shape, npy_itemsize(a.dtype), need) || need != a.bytes.size())
+    throw std::invalid_argument(fmt::format("write_npy({}): {} data bytes do not match the shape", file.string(),
+                                            a.bytes.size()));
+  std::string dims;
+  for (std::size_t d : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  if (a.shape.size() == 1) dims += ',';  // Python's one-element tuple: (n,)
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
+                                   npy_descr(a.dtype), dims);
+  // Version 1.0 with a 2-byte length, padded with spaces and a newline so the data starts 64-byte aligned.
+  const std::size_t pre = kMagicLen + 2 + 2;
+  const std::size_t total = (pre + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - pre - header.size() - 1, ' ');
+  header.push_back('\n');
+  if (header.size() > 0xFFFF) throw InputError(fmt::format("{}: shape has too many dimensions", file.string()));
+
+  // Temporary name in the target's directory, so the rename is atomic on the same file system.
+  std::random_device rd;
+  std::filesystem::path tmp = file;
+  tmp += fmt::format(".tmp.{}.{:08x}", static_cast<long>(::getpid()), rd());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(fmt::format("{}: cannot open for writing", file.string()));
+    const unsigned char vers_len[4] = {1, 0, static_cast<unsigned char>(header.size() & 0xFF),
+                                       static_cast<unsigned char>(header.size() >> 8)};
+    out.write(kMagic, kMagicLen);
+    out.write(reinterpret_cast<const char*>(vers_len), 4);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw InputError(fmt::format("{}: write failed (disk full?)", file.string()));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) {
+    std::error_code ec2;
+    std::filesystem::remove(tmp, ec2);
+    throw InputError(fmt::format("{}: cannot rename the temporary file into place: {}", file.string(), ec.message()));
+  }
+}
+
+namespace {
+// The Format whose bit patterns a u8/u16 array holds; checks it fits the element width.
+const Format& bits_format_for(NpyDtype d, const Format* f) {
+  const int width = d == NpyDtype::u8 ? 8 : 16;
+  if (f == nullptr)
+    throw InputError(fmt::format("a {} array holds bit patterns; say of which format", npy_descr(d)));
+  if (f->storage_bits() > width)
+    throw InputError(fmt::format("format {} needs {} storage bits; a {} element holds {}", f->name,
+                                 f->storage_bits(), npy_descr(d), width));
+  return *f;
+}
+}  // namespace
+
+std::vector<double> npy_values(const NpyArray& a, const Format* bits_format) {
+  const std::size_t n = npy_element_count(a);
+  if (a.bytes.size() != n * npy_itemsize(a.dtype))
+    throw std::invalid_argument("npy_values: data bytes do not match the shape");
+  std::vector<double> v(n);
+  const unsigned char* p = a.bytes.data();
+  switch (a.dtype) {
+    case NpyDtype::f64:
+      std::memcpy(v.data(), p, n * 8);
+      break;
+    case NpyDtype::f32:
+      for (std::size_t i = 0; i < n; ++i) {
+        float x;
+        std::memcpy(&x, p + 4 * i, 4);
+        v[i] = x;
+      }
+      break;
+    case NpyDtype::f16: {
+      const Format h = format_by_name("fp16");
+      for (std::size_t i = 0; i < n; ++i) v[i] = decode(le(p + 2 * i, 2), h);
+      break;
+    }
+    case NpyDtype::u8:
+    case NpyDtype::u16: {
+      const Format& f = bits_format_for(a.dtype, bits_format);
+      const int w = static_cast<int>(npy_itemsize(a.dtype));
+      for (std::size_t i = 0; i < n; ++i) {
+        try {
+          v[i] = decode(le(p + w * i, w), f);
+        } catch (const std::domain_error& e) {
+          throw InputError(fmt::format("element {}: {}", i, e.what()));
+        }
+      }
+      break;
+    }
+  }
+  return v;
+}
+
+NpyArray make_npy(std::span<const double> values, std::vector<std::size_t> shape, NpyDtype dtype,
+                  const Format* bits_format) {
+  std::size_t n = 1;
+  for (std::size_t d : shape) n *= d;
+  if (n != values.size())
+    throw InputError(fmt::format("make_npy: shape holds {} elements but {} values were given", n, values.size()));
+  NpyArray a{dtype, std::move(shape), std::vector<unsigned char>(n * npy_itemsize(dtype))};
+  unsigned char* p = a.bytes.data();
+  auto put = [&](std::size_t i, std::uint64_t bits, int w) {
+    for (int b = 0; b < w; ++b) p[w * i + static_cast<std::size_t>(b)] = static_cast<unsigned char>(bits >> (8 * b));
+  };
+  auto encode_checked = [&](std::size_t i, const Format& f) {
+    try {
+      return encode(values[i], f);
+    } catch (const std::domain_error& e) {
+      throw InputError(fmt::format("make_npy: element {}: {}", i, e.what()));
+    }
+  };
+  switch (dtype) {
+    case NpyDtype::f64:
+      std::memcpy(p, values.data(), n * 8);
+      break;
+    case NpyDtype::f32:
+      for (std::size_t i = 0; i < n; ++i) {
+        const float x = static_cast<float>(values[i]);
+        if (static_cast<double>(x) != values[i] && !std::isnan(values[i]))
+          throw InputError(fmt::format("make_npy: element {} = {} is not a float32 value", i, values[i]));
+        std::memcpy(p + 4 * i, &x, 4);
+      }
+      break;
+    case NpyDtype::f16: {
+      const Format h = format_by_name("fp16");
+      for (std::size_t i = 0; i < n; ++i) put(i, encode_checked(i, h), 2);
+      break;
+    }
+    case NpyDtype::u8:
+    case NpyDtype::u16: {
+      const Format& f = bits_format_for(dtype, bits_format);
+      const int w = static_cast<int>(npy_itemsize(dtype));
+      for (std::size_t i = 0; i < n; ++i) put(i, encode_checked(i, f), w);
+      break;
+    }
+  }
+  return a;
+}
+
+}  // namespace pasa

@@ -1,0 +1,101 @@
+// A ProblemSpec read from and written to JSON through the one JSON reader (json_check.hpp), so errors
+// name the JSON path and suggest the nearest key.
+#include "pasa/io/problem_json.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pasa/core/error.hpp"
+#include "pasa/io/json_check.hpp"
+
+namespace pasa {
+namespace {
+
+const std::vector<std::string> kGenKeys = {"kind", "x0", "am", "p", "wavelength", "phase_deg", "seq_bias", "noise"};
+
+void read_gen(const nlohmann::json& j, const std::string& path, TensorGen& g) {
+  check_keys(j, kGenKeys, path);
+  std::string kind = gen_kind_name(g.kind);
+  read_string(j, "kind", path, kind);
+  try {
+    g.kind = gen_kind_by_name(kind);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}/kind: {}", path, e.what()));
+  }
+  read_number(j, "x0", path, g.x0);
+  read_number(j, "am", path, g.am);
+  read_number(j, "p", path, g.p);
+  read_number(j, "wavelength", path, g.wavelength);
+  read_number(j, "phase_deg", path, g.phase_deg);
+  read_number(j, "seq_bias", path, g.seq_bias);
+  read_number(j, "noise", path, g.noise);
+}
+
+}  // namespace
+
+ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path) {
+  const std::string& root = json_path;
+  check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "generator", "q", "k", "v"}, root);
+  ProblemSpec p;
+  if (auto it = j.find("shape"); it != j.end()) {
+    const std::string sp = root + "/shape";
+    check_keys(*it, {"B", "Nq", "Nkv", "Sq", "Skv", "D"}, sp);
+    read_size(*it, "B", sp, p.batch);
+    read_size(*it, "Nq", sp, p.heads_q);
+    p.heads_kv = p.heads_q;
+    read_size(*it, "Nkv", sp, p.heads_kv);
+    read_size(*it, "Sq", sp, p.seq_q);
+    p.seq_kv = p.seq_q;
+    read_size(*it, "Skv", sp, p.seq_kv);
+    read_size(*it, "D", sp, p.head_dim);
+  }
+  read_string(j, "format", root, p.format);
+  read_number(j, "scale", root, p.scale);
+  read_bool(j, "causal", root, p.causal);
+  read_u64(j, "seed", root, p.seed);
+  if (auto it = j.find("kv_len"); it != j.end()) {
+    if (!it->is_array()) throw InputError(fmt::format("{}/kv_len: expected an array, got {}", root, it->dump()));
+    for (std::size_t b = 0; b < it->size(); ++b) {
+      if (!(*it)[b].is_number_unsigned())
+        throw InputError(fmt::format("{}/kv_len/{}: expected a non-negative integer, got {}", root, b, (*it)[b].dump()));
+      p.kv_len.push_back((*it)[b].get<std::size_t>());
+    }
+  }
+  TensorGen shared;
+  if (auto it = j.find("generator"); it != j.end()) read_gen(*it, root + "/generator", shared);
+  p.q = p.k = p.v = shared;
+  const char* names[] = {"q", "k", "v"};
+  TensorGen* gens[] = {&p.q, &p.k, &p.v};
+  for (int t = 0; t < 3; ++t)
+    if (auto it = j.find(names[t]); it != j.end()) read_gen(*it, root + "/" + names[t], *gens[t]);
+  try {
+    validate(p);
+  } catch (const InputError& e) {
+    // Messages about one generator start with its pointer ("/v/p: ..."); hang them under the root.
+    const std::string what = e.what();
+    throw InputError(what.starts_with('/') ? root + what : fmt::format("{}: {}", json_where(root), what));
+  }
+  return p;
+}
+
+nlohmann::json to_json(const TensorGen& g) {
+  return {{"kind", gen_kind_name(g.kind)}, {"x0", g.x0},           {"am", g.am},
+          {"p", g.p},                      {"wavelength", g.wavelength}, {"phase_deg", g.phase_deg},
+          {"seq_bias", g.seq_bias},        {"noise", g.noise}};
+}
+
+nlohmann::json to_json(const ProblemSpec& p) {
+  nlohmann::json j = {{"shape", {{"B", p.batch}, {"Nq", p.heads_q}, {"Nkv", p.heads_kv}, {"Sq", p.seq_q},
+                                 {"Skv", p.seq_kv}, {"D", p.head_dim}}},
+                      {"format", p.format},
+                      {"scale", p.scale},
+                      {"causal", p.causal},
+                      {"seed", p.seed},
+                      {"q", to_json(p.q)},
+                      {"k", to_json(p.k)},
+                      {"v", to_json(p.v)}};
+  if (!p.kv_len.empty()) j["kv_len"] = p.kv_len;
+  return j;
+}
+
+}  // namespace pasa

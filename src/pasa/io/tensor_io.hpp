@@ -1,0 +1,32 @@
+// Attention tensors <-> NumPy .npy files (via npy.hpp). Loading accepts float16/32/64 values, or
+// uint8/uint16 storage bit patterns of a named format (bf16, fp8 ...); shapes (S, D), (N, S, D) or
+// (B, N, S, D), C order. Saving writes float64 (B, N, S, D), atomically.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <vector>
+
+#include "pasa/numeric/format.hpp"
+#include "pasa/inputs/tensor.hpp"
+
+namespace pasa {
+
+struct LoadedTensor {
+  Tensor tensor;
+  std::size_t rounded = 0;  // elements that changed when rounded to the requested format
+};
+
+// `format` null: the dtype's own format (float16 → fp16, float32 → fp32, float64 → fp64); required for
+// uint8/uint16 (the format whose bit patterns they hold, of matching width). With a format given for a float
+// dtype, values are rounded to it (nearest even; beyond its range → inf, which validate() then rejects).
+// Errors (InputError) name the file: unreadable or malformed .npy, unsupported shape, bits without format.
+LoadedTensor load_tensor(const std::filesystem::path&, const Format* format = nullptr);
+
+// Writes the tensor as float64 (B, N, S, D).
+void save_tensor(const std::filesystem::path&, const Tensor&);
+// Writes values as float64 with the given shape (e.g. the lse, (B, N, S)).
+void save_values(const std::filesystem::path&, std::span<const double> values, std::vector<std::size_t> shape);
+
+}  // namespace pasa

@@ -1,0 +1,95 @@
+#include "pasa/numeric/format.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace pasa {
+
+double Format::max_finite() const {
+  // ieee: (2 - 2^(1-p)) * 2^emax. fn: the all-ones fraction at the top exponent is NaN, so one ulp less.
+  // The significand is formed first and scaled last, so fp64 gives DBL_MAX rather than overflowing.
+  const double ulps = specials == Specials::fn ? 2.0 : 1.0;
+  return std::ldexp(2.0 - ulps * std::ldexp(1.0, 1 - p), emax);
+}
+double Format::min_normal() const { return std::ldexp(1.0, emin()); }
+double Format::min_subnormal() const { return subnormals ? std::ldexp(1.0, emin() - (p - 1)) : min_normal(); }
+double Format::unit_roundoff() const { return std::ldexp(1.0, -p); }
+
+int Format::exponent_bits() const {
+  // ieee: emax = 2^(w-1) - 1; fn: emax = 2^(w-1). Custom exponent ranges that are not of this form get the
+  // smallest w that holds them (their storage encoding is then a superset; see encode()).
+  int w = 1;
+  const int need = specials == Specials::fn ? emax : emax + 1;
+  while ((1 << (w - 1)) < need) ++w;
+  return w;
+}
+int Format::bias() const { return specials == Specials::fn ? emax - 1 : emax; }
+
+Format custom_format(int p, int emax, bool subnormals, Specials specials) {
+  if (p < 2 || p > 53)
+    throw std::invalid_argument(fmt::format("format precision p={} is outside [2, 53]", p));
+  if (emax < 1 || emax > 1023)
+    throw std::invalid_argument(fmt::format("format emax={} is outside [1, 1023]", emax));
+  Format f{fmt::format("p={},emax={}{}", p, emax, subnormals ? "" : ",subnormals=0"), p, emax, subnormals,
+           specials};
+  if (f.storage_bits() > 64)
+    throw std::invalid_argument(fmt::format("format {} needs more than 64 storage bits", f.name));
+  return f;
+}
+
+const std::vector<Format>& builtin_formats() {
+  static const std::vector<Format> formats = {
+      {"fp64", 53, 1023, true, Specials::ieee},
+      {"fp32", 24, 127, true, Specials::ieee},
+      {"tf32", 11, 127, true, Specials::ieee},
+      {"bf16", 8, 127, true, Specials::ieee},
+      {"fp16", 11, 15, true, Specials::ieee},
+      {"fp8_e4m3", 4, 8, true, Specials::fn},
+      {"fp8_e5m2", 3, 15, true, Specials::ieee},
+  };
+  return formats;
+}
+
+std::string known_format_names() {
+  std::string s;
+  for (const auto& f : builtin_formats()) s += (s.empty() ? "" : ", ") + f.name;
+  return s + ", or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
+}
+
+Format format_by_name(std::string_view name) {
+  for (const auto& f : builtin_formats())
+    if (f.name == name) return f;
+  int p = 0, emax = 0, consumed = 0;
+  const std::string s(name);
+  if (std::sscanf(s.c_str(), "p=%d,emax=%d%n", &p, &emax, &consumed) == 2) {
+    const std::string rest = s.substr(static_cast<size_t>(consumed));
+    if (rest.empty() || rest == ",subnormals=1") return custom_format(p, emax, true);
+    if (rest == ",subnormals=0") return custom_format(p, emax, false);
+  }
+  throw std::invalid_argument(fmt::format("unknown format \"{}\"; known formats: {}", name, known_format_names()));
+}
+
+std::vector<FormatTableRow> format_table(const std::vector<Format>& formats) {
+  std::vector<FormatTableRow> rows;
+  for (const auto& f : formats)
+    rows.push_back({f.name, f.p, f.emin(), f.emax, f.min_subnormal(), f.min_normal(), f.max_finite(),
+                    f.unit_roundoff()});
+  return rows;
+}
+
+std::string format_table_text(const std::vector<Format>& formats) {
+  // Powers of two are shown as such next to the decimal value: they are what the formats are made of.
+  auto pow2 = [](double v) { return fmt::format("{:.4g} (2^{})", v, std::ilogb(v)); };
+  std::string s = fmt::format("{:<10} {:>3} {:>6} {:>5}  {:<22} {:<22} {:<12} {}\n", "format", "p", "emin",
+                              "emax", "smallest subnormal", "smallest normal", "largest finite",
+                              "unit roundoff u");
+  for (const auto& r : format_table(formats))
+    s += fmt::format("{:<10} {:>3} {:>6} {:>5}  {:<22} {:<22} {:<12.6g} {}\n", r.name, r.p, r.emin, r.emax,
+                     pow2(r.min_subnormal), pow2(r.min_normal), r.max_finite, pow2(r.unit_roundoff));
+  return s;
+}
+
+}  // namespace pasa

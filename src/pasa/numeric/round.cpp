@@ -1,0 +1,267 @@
+#include "pasa/numeric/round.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#define PASA_HAVE_F16C 1
+#endif
+
+namespace pasa {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool is_fp64_equivalent(const Format& f) {
+  return f.p == 53 && f.emin() <= -1022 && f.subnormals;
+}
+
+// The value an out-of-range magnitude becomes (IEEE 754 §7.4 for the ieee policy).
+double overflow_value(bool neg, const Format& f, const RoundOptions& o) {
+  const double maxf = f.max_finite();
+  if (o.overflow == Overflow::saturate) return neg ? -maxf : maxf;
+  const bool toward_zero = o.mode == RoundMode::toward_zero || o.mode == RoundMode::odd ||
+                           (o.mode == RoundMode::toward_neg && !neg) || (o.mode == RoundMode::toward_pos && neg);
+  if (toward_zero) return neg ? -maxf : maxf;
+  if (!f.has_infinity()) return std::numeric_limits<double>::quiet_NaN();
+  return neg ? -kInf : kInf;
+}
+
+// Branch-free round-to-nearest-even of one value held in a binary float type T (float or double, bits U):
+// the integer carry trick on the bit pattern for the format's normal range, and (a + C) - C with C's ulp
+// equal to the format's smallest subnormal below it (one RNE addition in T, exact otherwise). Written with
+// selects only, so that GCC vectorises the loops that call it.
+template <class T, class U>
+struct RneKernel {
+  static constexpr int kMant = std::numeric_limits<T>::digits - 1;  // 23 or 52 stored fraction bits
+  U drop_half_minus_1, drop_mask;
+  int drop;
+  T c, min_normal, half_min_normal, maxf, over;
+  bool flush_in, flush_out, subnormals;
+
+  RneKernel(const Format& f, const RoundOptions& o) {
+    drop = kMant + 1 - f.p;
+    drop_half_minus_1 = drop > 0 ? (U(1) << (drop - 1)) - 1 : 0;
+    drop_mask = drop > 0 ? ~((U(1) << drop) - 1) : ~U(0);
+    c = static_cast<T>(std::ldexp(1.0, f.emin() - f.p + 1 + kMant));
+    min_normal = static_cast<T>(f.min_normal());
+    half_min_normal = min_normal / 2;
+    maxf = static_cast<T>(f.max_finite());
+    over = static_cast<T>(overflow_value(false, f, o));
+    flush_in = o.flush_input;
+    flush_out = o.flush_output;
+    subnormals = f.subnormals;
+  }
+
+  T operator()(T x) const {
+    const U bits = std::bit_cast<U>(x);
+    const U sign = bits & (U(1) << (sizeof(U) * 8 - 1));
+    const T a = std::bit_cast<T>(bits ^ sign);
+    const U ab = bits ^ sign;
+    const U lsb = drop > 0 ? (ab >> drop) & 1 : 0;
+    const T normal = std::bit_cast<T>((ab + drop_half_minus_1 + lsb) & drop_mask);
+    // Without subnormals the grid below 2^emin is {0, 2^emin}; the tie goes to 0 (even).
+    const T sub = subnormals ? (a + c) - c : (a > half_min_normal ? min_normal : T(0));
+    T r = a < min_normal ? sub : normal;
+    r = r > maxf ? over : r;
+    r = (flush_out && r < min_normal) || (flush_in && a < min_normal) ? T(0) : r;
+    r = a != a ? a : r;  // NaN stays NaN
+    return std::bit_cast<T>(std::bit_cast<U>(r) | sign);
+  }
+};
+
+}  // namespace
+
+double round(double x, const Format& f, const RoundOptions& o, RandomBits* rng) {
+  if (o.mode == RoundMode::stochastic && rng == nullptr)
+    throw std::invalid_argument("stochastic rounding needs a seeded random source");
+  // Stochastic rounding consumes one draw per call, whatever the value, so streams stay aligned.
+  const std::uint64_t draw = o.mode == RoundMode::stochastic ? rng->next() : 0;
+  if (std::isnan(x)) return x;
+  const bool neg = std::signbit(x);
+  const double a = std::fabs(x);
+  if (std::isinf(x)) {
+    if (o.overflow == Overflow::saturate) return neg ? -f.max_finite() : f.max_finite();
+    if (!f.has_infinity()) return std::numeric_limits<double>::quiet_NaN();
+    return x;
+  }
+  if (a == 0.0) return x;
+  const int emin = f.emin();
+  if (o.flush_input && a < f.min_normal()) return neg ? -0.0 : 0.0;
+  double r;
+  if (is_fp64_equivalent(f)) {
+    r = a;
+  } else {
+    // Quantum 2^q of the format's grid around a: ulp of a's binade, the subnormal spacing below 2^emin,
+    // or (no subnormals) the grid {0, 2^emin}.
+    const int e = std::ilogb(a);
+    const int q = e >= emin ? e - (f.p - 1) : (f.subnormals ? emin - (f.p - 1) : emin);
+    const double y = std::ldexp(a, -q);  // exact: a power-of-two scaling of a <= 53-bit significand
+    const double yi = std::floor(y);
+    const double frac = y - yi;           // exact, in [0, 1)
+    bool up = false;
+    switch (o.mode) {
+      case RoundMode::nearest_even: up = frac > 0.5 || (frac == 0.5 && std::fmod(yi, 2.0) != 0.0); break;
+      case RoundMode::toward_zero: up = false; break;
+      case RoundMode::toward_pos: up = frac > 0.0 && !neg; break;
+      case RoundMode::toward_neg: up = frac > 0.0 && neg; break;
+      case RoundMode::odd: up = frac > 0.0 && std::fmod(yi, 2.0) == 0.0; break;
+      // Round up with probability frac: u is uniform on the multiples of 2^-53 in [0, 1), so P(u < frac) is
+      // frac rounded up to a multiple of 2^-53 (exact whenever x is at least the quantum 2^q).
+      case RoundMode::stochastic: up = std::ldexp(static_cast<double>(draw >> 11), -53) < frac; break;
+    }
+    r = std::ldexp(yi + (up ? 1.0 : 0.0), q);
+  }
+  if (r > f.max_finite()) return overflow_value(neg, f, o);
+  if (o.flush_output && r < f.min_normal()) r = 0.0;
+  return neg ? -r : r;
+}
+
+void round_span(std::span<const double> in, std::span<double> out, const Format& f, const RoundOptions& o,
+                RandomBits* rng) {
+  if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
+  if (o.mode == RoundMode::nearest_even) {
+    const RneKernel<double, std::uint64_t> k(f, o);
+    for (size_t i = 0; i < in.size(); ++i) out[i] = k(in[i]);
+    return;
+  }
+  for (size_t i = 0; i < in.size(); ++i) out[i] = round(in[i], f, o, rng);
+}
+
+void round_span_portable(std::span<const float> in, std::span<float> out, const Format& f, const RoundOptions& o,
+                         RandomBits* rng) {
+  if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
+  // The float kernel needs the format's grid, subnormal spacing included, to be made of float values.
+  const bool fits_float = f.emax <= 127 && f.emin() - f.p + 24 >= -126;
+  if (o.mode == RoundMode::nearest_even && fits_float) {
+    const RneKernel<float, std::uint32_t> k(f, o);
+    for (size_t i = 0; i < in.size(); ++i) out[i] = k(in[i]);
+    return;
+  }
+  // Other modes and wider formats: widen exactly to double, round once there.
+  for (size_t i = 0; i < in.size(); ++i) {
+    const double r = round(static_cast<double>(in[i]), f, o, rng);
+    if (std::isfinite(r) && std::fabs(r) > std::numeric_limits<float>::max())
+      throw std::domain_error(fmt::format("round_span: {} rounds to {} which a float cannot hold", in[i], r));
+    out[i] = static_cast<float>(r);
+  }
+}
+
+void round_span(std::span<const float> in, std::span<float> out, const Format& f, const RoundOptions& o,
+                RandomBits* rng) {
+  if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
+  size_t i = 0;
+#ifdef PASA_HAVE_F16C
+  // F16C's vcvtps2ph rounds float to fp16 with RNE, gradual underflow and overflow to inf: the same
+  // bits as the portable kernel for the plain IEEE options (checked over all 2^32 floats by a [long] test;
+  // NaNs stay NaN, their payload may differ). AVX512-BF16's vcvtneps2bf16 is not used: it flushes
+  // subnormal inputs and outputs to zero whatever the options say, so it does not give the same bits.
+  if (o.mode == RoundMode::nearest_even && f == format_by_name("fp16") && o.overflow == Overflow::ieee &&
+      !o.flush_input && !o.flush_output) {
+    for (; i + 8 <= in.size(); i += 8) {
+      const __m256 v = _mm256_loadu_ps(in.data() + i);
+      const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(h));
+    }
+  }
+#endif
+  round_span_portable(in.subspan(i), out.subspan(i), f, o, rng);
+}
+
+std::uint64_t encode(double x, const Format& f) {
+  const int nbits = f.storage_bits();
+  const int w = f.exponent_bits();
+  const std::uint64_t all_exp = (std::uint64_t(1) << w) - 1;
+  const std::uint64_t frac_mask = (std::uint64_t(1) << (f.p - 1)) - 1;
+  const std::uint64_t sign = std::signbit(x) ? std::uint64_t(1) << (nbits - 1) : 0;
+  if (std::isnan(x)) {
+    if (f.specials == Specials::fn) return (all_exp << (f.p - 1)) | frac_mask;
+    return (all_exp << (f.p - 1)) | (std::uint64_t(1) << (f.p - 2));
+  }
+  if (std::isinf(x)) {
+    if (!f.has_infinity()) throw std::domain_error(fmt::format("format {} has no infinity", f.name));
+    return sign | (all_exp << (f.p - 1));
+  }
+  if (round(x, f) != x || (x != 0 && std::fabs(x) < f.min_subnormal()))
+    throw std::domain_error(fmt::format("{} is not a value of format {} (round it first)", x, f.name));
+  const double a = std::fabs(x);
+  if (a == 0.0) return sign;
+  const int e = std::ilogb(a);
+  if (e < f.emin()) {
+    const auto m = static_cast<std::uint64_t>(std::ldexp(a, -(f.emin() - f.p + 1)));
+    return sign | m;
+  }
+  const auto m = static_cast<std::uint64_t>(std::ldexp(a, -(e - f.p + 1))) & frac_mask;
+  return sign | (static_cast<std::uint64_t>(e + f.bias()) << (f.p - 1)) | m;
+}
+
+double decode(std::uint64_t bits, const Format& f) {
+  const int nbits = f.storage_bits();
+  if (nbits < 64 && (bits >> nbits) != 0)
+    throw std::domain_error(fmt::format("bit pattern {:#x} is wider than format {} ({} bits)", bits, f.name, nbits));
+  const int w = f.exponent_bits();
+  const std::uint64_t all_exp = (std::uint64_t(1) << w) - 1;
+  const std::uint64_t frac_mask = (std::uint64_t(1) << (f.p - 1)) - 1;
+  const bool neg = (bits >> (nbits - 1)) & 1;
+  const std::uint64_t ef = (bits >> (f.p - 1)) & all_exp;
+  const std::uint64_t frac = bits & frac_mask;
+  double v;
+  if (f.specials == Specials::ieee && ef == all_exp) {
+    v = frac == 0 ? kInf : std::numeric_limits<double>::quiet_NaN();
+  } else if (f.specials == Specials::fn && ef == all_exp && frac == frac_mask) {
+    v = std::numeric_limits<double>::quiet_NaN();
+  } else if (ef == 0) {
+    if (frac != 0 && !f.subnormals)
+      throw std::domain_error(fmt::format("bit pattern {:#x} is a subnormal; format {} has none", bits, f.name));
+    v = std::ldexp(static_cast<double>(frac), f.emin() - f.p + 1);
+  } else {
+    const int e = static_cast<int>(ef) - f.bias();
+    if (e > f.emax) throw std::domain_error(fmt::format("bit pattern {:#x} is outside format {}", bits, f.name));
+    v = std::ldexp(static_cast<double>(frac | (std::uint64_t(1) << (f.p - 1))), e - f.p + 1);
+  }
+  return neg ? -v : v;
+}
+
+namespace {
+struct ModeName {
+  RoundMode mode;
+  const char* short_name;
+  const char* long_name;
+};
+constexpr ModeName kModes[] = {
+    {RoundMode::nearest_even, "rne", "nearest_even"}, {RoundMode::toward_zero, "rz", "toward_zero"},
+    {RoundMode::toward_pos, "ru", "toward_pos"},      {RoundMode::toward_neg, "rd", "toward_neg"},
+    {RoundMode::odd, "ro", "odd"},                    {RoundMode::stochastic, "sr", "stochastic"},
+};
+}  // namespace
+
+RoundMode round_mode_by_name(std::string_view name) {
+  for (const auto& m : kModes)
+    if (name == m.short_name || name == m.long_name) return m.mode;
+  throw std::invalid_argument(
+      fmt::format("unknown rounding mode \"{}\"; known modes: {}", name, known_round_mode_names()));
+}
+std::string round_mode_name(RoundMode mode) {
+  for (const auto& m : kModes)
+    if (m.mode == mode) return m.short_name;
+  return "?";
+}
+std::string known_round_mode_names() {
+  std::string s;
+  for (const auto& m : kModes) s += fmt::format("{}{} ({})", s.empty() ? "" : ", ", m.short_name, m.long_name);
+  return s;
+}
+Overflow overflow_by_name(std::string_view name) {
+  if (name == "ieee") return Overflow::ieee;
+  if (name == "saturate") return Overflow::saturate;
+  throw std::invalid_argument(fmt::format("unknown overflow policy \"{}\"; known: ieee, saturate", name));
+}
+std::string overflow_name(Overflow o) { return o == Overflow::ieee ? "ieee" : "saturate"; }
+
+}  // namespace pasa

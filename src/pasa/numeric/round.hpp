@@ -1,0 +1,72 @@
+// Rounding to a Format: one rounding from double (a float input converts to double exactly, so it is
+// rounded once too), all the usual modes, per-call overflow and subnormal policies, and the storage bits.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pasa/numeric/format.hpp"
+
+namespace pasa {
+
+enum class RoundMode { nearest_even, toward_zero, toward_pos, toward_neg, odd, stochastic };
+
+enum class Overflow {
+  ieee,      // beyond the format's range: inf (NaN for fp8_e4m3, which has no inf); directed modes that
+             // point back toward zero give the largest finite value, as IEEE 754 §7.4 says.
+  saturate,  // clamp to ±max_finite (what FP8 training and FA3 use); ±inf inputs saturate too.
+};
+
+struct RoundOptions {
+  RoundMode mode = RoundMode::nearest_even;
+  Overflow overflow = Overflow::ieee;
+  bool flush_input = false;   // DAZ: inputs below the format's smallest normal are treated as ±0
+  bool flush_output = false;  // FTZ: results that would be subnormal become ±0
+};
+
+// Seeded, reproducible source of random bits for stochastic rounding (SplitMix64: specified output on
+// every platform). Each call to round() in stochastic mode consumes exactly one 64-bit draw.
+class RandomBits {
+ public:
+  explicit RandomBits(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// Round x to fmt. rng is required for RoundMode::stochastic and ignored otherwise.
+double round(double x, const Format& fmt, const RoundOptions& opt = {}, RandomBits* rng = nullptr);
+
+// Whole spans (in place or out of place; out may alias in). Uses the CPU's conversion instructions
+// where they give the same bits (F16C for fp16 round-to-nearest-even from float), else a branch-light
+// portable kernel with identical results. Stochastic spans draw one number per element, in order.
+void round_span(std::span<const double> in, std::span<double> out, const Format& fmt,
+                const RoundOptions& opt = {}, RandomBits* rng = nullptr);
+void round_span(std::span<const float> in, std::span<float> out, const Format& fmt,
+                const RoundOptions& opt = {}, RandomBits* rng = nullptr);
+
+// The portable kernel alone, without conversion instructions: the bits round_span(float) gives on every
+// CPU. Exposed so that tests and the benchmark can hold the instruction paths against it.
+void round_span_portable(std::span<const float> in, std::span<float> out, const Format& fmt,
+                         const RoundOptions& opt = {}, RandomBits* rng = nullptr);
+
+// Storage bits (right-aligned, fmt.storage_bits() wide). encode() requires a value of the format
+// (round first) and throws std::domain_error otherwise; NaN encodes as the canonical quiet NaN.
+std::uint64_t encode(double x, const Format& fmt);
+double decode(std::uint64_t bits, const Format& fmt);
+
+RoundMode round_mode_by_name(std::string_view name);  // "rne", "rz", "ru", "rd", "ro", "sr" (+ long names)
+std::string round_mode_name(RoundMode m);
+std::string known_round_mode_names();
+Overflow overflow_by_name(std::string_view name);     // "ieee", "saturate"
+std::string overflow_name(Overflow o);
+
+}  // namespace pasa

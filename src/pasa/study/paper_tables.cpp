@@ -1,0 +1,225 @@
+#include "pasa/study/paper_tables.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "pasa/analysis/beta_solver.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/numeric/format.hpp"
+
+namespace pasa {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Table::text() const {
+  std::string out = csv_line(header);
+  for (const auto& r : rows) out += csv_line(r);
+  return out;
+}
+
+// Table 1 of the paper: "precision" is the unit roundoff 2^-p (fp16: 2^-11 = 4.88e-4) and the overflow
+// boundary the largest finite value. FP8 is E4M3 (448).
+Table table1_formats() {
+  struct Printed { const char* ours; const char* label; const char* precision; const char* boundary; };
+  const Printed printed[] = {{"fp8_e4m3", "FP8", "6.25e-2", "448"},
+                             {"fp16", "FP16", "4.88e-4", "65504"},
+                             {"bf16", "BF16", "3.906e-3", "3.4e38"},
+                             {"fp32", "FP32", "5.96e-8", "3.4e38"}};
+  Table t;
+  t.header = {"format", "paper_format", "precision", "paper_precision", "overflow_boundary", "paper_overflow_boundary"};
+  for (const auto& p : printed) {
+    const Format f = format_by_name(p.ours);
+    t.rows.push_back({p.ours, p.label, csv_number(f.unit_roundoff()), p.precision, csv_number(f.max_finite()), p.boundary});
+  }
+  return t;
+}
+
+// Table 3 of the paper (fp16, n = 128), printed values transcribed from the paper. The first row's
+// optimised β is printed as "0.9" (rounded): its Inva = Inva_r = 8.971 is β = 0.89971...
+Table table3_beta() {
+  struct Printed { const char *beta0, *inva0, *inva_r0, *rel0, *beta, *inva, *inva_r, *rel; };
+  const Printed printed[] = {{"0.9", "9.000", "8.971", "0.32%", "0.9", "8.971", "8.971", "0.0%"},
+                             {"1-2^-4", "15.00", "15.00", "0.0%", "0.9375", "15.00", "15.00", "0.0%"},
+                             {"1-2^-5", "31.00", "31.25", "0.81%", "0.96899", "31.25", "31.25", "0.0%"},
+                             {"1-2^-6", "63.00", "63.50", "0.79%", "0.984497", "63.50", "63.50", "0.0%"},
+                             {"0.99", "99.00", "102.2", "3.23%", "0.990311", "102.2", "102.2", "0.0%"},
+                             {"0.999", "999.0", "1031", "3.20%", "0.999031", "1031", "1031", "0.0%"}};
+  const std::vector<BetaRow> rows = beta_table3(format_by_name("fp16"), 128);
+  Table t;
+  t.header = {"beta0", "paper_beta0", "inva0", "paper_inva0", "inva_r0", "paper_inva_r0", "rel_err0_pct", "paper_rel_err0",
+              "beta", "paper_beta", "inva", "paper_inva", "inva_r", "paper_inva_r", "rel_err_pct", "paper_rel_err"};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BetaRow& r = rows[i];
+    const Printed& p = printed[i];
+    t.rows.push_back({csv_number(r.beta0), p.beta0, csv_number(r.inva0), p.inva0, csv_number(r.inva_r0), p.inva_r0,
+                      csv_number(100 * r.rel_err0), p.rel0, csv_number(r.beta), p.beta, csv_number(r.inva), p.inva,
+                      csv_number(r.inva_r), p.inva_r, csv_number(100 * r.rel_err), p.rel});
+  }
+  return t;
+}
+
+const std::vector<PaperSweep>& paper_sweeps() {
+  static const std::vector<PaperSweep> sweeps = {
+      {"fig9_uniform_x0", "configs/fig9_uniform_x0.json", "9", "x0"},
+      {"fig9_uniform_am", "configs/fig9_uniform_am.json", "9", "Am"},
+      {"fig10_hybrid_x0", "configs/fig10_hybrid_x0.json", "10", "x0"},
+      {"fig10_hybrid_am", "configs/fig10_hybrid_am.json", "10", "Am"},
+  };
+  return sweeps;
+}
+
+namespace {
+
+struct ResultTable {
+  CsvRow header;
+  std::vector<CsvRow> rows;
+  fs::path file;
+  std::size_t col(const std::string& name) const {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) throw InputError(file.string() + ": no column \"" + name + "\"");
+    return static_cast<std::size_t>(it - header.begin());
+  }
+};
+
+ResultTable read_table(const fs::path& file) {
+  const CsvFileLines lines = read_complete_lines(file);
+  if (lines.torn || lines.lines.empty()) throw InputError(file.string() + ": incomplete table");
+  ResultTable t;
+  t.file = file;
+  t.header = parse_csv_line(lines.lines[0]);
+  for (std::size_t i = 1; i < lines.lines.size(); ++i) t.rows.push_back(parse_csv_line(lines.lines[i]));
+  return t;
+}
+
+struct Stats {
+  std::size_t n = 0, non_finite = 0;
+  double mean = NAN, sd = NAN, min = NAN, max = NAN;
+};
+
+// Over the finite values; non-finite ones (an RMSE of an output holding NaN) are counted apart.
+Stats stats_of(const std::vector<double>& xs) {
+  Stats s;
+  std::vector<double> f;
+  for (double x : xs) {
+    if (std::isfinite(x)) f.push_back(x); else ++s.non_finite;
+  }
+  s.n = xs.size();
+  if (f.empty()) return s;
+  double sum = 0;
+  for (double x : f) sum += x;
+  s.mean = sum / static_cast<double>(f.size());
+  double ss = 0;
+  for (double x : f) ss += (x - s.mean) * (x - s.mean);
+  s.sd = f.size() > 1 ? std::sqrt(ss / static_cast<double>(f.size() - 1)) : 0.0;
+  s.min = *std::min_element(f.begin(), f.end());
+  s.max = *std::max_element(f.begin(), f.end());
+  return s;
+}
+
+// Rows of one (grid point, algorithm), in table order.
+std::map<std::pair<std::string, std::string>, std::vector<const CsvRow*>> by_point_and_algorithm(const ResultTable& t) {
+  std::map<std::pair<std::string, std::string>, std::vector<const CsvRow*>> g;
+  const std::size_t gp = t.col("grid_point"), alg = t.col("algorithm");
+  for (const auto& r : t.rows) g[{r[gp], r[alg]}].push_back(&r);
+  return g;
+}
+
+std::vector<double> column_values(const std::vector<const CsvRow*>& rows, std::size_t c) {
+  std::vector<double> v;
+  for (const CsvRow* r : rows) v.push_back(parse_csv_number((*r)[c]));
+  return v;
+}
+
+}  // namespace
+
+Table figure_data(const PaperSweep& sweep, const SweepConfig& cfg, const fs::path& results_csv) {
+  const ResultTable t = read_table(results_csv);
+  const std::size_t rmse = t.col("rmse"), nan = t.col("nan_pct"), x0 = t.col("x0"), am = t.col("Am");
+  Table out;
+  out.header = {"figure", "x0", "Am", "algorithm", "seeds", "rmse_mean", "rmse_sd", "rmse_min", "rmse_max", "nan_pct_mean",
+                "seeds_with_nan"};
+  // Grid points in sweep order, algorithms in config order.
+  const auto groups = by_point_and_algorithm(t);
+  for (std::size_t g = 0; g < cfg.grid_points(); ++g)
+    for (const auto& a : cfg.algorithms) {
+      const auto it = groups.find({std::to_string(g), a.label});
+      if (it == groups.end()) throw InputError(fmt::format("{}: grid point {} of {} is missing", results_csv.string(), g, a.label));
+      const auto& rows = it->second;
+      const Stats r = stats_of(column_values(rows, rmse));
+      const std::vector<double> nans = column_values(rows, nan);
+      const Stats n = stats_of(nans);
+      std::size_t with_nan = 0;
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        if (nans[i] > 0 || !std::isfinite(parse_csv_number((*rows[i])[rmse]))) ++with_nan;
+      out.rows.push_back({sweep.figure, (*rows[0])[x0], (*rows[0])[am], a.label, std::to_string(rows.size()), csv_number(r.mean),
+                          csv_number(r.sd), csv_number(r.min), csv_number(r.max), csv_number(n.mean), std::to_string(with_nan)});
+    }
+  return out;
+}
+
+Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_of) {
+  // Appendix E, Table 4 (FA-FP16/FP32): distribution, x0, Am, printed NaN percentage, panel holding it.
+  struct Printed { const char* dist; const char* x0; const char* am; const char* nan; const char* sweep; };
+  const Printed printed[] = {{"uniform", "30", "0.5", "100%", "fig9_uniform_x0"}, {"uniform", "20", "15", "0.12%", "fig9_uniform_am"},
+                             {"uniform", "20", "20", "8.14%", "fig9_uniform_am"}, {"hybrid", "30", "10", "100%", "fig10_hybrid_x0"},
+                             {"hybrid", "20", "50", "0.04%", "fig10_hybrid_am"},  {"hybrid", "20", "100", "1.11%", "fig10_hybrid_am"}};
+  const char* kFa16 = "FA-FP16/FP32";
+  Table out;
+  out.header = {"no", "distribution", "x0", "Am", "seeds", "nan_pct_mean", "nan_pct_min", "nan_pct_max", "paper_nan_pct",
+                "overflow", "paper_overflow", "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
+  int no = 0;
+  for (const auto& p : printed) {
+    const PaperSweep& sweep = *std::find_if(paper_sweeps().begin(), paper_sweeps().end(), [&](const PaperSweep& s) { return s.name == p.sweep; });
+    const ResultTable t = read_table(results_csv_of(sweep));
+    const std::size_t x0 = t.col("x0"), am = t.col("Am"), alg = t.col("algorithm"), nan = t.col("nan_pct");
+    std::map<std::string, std::vector<double>> nan_by_alg;
+    for (const auto& r : t.rows)
+      if (parse_csv_number(r[x0]) == std::stod(p.x0) && parse_csv_number(r[am]) == std::stod(p.am))
+        nan_by_alg[r[alg]].push_back(parse_csv_number(r[nan]));
+    if (nan_by_alg[kFa16].empty())
+      throw InputError(fmt::format("{}: no {} rows at x0 = {}, Am = {} (Table 4 needs them)", results_csv_of(sweep).string(), kFa16, p.x0, p.am));
+    const Stats s = stats_of(nan_by_alg[kFa16]);
+    auto max_of = [&](const char* label) {
+      const auto& v = nan_by_alg[label];
+      return v.empty() ? std::string("") : csv_number(*std::max_element(v.begin(), v.end()));
+    };
+    out.rows.push_back({std::to_string(++no), p.dist, p.x0, p.am, std::to_string(s.n), csv_number(s.mean), csv_number(s.min),
+                        csv_number(s.max), p.nan, s.max > 0 ? "YES" : "NO", "YES", max_of("PASA-FP16"), max_of("FA-FP32")});
+  }
+  return out;
+}
+
+void reproduce_paper(const ReproduceOptions& opt) {
+  auto log = [&](const std::string& s) {
+    if (opt.log) opt.log(s);
+  };
+  fs::create_directories(opt.out / "sweeps");
+  write_file_atomic(opt.out / "table1.csv", table1_formats().text());
+  log("table1.csv: format ranges");
+  write_file_atomic(opt.out / "table3.csv", table3_beta().text());
+  log("table3.csv: optimal beta");
+
+  const SweepBackend backend = library_backend();
+  auto config_of = [&](const PaperSweep& s) { return load_sweep_config(opt.repo / s.config); };
+  auto results_of = [&](const PaperSweep& s) { return opt.out / "sweeps" / s.name / "results.csv"; };
+  for (const PaperSweep& s : paper_sweeps()) {
+    const SweepConfig cfg = config_of(s);
+    SweepOptions so;
+    so.out_dir = opt.out / "sweeps" / s.name;
+    so.threads = opt.threads;
+    so.resume = opt.resume;
+    if (opt.progress) so.progress = [&](const SweepProgress& p) { opt.progress(s.name, p); };
+    const SweepReport r = run_sweep(cfg, backend, so);
+    log(fmt::format("{}: {} cases run, {} kept from an earlier run", s.name, r.cases_run, r.cases_reused));
+    write_file_atomic(opt.out / (s.name + ".csv"), figure_data(s, cfg, r.csv).text());
+  }
+  write_file_atomic(opt.out / "table4.csv", table4_nan(results_of).text());
+  log("table4.csv: NaN percentages of FA-FP16/FP32");
+}
+
+}  // namespace pasa

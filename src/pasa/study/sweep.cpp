@@ -1,0 +1,497 @@
+#include "pasa/study/sweep.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/numeric/format.hpp"
+#include "pasa/inputs/generators.hpp"
+#include "pasa/io/problem_json.hpp"
+#include "pasa/exact/golden.hpp"
+#include "pasa/exact/metrics.hpp"
+
+namespace pasa {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Fixed columns around the grid axes and metrics (see csv_header).
+constexpr std::size_t kCaseIdCol = 0;
+constexpr std::size_t kFixedLeading = 5;   // case_id, problem_id, grid_point, seed, algorithm
+constexpr std::size_t kFixedTrailing = 4;  // problem_json, algorithm_json, golden_time_s, time_s
+
+std::size_t parse_index(const std::string& s, const std::string& what) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18)
+    throw InputError(what + ": \"" + s + "\" is not a non-negative integer");
+  return std::stoull(s);
+}
+
+std::string csv_name_with(const std::string& name, const std::string& infix) {
+  const fs::path p(name);
+  return p.stem().string() + infix + p.extension().string();
+}
+
+json read_json_file(const fs::path& path) {
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::parse_error& e) {
+    throw InputError(path.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+// The CSV text of one case.
+CsvRow make_row(const SweepConfig& cfg, const PlannedProblem& p, std::size_t a, const std::vector<double>& metrics,
+                double golden_s, double seconds) {
+  CsvRow row;
+  row.push_back(std::to_string(p.index * cfg.algorithms.size() + a));
+  row.push_back(std::to_string(p.index));
+  row.push_back(std::to_string(p.grid_index));
+  row.push_back(std::to_string(p.seed));
+  row.push_back(cfg.algorithms[a].label);
+  for (const auto& v : p.grid_values) row.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+  for (double m : metrics) row.push_back(csv_number(m));
+  row.push_back(p.problem.dump());
+  row.push_back(p.algorithms[a].dump());
+  row.push_back(fmt::format("{:.6f}", golden_s));
+  row.push_back(fmt::format("{:.6f}", seconds));
+  return row;
+}
+
+std::size_t row_case_id(const CsvRow& row, const std::string& where) {
+  return parse_index(row.at(kCaseIdCol), where + ": case_id");
+}
+
+// Does a row read back from disk belong to this config's case `id`? (Same identity columns as planned.)
+bool row_matches_plan(const SweepConfig& cfg, const CsvRow& row, std::size_t id) {
+  const PlannedProblem p = plan_problem(cfg, id / cfg.algorithms.size());
+  const std::size_t a = id % cfg.algorithms.size();
+  return row[1] == std::to_string(p.index) && row[3] == std::to_string(p.seed) && row[4] == cfg.algorithms[a].label &&
+         row[row.size() - 4] == p.problem.dump() && row[row.size() - 3] == p.algorithms[a].dump();
+}
+
+std::string table_text(const CsvRow& header, std::vector<CsvRow> rows) {
+  std::sort(rows.begin(), rows.end(), [](const CsvRow& x, const CsvRow& y) {
+    return std::stoull(x[kCaseIdCol]) < std::stoull(y[kCaseIdCol]);
+  });
+  std::string text = csv_line(header);
+  for (const auto& r : rows) text += csv_line(r);
+  return text;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// Numeric (and boolean) leaves of a metrics JSON object as column names, "<prefix><key>"; text fields (like
+// ScoreStats::format) are not metrics and stay out of the table.
+void numeric_keys(const json& j, const std::string& prefix, std::vector<std::pair<std::string, json::json_pointer>>& out,
+                  const json::json_pointer& ptr = json::json_pointer()) {
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_object()) numeric_keys(v, prefix + k + ".", out, ptr / k);
+    else if (v.is_number() || v.is_boolean()) out.emplace_back(prefix + k, ptr / k);
+  }
+}
+
+// metrics' to_json writes non-finite numbers as the strings "nan", "inf", "-inf" (JSON has none).
+double leaf_value(const json& j, const json::json_pointer& ptr) {
+  const json& v = j.at(ptr);
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_number()) return v.get<double>();
+  if (v == "inf") return INFINITY;
+  if (v == "-inf") return -INFINITY;
+  if (v == "nan") return NAN;
+  throw std::logic_error("metric " + ptr.to_string() + " is not a number: " + v.dump());
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+// The real backend: the generators, golden and metrics, and the algorithms. Metric columns are the numeric
+// fields of to_json(ScoreStats) (prefixed "score_") and of to_json(Metrics), so new metrics appear in the
+// table without changes here.
+SweepBackend library_backend() {
+  using Leaves = std::vector<std::pair<std::string, json::json_pointer>>;
+  auto score_leaves = std::make_shared<Leaves>(), metric_leaves = std::make_shared<Leaves>();
+  numeric_keys(to_json(ScoreStats{}), "score_", *score_leaves);
+  numeric_keys(to_json(Metrics{}), "", *metric_leaves);
+  SweepBackend b;
+  for (const auto& l : *score_leaves) b.problem_columns.push_back(l.first);
+  for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
+  b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
+  b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
+  b.run = [score_leaves, metric_leaves](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
+                                        int threads, const SweepBackend::Emit& emit) {
+    const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"));
+    const auto t0 = std::chrono::steady_clock::now();
+    GoldenOptions go;
+    go.precision_bits = cfg.golden_precision_bits;
+    go.threads = threads;
+    const Golden golden = golden_attention(in, go);  // once per (grid point, seed), shared by the algorithms
+    const double golden_s = seconds_since(t0);
+    const json scores = to_json(score_stats(in, format_by_name(cfg.score_format), threads));
+    std::vector<double> problem_values;
+    for (const auto& l : *score_leaves) problem_values.push_back(leaf_value(scores, l.second));
+    for (std::size_t a = 0; a < wanted.size(); ++a) {
+      if (!wanted[a]) continue;
+      const AlgorithmSpec spec = algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a));
+      const auto t1 = std::chrono::steady_clock::now();
+      const AttentionOutput out = run_attention(in, spec, threads);
+      const json m = to_json(compare_outputs(out.o, golden.o));
+      const double seconds = seconds_since(t1);
+      std::vector<double> values = problem_values;
+      for (const auto& l : *metric_leaves) values.push_back(leaf_value(m, l.second));
+      emit(a, values, golden_s, seconds);
+    }
+  };
+  return b;
+}
+
+void parse_shard(const std::string& text, std::size_t& index, std::size_t& count) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) throw InputError("--shard: \"" + text + "\" must be I/N, e.g. 0/4");
+  index = parse_index(text.substr(0, slash), "--shard " + text);
+  count = parse_index(text.substr(slash + 1), "--shard " + text);
+  if (count == 0 || index >= count)
+    throw InputError("--shard " + text + ": needs 0 <= I < N (shards are numbered from 0)");
+}
+
+std::vector<std::string> csv_header(const SweepConfig& cfg, const SweepBackend& backend) {
+  std::vector<std::string> h = {"case_id", "problem_id", "grid_point", "seed", "algorithm"};
+  for (const auto& a : cfg.grid) h.push_back(a.name);
+  for (const auto& c : backend.problem_columns) h.push_back(c);
+  for (const auto& c : backend.algorithm_columns) h.push_back(c);
+  for (const char* c : {"problem_json", "algorithm_json", "golden_time_s", "time_s"}) h.push_back(c);
+  return h;
+}
+
+std::string shard_csv_name(const SweepConfig& cfg, std::size_t index, std::size_t count) {
+  if (count == 1) return cfg.csv_name;
+  return csv_name_with(cfg.csv_name, fmt::format(".shard-{}-of-{}", index, count));
+}
+
+void validate_with_backend(const SweepConfig& cfg, const SweepBackend& backend) {
+  // Identical expansions are checked once (algorithms without placeholders, problems differing by seed only
+  // are checked at the first seed: a seed never makes a problem invalid).
+  std::set<std::string> checked;
+  for (std::size_t g = 0; g < cfg.grid_points(); ++g) {
+    const PlannedProblem p = plan_problem(cfg, g * cfg.seeds.size());
+    auto check = [&](const auto& fn, const json& j, const std::string& path) {
+      if (!checked.insert(path + "\n" + j.dump()).second) return;
+      try {
+        fn(j, path);
+      } catch (const InputError& e) {
+        std::string where;
+        for (std::size_t k = 0; k < cfg.grid.size(); ++k) where += (k ? ", " : " (grid point ") + cfg.grid[k].name + "=" + p.grid_values[k].dump();
+        if (!where.empty()) where += ")";
+        // Messages from the parsers start with the JSON path; those that do not get it in front.
+        const std::string msg = e.what();
+        throw InputError(cfg.source + ": " + (msg.rfind(path, 0) == 0 ? msg : path + ": " + msg) + where);
+      }
+    };
+    check(backend.check_problem, p.problem, "/problem");
+    for (std::size_t a = 0; a < cfg.algorithms.size(); ++a)
+      check(backend.check_algorithm, p.algorithms[a], "/algorithms/" + std::to_string(a));
+  }
+}
+
+SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt) {
+  if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) throw InputError("shard index out of range");
+  validate_with_backend(cfg, backend);  // nothing is created before the whole config is known to be valid
+
+  const fs::path dir = opt.out_dir.empty() ? fs::path(cfg.out_dir) : opt.out_dir;
+  fs::create_directories(dir);
+  const fs::path config_file = dir / "config.json";
+  if (fs::exists(config_file)) {
+    if (read_json_file(config_file) != cfg.raw)
+      throw InputError(dir.string() + " holds a sweep of a different config (" + config_file.string() +
+                       "); choose another --out folder");
+  } else {
+    write_file_atomic(config_file, cfg.raw.dump(2) + "\n");
+  }
+
+  SweepReport report;
+  report.csv = dir / shard_csv_name(cfg, opt.shard_index, opt.shard_count);
+  if (opt.shard_count == 1) report.summary = dir / cfg.summary_name;
+  const fs::path partial = report.csv.string() + ".partial";
+  const CsvRow header = csv_header(cfg, backend);
+
+  if (!opt.resume && (fs::exists(report.csv) || fs::exists(partial)))
+    throw InputError(dir.string() + " already holds results of this sweep (" +
+                     (fs::exists(report.csv) ? report.csv : partial).string() +
+                     "); pass --resume to complete them, or choose another --out folder");
+
+  // Cases of this shard, and those already done (from the final table or the partial rows).
+  std::vector<std::size_t> problems;
+  for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) problems.push_back(i);
+  const std::size_t total = problems.size() * cfg.algorithms.size();
+  std::map<std::size_t, CsvRow> done;
+  auto load = [&](const fs::path& file) {
+    if (!fs::exists(file)) return;
+    const CsvFileLines lines = read_complete_lines(file);  // a torn last row is dropped here
+    if (lines.lines.empty()) return;
+    if (parse_csv_line(lines.lines[0]) != header)
+      throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
+    for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+      CsvRow row;
+      try {
+        row = parse_csv_line(lines.lines[i]);
+      } catch (const InputError&) {
+        continue;
+      }
+      if (row.size() != header.size()) continue;
+      std::size_t id;
+      try {
+        id = row_case_id(row, file.string());
+      } catch (const InputError&) {
+        continue;
+      }
+      if (id >= cfg.case_count() || (id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index) continue;
+      if (!row_matches_plan(cfg, row, id)) continue;
+      done.emplace(id, std::move(row));
+    }
+  };
+  load(report.csv);
+  load(partial);
+  report.cases_reused = done.size();
+
+  // The partial file restarts from its valid rows (atomically), so new rows follow a complete line.
+  {
+    std::string text = csv_line(header);
+    for (const auto& [id, row] : done) text += csv_line(row);
+    write_file_atomic(partial, text);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  {
+    AppendFile out(partial);
+    for (std::size_t pi : problems) {
+      std::vector<bool> wanted(cfg.algorithms.size());
+      bool any = false;
+      for (std::size_t a = 0; a < wanted.size(); ++a)
+        any |= wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
+      if (!any) continue;
+      const PlannedProblem p = plan_problem(cfg, pi);
+      backend.run(p, cfg, wanted, opt.threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
+        if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
+        if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
+          throw std::logic_error("sweep backend emitted the wrong number of metrics");
+        CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
+        out.append(csv_line(row));
+        done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
+        wanted[a] = false;
+        ++report.cases_run;
+        if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
+      });
+      if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
+        throw std::logic_error("sweep backend did not run every requested algorithm");
+    }
+  }
+
+  std::vector<CsvRow> rows;
+  for (auto& [id, row] : done) rows.push_back(std::move(row));
+  if (rows.size() != total) throw std::logic_error("sweep finished with missing cases");
+  write_file_atomic(report.csv, table_text(header, rows));
+  if (!report.summary.empty()) write_file_atomic(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+  fs::remove(partial);
+  return report;
+}
+
+SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_dir) {
+  if (dirs.empty()) throw InputError("merge: no folders given");
+  json raw;
+  fs::path raw_from;
+  for (const auto& d : dirs) {
+    const fs::path f = d / "config.json";
+    if (!fs::exists(f)) throw InputError("merge: " + f.string() + " not found (is " + d.string() + " a sweep folder?)");
+    json j = read_json_file(f);
+    if (raw_from.empty()) {
+      raw = std::move(j);
+      raw_from = f;
+    } else if (j != raw) {
+      throw InputError("merge: " + f.string() + " differs from " + raw_from.string() + ": shards of different sweeps");
+    }
+  }
+  const SweepConfig cfg = parse_sweep_config(raw, raw_from.string());
+
+  // Shard tables: <stem>.shard-I-of-N<ext>, one of each I for a single N.
+  const fs::path csv(cfg.csv_name);
+  const std::regex pattern(std::regex_replace(csv.stem().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                           R"(\.shard-(\d+)-of-(\d+))" +
+                           std::regex_replace(csv.extension().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)"));
+  std::map<std::size_t, fs::path> shards;
+  std::size_t count = 0;
+  for (const auto& d : dirs)
+    for (const auto& entry : fs::directory_iterator(d)) {
+      std::smatch m;
+      const std::string name = entry.path().filename().string();
+      if (!std::regex_match(name, m, pattern)) continue;
+      const std::size_t i = std::stoull(m[1]), n = std::stoull(m[2]);
+      if (count == 0) count = n;
+      if (n != count) throw InputError(fmt::format("merge: {} belongs to a split into {} shards, others to {}", entry.path().string(), n, count));
+      if (shards.count(i) && fs::canonical(shards[i]) != fs::canonical(entry.path()))
+        throw InputError(fmt::format("merge: shard {}/{} found twice: {} and {}", i, n, shards[i].string(), entry.path().string()));
+      shards[i] = entry.path();
+    }
+  if (count == 0) throw InputError("merge: no shard tables (" + csv.stem().string() + ".shard-I-of-N" + csv.extension().string() + ") in the given folders");
+  for (std::size_t i = 0; i < count; ++i)
+    if (!shards.count(i))
+      throw InputError(fmt::format("merge: shard {}/{} is missing (not run, or still running: its table is written when it completes)", i, count));
+
+  CsvRow header;
+  std::map<std::size_t, CsvRow> rows;
+  for (const auto& [i, file] : shards) {
+    const CsvFileLines lines = read_complete_lines(file);
+    if (lines.torn || lines.lines.empty()) throw InputError("merge: " + file.string() + " is incomplete");
+    const CsvRow h = parse_csv_line(lines.lines[0]);
+    if (header.empty()) header = h;
+    if (h != header) throw InputError("merge: " + file.string() + " has different columns from the other shards");
+    for (std::size_t k = 1; k < lines.lines.size(); ++k) {
+      CsvRow row = parse_csv_line(lines.lines[k]);
+      if (row.size() != header.size()) throw InputError(fmt::format("merge: {} line {}: wrong number of fields", file.string(), k + 1));
+      const std::size_t id = row_case_id(row, file.string());
+      if (id >= cfg.case_count() || !row_matches_plan(cfg, row, id))
+        throw InputError(fmt::format("merge: {} line {}: case {} does not belong to this config", file.string(), k + 1, id));
+      if (!rows.emplace(id, std::move(row)).second) throw InputError(fmt::format("merge: case {} appears twice", id));
+    }
+  }
+  if (rows.size() != cfg.case_count())
+    throw InputError(fmt::format("merge: {} of {} cases found", rows.size(), cfg.case_count()));
+  if (header.size() < kFixedLeading + kFixedTrailing + cfg.grid.size()) throw InputError("merge: unexpected columns");
+
+  fs::create_directories(out_dir);
+  SweepReport report;
+  report.csv = out_dir / cfg.csv_name;
+  report.summary = out_dir / cfg.summary_name;
+  report.cases_reused = rows.size();
+  const fs::path config_file = out_dir / "config.json";
+  if (fs::exists(config_file) && read_json_file(config_file) != cfg.raw)
+    throw InputError("merge: " + out_dir.string() + " holds a sweep of a different config");
+  write_file_atomic(config_file, cfg.raw.dump(2) + "\n");
+  std::vector<CsvRow> list;
+  for (auto& [id, row] : rows) list.push_back(std::move(row));
+  write_file_atomic(report.csv, table_text(header, list));
+  write_file_atomic(report.summary, sweep_summary(cfg, header, list).dump(2) + "\n");
+  return report;
+}
+
+std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_t max_lines) {
+  const CsvFileLines lines = read_complete_lines(csv);
+  if (lines.lines.empty()) return "";
+  const CsvRow header = parse_csv_line(lines.lines[0]);
+  auto col = [&](const char* name) -> std::ptrdiff_t {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : it - header.begin();
+  };
+  const std::ptrdiff_t rmse = col("rmse"), nan = col("nan_pct");
+  // (grid point, algorithm) -> sums over seeds; NaN RMSEs (outputs holding NaN) are counted apart.
+  struct Acc { double rmse = 0, nan = 0; std::size_t n = 0, finite = 0; };
+  std::map<std::pair<std::size_t, std::size_t>, Acc> acc;
+  for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+    const CsvRow r = parse_csv_line(lines.lines[i]);
+    const std::size_t id = std::stoull(r[kCaseIdCol]);
+    Acc& a = acc[{id / cfg.algorithms.size() / cfg.seeds.size(), id % cfg.algorithms.size()}];
+    ++a.n;
+    if (rmse >= 0 && std::isfinite(parse_csv_number(r[rmse]))) a.rmse += parse_csv_number(r[rmse]), ++a.finite;
+    if (nan >= 0) a.nan += parse_csv_number(r[nan]);
+  }
+  std::size_t width = 16;
+  for (const auto& a : cfg.algorithms) width = std::max(width, a.label.size());
+  std::string out = fmt::format("{:<36} {:<{}} {:>12} {:>9}\n", "grid point", "algorithm", width, "RMSE (mean)", "NaN %");
+  std::size_t shown = 0;
+  for (const auto& [key, a] : acc) {
+    if (shown++ == max_lines) {
+      out += fmt::format("... ({} more; see {})\n", acc.size() - max_lines, csv.string());
+      break;
+    }
+    std::string point;
+    const PlannedProblem p = plan_problem(cfg, key.first * cfg.seeds.size());
+    for (std::size_t k = 0; k < cfg.grid.size(); ++k) point += (k ? ", " : "") + cfg.grid[k].name + "=" + p.grid_values[k].dump();
+    const std::string r = a.finite == 0 ? "NaN" : fmt::format("{:.3e}", a.rmse / static_cast<double>(a.finite));
+    out += fmt::format("{:<36} {:<{}} {:>12} {:>9.4g}\n", point, cfg.algorithms[key.second].label, width, r, a.nan / static_cast<double>(a.n));
+  }
+  return out;
+}
+
+json sweep_summary(const SweepConfig& cfg, const CsvRow& header, const std::vector<CsvRow>& rows) {
+  // Metric columns: everything between the grid axes and the JSON columns, plus the two timings.
+  const std::size_t first_metric = kFixedLeading + cfg.grid.size();
+  std::vector<std::size_t> metric_cols;
+  for (std::size_t c = first_metric; c + kFixedTrailing < header.size(); ++c) metric_cols.push_back(c);
+  metric_cols.push_back(header.size() - 2);
+  metric_cols.push_back(header.size() - 1);
+
+  // Group by (grid point, algorithm), in table order.
+  std::map<std::pair<std::size_t, std::size_t>, std::vector<const CsvRow*>> groups;
+  for (const auto& r : rows) {
+    const std::size_t id = std::stoull(r[kCaseIdCol]);
+    groups[{id / cfg.algorithms.size() / cfg.seeds.size(), id % cfg.algorithms.size()}].push_back(&r);
+  }
+  json out_groups = json::array();
+  for (const auto& [key, members] : groups) {
+    json g;
+    g["grid_point"] = key.first;
+    g["algorithm"] = cfg.algorithms[key.second].label;
+    json params = json::object();
+    for (std::size_t k = 0; k < cfg.grid.size(); ++k) params[cfg.grid[k].name] = plan_problem(cfg, key.first * cfg.seeds.size()).grid_values[k];
+    g["params"] = params;
+    g["seeds"] = members.size();
+    json metrics = json::object();
+    for (std::size_t c : metric_cols) {
+      // Non-finite values (e.g. the RMSE of an output holding NaN) are counted, not averaged.
+      std::vector<double> xs;
+      std::size_t non_finite = 0;
+      for (const CsvRow* r : members) {
+        const double x = parse_csv_number((*r)[c]);
+        if (std::isfinite(x)) xs.push_back(x); else ++non_finite;
+      }
+      json s;
+      s["non_finite"] = non_finite;
+      if (xs.empty()) {
+        s["mean"] = s["sd"] = s["min"] = s["max"] = nullptr;
+      } else {
+        double sum = 0;
+        for (double x : xs) sum += x;
+        const double mean = sum / static_cast<double>(xs.size());
+        double ss = 0;
+        for (double x : xs) ss += (x - mean) * (x - mean);
+        s["mean"] = mean;
+        s["sd"] = xs.size() > 1 ? std::sqrt(ss / static_cast<double>(xs.size() - 1)) : 0.0;  // sample sd
+        s["min"] = *std::min_element(xs.begin(), xs.end());
+        s["max"] = *std::max_element(xs.begin(), xs.end());
+      }
+      metrics[header[c]] = s;
+    }
+    g["metrics"] = metrics;
+    out_groups.push_back(std::move(g));
+  }
+  json summary;
+  summary["name"] = cfg.name;
+  summary["config"] = cfg.raw;
+  summary["toolkit"] = {{"name", "pasa"}, {"version", PASA_VERSION}};
+  summary["machine"] = {{"hostname", hostname()}, {"cores", std::thread::hardware_concurrency()}};
+  summary["cases"] = rows.size();
+  summary["seeds"] = cfg.seeds;
+  summary["groups"] = std::move(out_groups);
+  return summary;
+}
+
+}  // namespace pasa

@@ -1,0 +1,88 @@
+// The sweep runner behind pasa-sweep: expands a SweepConfig into cases (grid point × seed × algorithm),
+// computes each (grid point, seed)'s golden once, and writes one CSV row per case as it finishes.
+//
+// Files in the output folder (README "pasa-sweep"):
+//   config.json            the config as given (a resumed or merged sweep must match it)
+//   results.csv            final table, sorted by case_id, written atomically (temp + rename)
+//   results.csv.partial    rows appended and fsync'ed as cases finish; removed when the table is complete
+//   summary.json           aggregates over seeds (mean, sd, min, max), config, toolkit version, machine
+// With --shard I/N the table is results.shard-I-of-N.csv (no summary); merge_sweeps joins the shards.
+//
+// Determinism: cases run one after another, each with `threads` threads inside the library, whose
+// results do not depend on the thread count; metrics are printed with %.17g. So the CSV is bit-identical
+// for any thread count and shard split, except the two timing columns golden_time_s and time_s.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pasa/io/csv.hpp"
+#include "pasa/study/sweep_config.hpp"
+
+namespace pasa {
+
+// What the sweep needs from the numerical library. library_backend() is the real one (the inputs, golden
+// and metrics; the algorithms); tests inject their own to exercise the bookkeeping quickly.
+struct SweepBackend {
+  std::vector<std::string> problem_columns;    // metrics of the inputs (score range, overflow counts)
+  std::vector<std::string> algorithm_columns;  // metrics of one output against the golden
+  // Throw InputError("<JSON path>: <what>") for an invalid problem / algorithm JSON; `path` is its path.
+  std::function<void(const nlohmann::json& problem, const std::string& path)> check_problem;
+  std::function<void(const nlohmann::json& algorithm, const std::string& path)> check_algorithm;
+  // Runs the algorithms a with wanted[a] on one problem; calls emit(a, metrics, golden_s, seconds) as each
+  // finishes, `metrics` being problem_columns then algorithm_columns.
+  using Emit = std::function<void(std::size_t algorithm, const std::vector<double>& metrics, double golden_seconds,
+                                  double seconds)>;
+  std::function<void(const PlannedProblem&, const SweepConfig&, const std::vector<bool>& wanted, int threads,
+                     const Emit& emit)>
+      run;
+};
+
+SweepBackend library_backend();
+
+// Checks every expanded problem and algorithm with the backend's parsers; throws InputError
+// "<source>: <JSON path>: <what> (grid point x0=30, Am=0.5)" on the first mistake.
+void validate_with_backend(const SweepConfig&, const SweepBackend&);
+
+struct SweepProgress {
+  std::size_t done = 0, total = 0;  // cases of this shard, finished (resumed ones included) and in all
+  std::size_t run_now = 0;          // cases computed in this invocation
+  double elapsed_s = 0;             // since this invocation started
+};
+
+struct SweepOptions {
+  std::filesystem::path out_dir;  // empty: the config's outputs.dir
+  int threads = 1;
+  std::size_t shard_index = 0, shard_count = 1;  // runs problems with index % shard_count == shard_index
+  bool resume = false;
+  std::function<void(const SweepProgress&)> progress;  // after each case
+};
+
+struct SweepReport {
+  std::filesystem::path csv, summary;  // summary empty for a shard
+  std::size_t cases_run = 0, cases_reused = 0;
+};
+
+// Parses "I/N" (0 <= I < N); throws InputError.
+void parse_shard(const std::string& text, std::size_t& index, std::size_t& count);
+
+std::vector<std::string> csv_header(const SweepConfig&, const SweepBackend&);
+std::string shard_csv_name(const SweepConfig&, std::size_t index, std::size_t count);
+
+SweepReport run_sweep(const SweepConfig&, const SweepBackend&, const SweepOptions&);
+
+// Joins the shard tables found in `dirs` (all shards of one config) into out_dir/results.csv and writes the
+// summary. Throws InputError when configs differ, a shard is missing or twice, or rows disagree.
+SweepReport merge_sweeps(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out_dir);
+
+// A readable digest of a finished table: per grid point and algorithm, the mean RMSE and NaN % over the
+// seeds (first `max_lines` groups), e.g. the headline of the default sweep.
+std::string sweep_digest(const SweepConfig&, const std::filesystem::path& csv, std::size_t max_lines = 40);
+
+// Aggregates the rows of a complete table over seeds; records config, toolkit version and machine.
+nlohmann::json sweep_summary(const SweepConfig&, const CsvRow& header, const std::vector<CsvRow>& rows);
+
+}  // namespace pasa

@@ -1,0 +1,180 @@
+// Error attribution on constructed cases whose answer is known: one low-precision stage takes the whole
+// error; the fp64 allocation has nothing to attribute; PASA's invariance view is neutral when M is exact.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+
+#include "pasa/analysis/attribution.hpp"
+#include "pasa/analysis/beta_solver.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/exact/metrics.hpp"
+#include "pasa/numeric/round.hpp"
+
+using namespace pasa;
+
+namespace {
+
+// Q, K, V ~ U(x0 − am, x0 + am) (PASA Eq. 17), rounded to fp16.
+AttentionInputs uniform_case(Shape sh, double x0, double am, std::uint64_t seed) {
+  const Format h = format_by_name("fp16");
+  boost::random::mt19937_64 rng(seed);
+  boost::random::uniform_real_distribution<double> u(x0 - am, x0 + am);
+  AttentionInputs in;
+  for (Tensor* t : {&in.q, &in.k, &in.v}) {
+    *t = Tensor(sh, h);
+    for (double& x : t->data) x = round(u(rng), h);
+  }
+  return in;
+}
+
+// Eq. 19 by hand: ‖O − G‖₂ / ‖G‖₂.
+double rel_l2(const std::vector<double>& o, const std::vector<double>& g) {
+  long double num = 0, den = 0;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    num += (long double)(o[i] - g[i]) * (o[i] - g[i]);
+    den += (long double)g[i] * g[i];
+  }
+  return std::sqrt((double)(num / den));
+}
+
+const StageShare& row(const std::vector<StageShare>& rows, const std::string& stage) {
+  for (const StageShare& r : rows)
+    if (r.stage == stage) return r;
+  FAIL("no stage " << stage);
+  return rows.front();
+}
+
+}  // namespace
+
+TEST_CASE("attribution: a single low-precision stage takes the whole error", "[attribution]") {
+  const AttentionInputs in = uniform_case({1, 2, 96, 16}, 1.0, 0.5, 7);
+  const Golden g = golden_attention(in);
+  AlgorithmSpec spec;
+  spec.name = "fa2";
+  spec.alloc = allocation_preset("fp64");
+  spec.s1 = spec.s2 = 32;
+
+  SECTION("stored output in fp16: baseline equals the golden rounded to fp16") {
+    spec.alloc.stage("out") = format_by_name("fp16");
+    const auto rows = attribute_error(in, spec, g, 2);
+    REQUIRE(rows.size() == stage_names().size());
+    std::vector<double> rounded = g.o.data;
+    for (double& x : rounded) x = round(x, format_by_name("fp16"));
+    // Independent reference: the fp64 blocked algorithm is exact to ~1e-16, so its output rounded to fp16
+    // is the golden rounded to fp16.
+    CHECK(rows[0].rmse_base == Approx(rel_l2(rounded, g.o.data)).epsilon(1e-6));
+    CHECK(rows[0].rmse_base > 1e-5);
+    CHECK(rows[0].rmse_fp64 < 1e-13);
+    for (const StageShare& r : rows) {
+      INFO(r.stage);
+      if (r.stage == "out") {
+        CHECK(r.format == "fp16");
+        CHECK(r.share == Approx(1.0).epsilon(1e-8));
+        CHECK(r.share_only == Approx(1.0).epsilon(1e-8));
+      } else {
+        CHECK(r.share == 0.0);
+        CHECK(r.share_only == 0.0);
+      }
+    }
+  }
+
+  SECTION("P before the P·V GEMM in fp16") {
+    spec.alloc.stage("p") = format_by_name("fp16");
+    const auto rows = attribute_error(in, spec, g, 2);
+    const StageShare& p = row(rows, "p");
+    CHECK(p.rmse_base > 1e-5);
+    CHECK(p.rmse_lifted < 1e-13);
+    CHECK(p.share == Approx(1.0).epsilon(1e-8));
+    CHECK(p.share_only == Approx(1.0).epsilon(1e-8));
+  }
+
+  SECTION("two low stages: each view sees both, lifting either leaves the other's error") {
+    spec.alloc.stage("p") = format_by_name("fp16");
+    spec.alloc.stage("out") = format_by_name("bf16");  // bf16 output rounding dominates fp16 P
+    const auto rows = attribute_error(in, spec, g, 2);
+    const StageShare& p = row(rows, "p");
+    const StageShare& o = row(rows, "out");
+    CHECK(o.share_only > p.share_only);
+    CHECK(o.share > p.share);
+    CHECK(o.share > 0.5);
+    CHECK(p.share < 0.5);
+    // The "only" runs are exactly the single-stage allocations.
+    AlgorithmSpec only_p = spec;
+    only_p.alloc.stage("out") = format_by_name("fp64");
+    const Metrics m = compare_outputs(run_attention(in, only_p, 2).o, g.o);
+    CHECK(p.rmse_only == m.rmse);
+    CHECK(o.rmse_lifted == m.rmse);
+  }
+}
+
+TEST_CASE("attribution: the fp64 allocation has nothing to attribute", "[attribution]") {
+  const AttentionInputs in = uniform_case({1, 1, 64, 8}, 20.0, 0.5, 3);
+  const Golden g = golden_attention(in);
+  for (const char* algo : {"fa2", "pasa"}) {
+    AlgorithmSpec spec;
+    spec.name = algo;
+    spec.alloc = allocation_preset("fp64");
+    spec.s1 = spec.s2 = 16;
+    const auto rows = attribute_error(in, spec, g, 2);
+    for (const StageShare& r : rows) {
+      INFO(algo << " " << r.stage);
+      CHECK(r.rmse_base < 1e-13);
+      CHECK(r.rmse_base == r.rmse_fp64);
+      CHECK(r.reduction == 0.0);
+      CHECK(r.share == 0.0);
+      CHECK(r.share_only == 0.0);
+    }
+  }
+}
+
+TEST_CASE("attribution: overflow NaN is attributed to the fp16 score stage", "[attribution]") {
+  // x0 = 30, D = 128: every score q·k ≈ 115200 > 65504, so S leaving the GEMM in fp16 (FA-FP16/FP32, PASA
+  // Fig. 2) is +inf and the softmax gives NaN (PASA Table 4: 100 %); with S in fp32 nothing overflows.
+  const AttentionInputs in = uniform_case({1, 1, 32, 128}, 30.0, 0.5, 5);
+  const Golden g = golden_attention(in);
+  AlgorithmSpec spec;
+  spec.name = "fa2";
+  spec.alloc = allocation_preset("fa_fp16_fp32");
+  spec.s1 = spec.s2 = 16;
+  const auto rows = attribute_error(in, spec, g, 2);
+  const StageShare& s = row(rows, "s");
+  CHECK(s.nan_pct_base == 100.0);
+  CHECK(std::isnan(s.rmse_base));
+  CHECK(std::isnan(s.share));
+  CHECK(s.nan_pct_lifted == 0.0);
+  CHECK(std::isfinite(s.rmse_lifted));
+  CHECK(s.nan_pct_only == 100.0);
+  for (const StageShare& r : rows)
+    if (r.stage != "s") CHECK(r.nan_pct_only == 0.0);
+}
+
+TEST_CASE("attribution: PASA invariance view", "[attribution]") {
+  const AttentionInputs in = uniform_case({1, 1, 64, 64}, 20.0, 0.5, 11);  // D = 64: α = 8, exact scaling
+  const Golden g = golden_attention(in);
+  AlgorithmSpec spec;
+  spec.name = "pasa";
+  spec.alloc = allocation_preset("pasa_fp16");
+  spec.s1 = spec.s2 = 32;
+  SECTION("β whose rounded M is exact: β* = β and the same output") {
+    spec.pasa.beta = 1.0 - 0x1p-5;  // β/32 = 31·2^-10 and (1 − β/32)/8 are fp16 numbers: M exact in fp16
+    const InvarianceView v = invariance_view(in, spec, g, 2);
+    CHECK(v.inva_r == v.inva);
+    CHECK(v.beta_opt == spec.pasa.beta);
+    CHECK(v.rmse_opt == v.rmse);
+    CHECK(v.rmse_exact_M == v.rmse);
+  }
+  SECTION("β with a rounded M: β* from the solver, its invariance exact") {
+    spec.pasa.beta = 0.99;
+    const InvarianceView v = invariance_view(in, spec, g, 2);
+    BetaOptions opt;
+    opt.sqrt_d = 64;
+    CHECK(v.beta_opt == solve_beta(0.99, 32, format_by_name("fp16"), opt).beta);
+    CHECK(v.inva_r != v.inva);
+    CHECK(std::isfinite(v.rmse_opt));
+  }
+  spec.name = "fa2";
+  CHECK_THROWS_AS(invariance_view(in, spec, g, 2), InputError);
+}

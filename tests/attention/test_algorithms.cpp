@@ -1,0 +1,326 @@
+// Blocked attention algorithms: fp64 exactness against the golden, PASA β = 0 ≡ FA2, the NaN rows of
+// FA-FP16/FP32, PASA-FP16 on the Table 4 cases, thread independence, and the GEMM rounding models.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <boost/random/bernoulli_distribution.hpp>
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/normal_distribution.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+#include <nlohmann/json.hpp>
+
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/gemm.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/exact/golden.hpp"
+
+using namespace pasa;
+
+namespace {
+
+// Test inputs in fp16: uniform U(x0 − Am, x0 + Am) (PASA Eq. 17) or hybrid N(x0, 1) + N(0, Am²)·Bernoulli(p)
+// (Eq. 18); Q, K, V each from their own stream.
+struct Gen {
+  bool hybrid = false;
+  double x0 = 0, am = 1, p = 0.001;
+};
+
+Tensor make_tensor(Shape sh, const Gen& g, std::uint64_t seed) {
+  const Format h = format_by_name("fp16");
+  Tensor t(sh, h);
+  boost::random::mt19937_64 eng(seed);
+  boost::random::uniform_real_distribution<double> uni(g.x0 - g.am, g.x0 + g.am);
+  boost::random::normal_distribution<double> n01(0.0, 1.0);
+  boost::random::bernoulli_distribution<double> bern(g.p);
+  for (double& x : t.data) {
+    double v = g.hybrid ? g.x0 + n01(eng) : uni(eng);
+    if (g.hybrid && bern(eng)) v += g.am * n01(eng);
+    x = round(v, h);
+  }
+  return t;
+}
+
+AttentionInputs make_inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, std::size_t Sq, std::size_t Skv,
+                            std::size_t D, const Gen& g, std::uint64_t seed) {
+  AttentionInputs in;
+  in.q = make_tensor({B, Nq, Sq, D}, g, seed * 3 + 1);
+  in.k = make_tensor({B, Nkv, Skv, D}, g, seed * 3 + 2);
+  in.v = make_tensor({B, Nkv, Skv, D}, g, seed * 3 + 3);
+  return in;
+}
+
+// Eq. 19 relative RMSE (NaN if the output holds any NaN).
+double rel_rmse(const Tensor& o, const Tensor& ref) {
+  long double num = 0, den = 0;
+  for (std::size_t i = 0; i < o.data.size(); ++i) {
+    const long double d = static_cast<long double>(o.data[i]) - ref.data[i];
+    num += d * d;
+    den += static_cast<long double>(ref.data[i]) * ref.data[i];
+  }
+  return std::sqrt(static_cast<double>(num / den));
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.data.size() == b.data.size() && std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0;
+}
+
+AlgorithmSpec spec_of(const std::string& name, const std::string& alloc, std::size_t s1 = 64, std::size_t s2 = 64) {
+  AlgorithmSpec s;
+  s.name = name;
+  s.alloc = allocation_preset(alloc);
+  s.s1 = s1;
+  s.s2 = s2;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("every algorithm in fp64 equals the MPFR golden", "[algorithms]") {
+  struct Case {
+    const char* what;
+    Gen g;
+  };
+  const Case cases[] = {{"uniform", {false, 0.0, 1.0}},
+                        {"hybrid", {true, 0.0, 10.0, 0.01}},
+                        {"large bias x0=30", {false, 30.0, 0.5}},
+                        {"outliers x0=30", {true, 30.0, 10.0, 0.01}}};
+  for (const auto& c : cases) {
+    // S not a multiple of the block sizes (tails), GQA (4 query heads on 2 KV heads).
+    AttentionInputs in = make_inputs(1, 4, 2, 150, 200, 64, c.g, 7);
+    const Golden gold = golden_attention(in);
+    for (const auto& name : algorithm_names()) {
+      AlgorithmSpec spec = spec_of(name, "fp64", 64, 48);
+      const AttentionOutput out = run_attention(in, spec, 2);
+      const double e = rel_rmse(out.o, gold.o);
+      INFO(c.what << " " << name << " rmse " << e);
+      CHECK(e <= 1e-13);
+      double lse_err = 0;
+      for (std::size_t i = 0; i < out.lse.size(); ++i)
+        lse_err = std::max(lse_err, std::fabs(out.lse[i] - gold.lse[i]) / (1 + std::fabs(gold.lse[i])));
+      INFO("lse error " << lse_err);
+      CHECK(lse_err <= 1e-13);
+    }
+  }
+}
+
+TEST_CASE("PASA reading options are exact in fp64", "[algorithms]") {
+  AttentionInputs in = make_inputs(1, 2, 2, 100, 130, 64, {false, 30.0, 0.5}, 11);
+  const Golden gold = golden_attention(in);
+  for (bool alpha_in_M : {true, false})
+    for (bool m0_zero : {true, false})
+      for (const char* form : {"fa2", "printed"}) {
+        AlgorithmSpec spec = spec_of("pasa", "fp64", 32, 64);
+        spec.pasa.alpha_in_M = alpha_in_M;
+        spec.pasa.m0_zero = m0_zero;
+        spec.pasa.form = form;
+        const double e = rel_rmse(run_attention(in, spec, 2).o, gold.o);
+        INFO("alpha_in_M " << alpha_in_M << " m0_zero " << m0_zero << " form " << form << " rmse " << e);
+        CHECK(e <= 1e-13);
+      }
+}
+
+TEST_CASE("masks and fully masked rows match the golden in fp64", "[algorithms]") {
+  AttentionInputs in = make_inputs(2, 2, 1, 70, 90, 16, {true, 1.0, 5.0, 0.01}, 5);
+  in.mask.causal = true;           // with Sq < Skv: query i sees keys j <= i + 20
+  in.mask.kv_len = {90, 33};       // batch 1: only 33 keys
+  in.mask.keep.assign(2 * 70 * 90, 1);
+  for (std::size_t j = 0; j < 90; ++j) in.mask.keep[(0 * 70 + 5) * 90 + j] = 0;  // batch 0, row 5: nothing
+  for (std::size_t j = 0; j < 90; j += 3) in.mask.keep[(1 * 70 + 9) * 90 + j] = 0;
+  const Golden gold = golden_attention(in);
+  for (const auto& name : algorithm_names()) {
+    const AttentionOutput out = run_attention(in, spec_of(name, "fp64", 16, 32), 2);
+    INFO(name);
+    CHECK(rel_rmse(out.o, gold.o) <= 1e-13);
+    for (std::size_t d = 0; d < 16; ++d) CHECK(out.o.at(0, 0, 5, d) == 0.0);  // fully masked row → 0
+    CHECK(out.lse[5] == -std::numeric_limits<double>::infinity());
+  }
+}
+
+TEST_CASE("PASA with beta = 0 is FA2 bit for bit", "[algorithms]") {
+  const Gen gens[] = {{false, 0.0, 1.0}, {false, 30.0, 0.5}, {true, 20.0, 100.0, 0.001}, {false, 20.0, 15.0}};
+  for (const char* alloc : {"fa_fp16_fp32", "pasa_fp16", "fa_bf16"}) {
+    for (const auto& g : gens) {
+      AttentionInputs in = make_inputs(1, 2, 2, 160, 200, 64, g, 3);
+      in.mask.causal = true;
+      AlgorithmSpec fa2 = spec_of("fa2", alloc);
+      AlgorithmSpec pasa = spec_of("pasa", alloc);
+      pasa.pasa.beta = 0;
+      pasa.pasa.alpha_in_M = false;  // with 1/α inside M the scaling moves into K' (a different rounding)
+      const AttentionOutput a = run_attention(in, fa2, 2), b = run_attention(in, pasa, 2);
+      INFO(alloc << " x0 " << g.x0 << " Am " << g.am);
+      CHECK(same_bits(a.o, b.o));
+    }
+  }
+}
+
+TEST_CASE("FA-FP16/FP32 NaN rows are exactly the rows with an fp16 score of +inf", "[algorithms]") {
+  // Uniform (20, 20) and hybrid outliers: some rows overflow (Table 4), most do not.
+  for (const Gen& g : {Gen{false, 20.0, 20.0}, Gen{true, 20.0, 100.0, 0.05}}) {
+    AttentionInputs in = make_inputs(1, 2, 2, 128, 256, 128, g, 19);
+    const AttentionOutput out = run_attention(in, spec_of("fa2", "fa_fp16_fp32"), 2);
+    std::size_t nan_rows = 0;
+    for (std::size_t h = 0; h < 2; ++h)
+      for (std::size_t i = 0; i < 128; ++i) {
+        // Independent: the exact unscaled score, which fp16 holds as +inf from 65520 up.
+        bool overflow = false;
+        for (std::size_t j = 0; j < 256; ++j) {
+          long double s = 0;
+          for (std::size_t d = 0; d < 128; ++d) s += static_cast<long double>(in.q.at(0, h, i, d)) * in.k.at(0, h, j, d);
+          overflow = overflow || s >= 65520;
+        }
+        std::size_t nans = 0;
+        for (std::size_t d = 0; d < 128; ++d) nans += std::isnan(out.o.at(0, h, i, d));
+        INFO("head " << h << " row " << i);
+        CHECK(nans == (overflow ? 128u : 0u));
+        nan_rows += overflow;
+      }
+    CHECK(nan_rows > 0);
+    CHECK(nan_rows < 256);
+  }
+}
+
+TEST_CASE("PASA-FP16 has no NaN on the Table 4 cases (reduced S)", "[algorithms]") {
+  const Gen cases[] = {{false, 30, 0.5}, {false, 20, 15}, {false, 20, 20},
+                       {true, 30, 10},   {true, 20, 50},  {true, 20, 100}};
+  for (const auto& g : cases) {
+    AttentionInputs in = make_inputs(1, 2, 2, 256, 256, 128, g, 23);
+    const AttentionOutput fa = run_attention(in, spec_of("fa2", "fa_fp16_fp32", 128, 128), 2);
+    const AttentionOutput pa = run_attention(in, spec_of("pasa", "pasa_fp16", 128, 128), 2);
+    std::size_t fa_nan = 0, pa_nan = 0;
+    for (double x : fa.o.data) fa_nan += std::isnan(x);
+    for (double x : pa.o.data) pa_nan += std::isnan(x) || std::isinf(x);
+    INFO("hybrid " << g.hybrid << " x0 " << g.x0 << " Am " << g.am << " FA NaN " << fa_nan);
+    CHECK(pa_nan == 0);
+  }
+}
+
+TEST_CASE("PASA-FP16 has no NaN on the Table 4 cases at (1,16,1280,128)", "[algorithms][long]") {
+  const Gen cases[] = {{false, 30, 0.5}, {false, 20, 15}, {false, 20, 20},
+                       {true, 30, 10},   {true, 20, 50},  {true, 20, 100}};
+  for (const auto& g : cases) {
+    AttentionInputs in = make_inputs(1, 16, 16, 1280, 1280, 128, g, 29);
+    const AttentionOutput pa = run_attention(in, spec_of("pasa", "pasa_fp16", 128, 128));
+    std::size_t pa_nan = 0;
+    for (double x : pa.o.data) pa_nan += std::isnan(x) || std::isinf(x);
+    INFO("hybrid " << g.hybrid << " x0 " << g.x0 << " Am " << g.am);
+    CHECK(pa_nan == 0);
+  }
+}
+
+TEST_CASE("results do not depend on the thread count", "[algorithms]") {
+  AttentionInputs in = make_inputs(1, 3, 3, 130, 130, 32, {true, 5.0, 20.0, 0.01}, 31);
+  for (const auto& name : algorithm_names()) {
+    AlgorithmSpec spec = spec_of(name, "pasa_fp16", 32, 32);
+    spec.alloc.spec("o").round.mode = RoundMode::stochastic;
+    spec.alloc.spec("s").round.mode = RoundMode::stochastic;
+    spec.seed = 99;
+    INFO(name);
+    CHECK(same_bits(run_attention(in, spec, 1).o, run_attention(in, spec, 2).o));
+    CHECK(same_bits(run_attention(in, spec, 1).o, run_attention(in, spec, 3).o));
+  }
+}
+
+TEST_CASE("GEMM models round as specified", "[algorithms][gemm]") {
+  // Scalar reference: the model written out with pasa::round per operation.
+  const std::size_t m = 6, n = 70, k = 23;  // exercises the 4×64 register tiles and their edges
+  boost::random::mt19937_64 eng(5);
+  boost::random::uniform_real_distribution<double> uni(-3.0, 3.0);
+  for (const char* in_fmt : {"fp16", "fp32", "bf16"})
+    for (const char* acc_fmt : {"fp32", "fp16", "bf16", "p=15,emax=15"})
+      for (GemmKind kind : {GemmKind::ordered, GemmKind::every_op, GemmKind::chunked}) {
+        const Format fi = format_by_name(in_fmt), fa = format_by_name(acc_fmt), fo = format_by_name("fp16");
+        std::vector<double> A(m * k), B(k * n), C(m * n);
+        for (double& x : A) x = round(uni(eng), fi);
+        for (double& x : B) x = round(uni(eng), fi);
+        GemmSpec g{fi, fi, StageSpec{fa, {}}, StageSpec{fo, {}}, GemmModel{kind, 4}};
+        gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
+        for (std::size_t i = 0; i < m; ++i)
+          for (std::size_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (std::size_t t0 = 0; t0 < k; t0 += (kind == GemmKind::chunked ? 4 : 1)) {
+              if (kind == GemmKind::chunked) {
+                double chunk = 0;  // the group's sum in fp64 (an FMA chain)
+                for (std::size_t t = t0; t < std::min(k, t0 + 4); ++t) chunk = std::fma(A[i * k + t], B[t * n + j], chunk);
+                acc = round(acc + chunk, fa);
+              } else if (kind == GemmKind::every_op) {
+                acc = round(acc + round(A[i * k + t0] * B[t0 * n + j], fa), fa);
+              } else {
+                acc = round(static_cast<double>(acc + static_cast<long double>(A[i * k + t0]) * B[t0 * n + j]), fa);
+              }
+            }
+            INFO(in_fmt << " acc " << acc_fmt << " model " << static_cast<int>(kind) << " at " << i << "," << j);
+            REQUIRE(C[i * n + j] == round(acc, fo));
+          }
+      }
+}
+
+TEST_CASE("every preset runs every algorithm with an error its formats explain", "[algorithms]") {
+  // Benign inputs (no overflow anywhere): the error must be of the order of the allocation's coarsest
+  // format, i.e. far below 1 and far above the fp64 level for the low-precision presets.
+  AttentionInputs in = make_inputs(1, 2, 1, 96, 112, 32, {false, 0.0, 1.0}, 41);
+  const Golden gold = golden_attention(in);
+  for (const auto& preset : allocation_preset_names())
+    for (const auto& name : algorithm_names()) {
+      const AttentionOutput out = run_attention(in, spec_of(name, preset, 32, 48), 2);
+      const double e = rel_rmse(out.o, gold.o);
+      const double u = allocation_preset(preset).stage("p").unit_roundoff();  // the coarsest stage in every preset
+      INFO(preset << " " << name << " rmse " << e);
+      CHECK(std::isfinite(e));
+      CHECK(e <= 16 * u);
+      if (preset != "fp64") CHECK(e >= 1e-7);
+    }
+}
+
+TEST_CASE("algorithm specs read and print as JSON; errors name the path", "[algorithms]") {
+  AlgorithmSpec s = spec_of("pasa", "pasa_fp16", 64, 32);
+  s.pasa.beta = 0.9375;
+  s.pasa.alpha_in_M = false;
+  s.pasa.m0_zero = true;
+  s.pasa.form = "printed";
+  s.seed = 7;
+  CHECK(algorithm_from_json(to_json(s), "/a") == s);
+  const auto j = nlohmann::json::parse(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"max": "fp32"}}, "s2": 64})");
+  const AlgorithmSpec f = algorithm_from_json(j, "/a");
+  CHECK(f.s2 == 64);
+  CHECK(f.s1 == 128);
+  CHECK(f.alloc.stage("max").name == "fp32");
+  auto err = [](const char* text) {
+    try {
+      algorithm_from_json(nlohmann::json::parse(text), "run.json:/algorithm");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(err(R"({"name": "fa3"})"), Catch::Contains("run.json:/algorithm/name") && Catch::Contains("smooth_k"));
+  CHECK_THAT(err(R"({"name": "pasa", "pasa": {"beta": 1.0}})"), Catch::Contains("/algorithm/pasa/beta"));
+  CHECK_THAT(err(R"({"name": "pasa", "pasa": {"m0": "0"}})"), Catch::Contains("/algorithm/pasa/m0"));
+  CHECK_THAT(err(R"({"name": "pasa", "s1": 0})"), Catch::Contains("/algorithm/s1"));
+  CHECK_THAT(err(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"mx": "fp32"}}})"),
+             Catch::Contains("/algorithm/alloc/stages/mx"));
+  AttentionInputs in = make_inputs(1, 1, 1, 8, 8, 4, {}, 1);
+  AlgorithmSpec bad = spec_of("fa2", "fp64");
+  bad.s2 = 0;
+  CHECK_THROWS_AS(run_attention(in, bad), InputError);
+}
+
+TEST_CASE("PASA runs bf16 inputs in fp16 when asked (paper 2.2)", "[algorithms]") {
+  AttentionInputs in = make_inputs(1, 2, 2, 64, 96, 32, {false, 2.0, 1.0}, 43);
+  const Format bf16 = format_by_name("bf16");
+  for (Tensor* t : {&in.q, &in.k, &in.v}) {
+    for (double& x : t->data) x = round(x, bf16);
+    t->format = bf16;
+  }
+  AlgorithmSpec converted = spec_of("pasa", "pasa_bf16", 32, 32);
+  AlgorithmSpec as_fp16 = spec_of("pasa", "pasa_fp16", 32, 32);
+  as_fp16.alloc.name = converted.alloc.name;
+  CHECK(same_bits(run_attention(in, converted, 2).o, run_attention(in, as_fp16, 2).o));
+  AlgorithmSpec kept = converted;
+  kept.pasa.bf16_to_fp16 = false;
+  const Tensor o_kept = run_attention(in, kept, 2).o;
+  CHECK_FALSE(same_bits(o_kept, run_attention(in, converted, 2).o));
+  for (double x : o_kept.data) CHECK(round(x, bf16) == x);  // stored in bf16 when not converted
+}

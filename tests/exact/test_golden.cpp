@@ -1,0 +1,307 @@
+// The golden against an independent plain MPFR evaluation written differently (no max shift: weights are
+// exp(s_j - lse) with lse = log Σ exp(s_j), all at 256 bits), on small random cases with every mask kind,
+// GQA, cross-attention and large-bias inputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+#include <mpfr.h>
+
+#include "pasa/numeric/double_double.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/exact/golden.hpp"
+#include "pasa/numeric/round.hpp"
+
+using namespace pasa;
+
+namespace {
+
+Tensor random_tensor(Shape s, const Format& f, double x0, double am, std::uint64_t seed) {
+  Tensor t(s, f);
+  boost::random::mt19937_64 eng(seed);
+  boost::random::uniform_real_distribution<double> u(x0 - am, x0 + am);
+  for (double& x : t.data) x = pasa::round(u(eng), f);
+  return t;
+}
+
+AttentionInputs make_inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, std::size_t Sq, std::size_t Skv,
+                            std::size_t D, double x0, double am, std::uint64_t seed, const char* fmt = "fp16") {
+  const Format f = format_by_name(fmt);
+  AttentionInputs in;
+  in.q = random_tensor({B, Nq, Sq, D}, f, x0, am, seed);
+  in.k = random_tensor({B, Nkv, Skv, D}, f, x0, am, seed + 1);
+  in.v = random_tensor({B, Nkv, Skv, D}, f, x0, am, seed + 2);
+  return in;
+}
+
+struct Reference {
+  std::vector<double> o, lse, scale_abs;  // scale_abs: Σ p|v| / Σ p per element, the bound's yardstick
+};
+
+// Plain MPFR: visibility tested element by element with the definition of the mask (not visible_end).
+Reference reference(const AttentionInputs& in) {
+  const Shape& qs = in.q.shape;
+  const std::size_t Skv = in.k.shape.s, D = qs.d, g = qs.n / in.k.shape.n;
+  Reference r;
+  r.o.assign(qs.size(), 0);
+  r.scale_abs.assign(qs.size(), 0);
+  r.lse.assign(qs.b * qs.n * qs.s, -std::numeric_limits<double>::infinity());
+  mpfr_t sc, acc, t, lse, w, num, den, tmp;
+  mpfr_inits2(256, sc, acc, t, lse, w, num, den, tmp, static_cast<mpfr_ptr>(nullptr));
+  if (in.scale != 0) mpfr_set_d(sc, in.scale, MPFR_RNDN);
+  else mpfr_set_ui(sc, D, MPFR_RNDN), mpfr_sqrt(sc, sc, MPFR_RNDN), mpfr_ui_div(sc, 1, sc, MPFR_RNDN);
+  for (std::size_t b = 0; b < qs.b; ++b)
+    for (std::size_t h = 0; h < qs.n; ++h)
+      for (std::size_t i = 0; i < qs.s; ++i) {
+        auto vis = [&](std::size_t j) {
+          if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(Skv) - static_cast<long>(qs.s)) return false;
+          if (!in.mask.kv_len.empty() && j >= in.mask.kv_len[b]) return false;
+          if (!in.mask.keep.empty() && !in.mask.keep[(b * qs.s + i) * Skv + j]) return false;
+          return true;
+        };
+        std::vector<double> s_hi(Skv);
+        std::vector<mpfr_t> s(Skv);
+        bool any = false;
+        mpfr_set_zero(den, 1);
+        for (std::size_t j = 0; j < Skv; ++j) {
+          mpfr_init2(s[j], 256);
+          if (!vis(j)) continue;
+          any = true;
+          mpfr_set_zero(s[j], 1);
+          for (std::size_t x = 0; x < D; ++x) {
+            mpfr_set_d(tmp, in.q.at(b, h, i, x), MPFR_RNDN);
+            mpfr_mul_d(tmp, tmp, in.k.at(b, h / g, j, x), MPFR_RNDN);
+            mpfr_add(s[j], s[j], tmp, MPFR_RNDN);
+          }
+          mpfr_mul(s[j], s[j], sc, MPFR_RNDN);
+          mpfr_exp(tmp, s[j], MPFR_RNDN);
+          mpfr_add(den, den, tmp, MPFR_RNDN);
+        }
+        const std::size_t row = (b * qs.n + h) * qs.s + i;
+        if (any) {
+          mpfr_log(lse, den, MPFR_RNDN);
+          r.lse[row] = mpfr_get_d(lse, MPFR_RNDN);
+          for (std::size_t x = 0; x < D; ++x) {
+            mpfr_set_zero(num, 1);
+            mpfr_set_zero(acc, 1);
+            for (std::size_t j = 0; j < Skv; ++j) {
+              if (!vis(j)) continue;
+              mpfr_sub(w, s[j], lse, MPFR_RNDN);
+              mpfr_exp(w, w, MPFR_RNDN);
+              mpfr_mul_d(tmp, w, in.v.at(b, h / g, j, x), MPFR_RNDN);
+              mpfr_add(num, num, tmp, MPFR_RNDN);
+              mpfr_mul_d(tmp, w, std::abs(in.v.at(b, h / g, j, x)), MPFR_RNDN);
+              mpfr_add(acc, acc, tmp, MPFR_RNDN);
+            }
+            r.o[row * D + x] = mpfr_get_d(num, MPFR_RNDN);
+            r.scale_abs[row * D + x] = mpfr_get_d(acc, MPFR_RNDN);
+          }
+        }
+        for (auto& v : s) mpfr_clear(v);
+      }
+  mpfr_clears(sc, acc, t, lse, w, num, den, tmp, static_cast<mpfr_ptr>(nullptr));
+  return r;
+}
+
+// Every element within 2^-52 of the yardstick (a faithful double), every lse within 2^-50·(1 + |lse|).
+void check_against_reference(const AttentionInputs& in, const GoldenOptions& opt) {
+  const Golden g = golden_attention(in, opt);
+  const Reference r = reference(in);
+  CHECK(g.guaranteed_bits >= 60);
+  for (std::size_t e = 0; e < r.o.size(); ++e) {
+    INFO("element " << e << " golden " << g.o.data[e] << " reference " << r.o[e]);
+    REQUIRE(std::abs(g.o.data[e] - r.o[e]) <= 0x1p-52 * r.scale_abs[e]);
+  }
+  for (std::size_t row = 0; row < r.lse.size(); ++row) {
+    INFO("row " << row << " lse " << g.lse[row] << " reference " << r.lse[row]);
+    if (std::isinf(r.lse[row])) REQUIRE(g.lse[row] == r.lse[row]);
+    else REQUIRE(std::abs(g.lse[row] - r.lse[row]) <= 0x1p-50 * (1 + std::abs(r.lse[row])));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("exp_dd matches MPFR to within kExpDDRelErr relative", "[golden]") {
+  boost::random::mt19937_64 eng(7);
+  boost::random::uniform_real_distribution<double> u(kExpDDMin, 0.0), tiny(-1e-17, 1e-17);
+  mpfr_t x, y, z;
+  mpfr_inits2(300, x, y, z, static_cast<mpfr_ptr>(nullptr));
+  double worst = 0;
+  for (int it = 0; it < 20000; ++it) {
+    double hi = u(eng);
+    if (it % 4 == 0) hi /= 1000;  // many small arguments as well
+    const DD t = two_sum(hi, tiny(eng) * std::abs(hi));
+    const DD e = exp_dd(t);
+    mpfr_set_d(x, t.hi, MPFR_RNDN);
+    mpfr_add_d(x, x, t.lo, MPFR_RNDN);
+    mpfr_exp(y, x, MPFR_RNDN);
+    mpfr_set_d(z, e.hi, MPFR_RNDN);
+    mpfr_add_d(z, z, e.lo, MPFR_RNDN);
+    mpfr_sub(z, z, y, MPFR_RNDN);
+    mpfr_div(z, z, y, MPFR_RNDN);
+    worst = std::max(worst, std::abs(mpfr_get_d(z, MPFR_RNDN)));
+  }
+  mpfr_clears(x, y, z, static_cast<mpfr_ptr>(nullptr));
+  CHECK(worst < kExpDDRelErr);
+}
+
+TEST_CASE("golden fast and MPFR paths match a plain MPFR evaluation", "[golden]") {
+  GoldenOptions fast, plain;
+  plain.fast = false;
+  SECTION("uniform, GQA, cross-attention") {
+    AttentionInputs in = make_inputs(2, 4, 2, 5, 9, 16, 0.0, 1.0, 11);
+    check_against_reference(in, fast);
+    check_against_reference(in, plain);
+  }
+  SECTION("large bias x0 = 30, Am = 0.5 (scores ~ 1e4)") {
+    AttentionInputs in = make_inputs(1, 2, 1, 6, 40, 64, 30.0, 0.5, 12);
+    check_against_reference(in, fast);
+    check_against_reference(in, plain);
+  }
+  SECTION("causal decode alignment, kv_len, boolean keep, fully masked rows") {
+    AttentionInputs in = make_inputs(2, 2, 1, 7, 5, 8, 1.0, 2.0, 13);  // Sq > Skv: first 2 rows fully masked
+    in.mask.causal = true;
+    in.mask.kv_len = {5, 3};
+    in.mask.keep.assign(2 * 7 * 5, 1);
+    in.mask.keep[(0 * 7 + 4) * 5 + 1] = 0;
+    for (std::size_t j = 0; j < 5; ++j) in.mask.keep[(1 * 7 + 6) * 5 + j] = 0;  // a fully masked row by keep
+    check_against_reference(in, fast);
+    check_against_reference(in, plain);
+    const Golden g = golden_attention(in);
+    CHECK(std::isinf(g.lse[0]));
+    CHECK(g.o.at(0, 0, 0, 3) == 0.0);
+    CHECK(std::isinf(g.lse[(1 * 2 + 1) * 7 + 6]));
+  }
+  SECTION("explicit scale, bf16 and fp32 inputs, mixed-sign V") {
+    AttentionInputs in = make_inputs(1, 1, 1, 4, 33, 24, -0.5, 3.0, 14, "bf16");
+    in.scale = 0.3;
+    check_against_reference(in, fast);
+    AttentionInputs in32 = make_inputs(1, 1, 1, 3, 20, 12, 0.0, 8.0, 15, "fp32");
+    check_against_reference(in32, fast);
+  }
+}
+
+TEST_CASE("naive double softmax loses digits where the golden does not", "[golden]") {
+  // Large bias: scores ~ 30²·128/√128 ≈ 1e4, so a double evaluation of the scaled scores errs by ~1e-12 in
+  // the exponent. The golden must stay at the faithful level against the plain MPFR evaluation.
+  AttentionInputs in = make_inputs(1, 1, 1, 4, 64, 128, 30.0, 0.5, 21);
+  in.v = random_tensor(in.v.shape, in.v.format, 0.0, 1.0, 22);  // mixed signs: no averaging-out of errors
+  const Reference r = reference(in);
+  const Golden g = golden_attention(in);
+  double naive_worst = 0, golden_worst = 0;
+  const std::size_t D = 128, S = 64;
+  const double scale = 1 / std::sqrt(128.0);
+  for (std::size_t i = 0; i < 4; ++i) {
+    std::vector<double> s(S);
+    double m = -1e300, l = 0;
+    for (std::size_t j = 0; j < S; ++j) {
+      double acc = 0;
+      for (std::size_t x = 0; x < D; ++x) acc += in.q.at(0, 0, i, x) * in.k.at(0, 0, j, x);
+      s[j] = acc *= scale;
+      m = std::max(m, acc);
+    }
+    for (double& x : s) l += (x = std::exp(x - m));
+    for (std::size_t x = 0; x < D; ++x) {
+      double o = 0;
+      for (std::size_t j = 0; j < S; ++j) o += s[j] * in.v.at(0, 0, j, x);
+      o /= l;
+      const std::size_t e = i * D + x;
+      naive_worst = std::max(naive_worst, std::abs(o - r.o[e]) / r.scale_abs[e]);
+      golden_worst = std::max(golden_worst, std::abs(g.o.data[e] - r.o[e]) / r.scale_abs[e]);
+    }
+  }
+  INFO("naive " << naive_worst << " golden " << golden_worst);
+  CHECK(naive_worst > 1e-13);
+  CHECK(golden_worst <= 0x1p-52);
+}
+
+TEST_CASE("golden does not depend on the thread count", "[golden]") {
+  AttentionInputs in = make_inputs(1, 3, 3, 70, 50, 32, 0.5, 1.0, 31);
+  in.mask.causal = true;
+  GoldenOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  const Golden a = golden_attention(in, one), b = golden_attention(in, two);
+  CHECK(a.o.data == b.o.data);
+  CHECK(a.lse == b.lse);
+  CHECK(a.guaranteed_bits == b.guaranteed_bits);
+}
+
+TEST_CASE("golden rejects bad inputs with clear errors", "[golden]") {
+  AttentionInputs in = make_inputs(1, 2, 1, 3, 3, 4, 0.0, 1.0, 41);
+  in.q.data[5] = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(golden_attention(in), Catch::Contains("non-finite") && Catch::Contains("Q"));
+  in.allow_nonfinite = true;
+  CHECK_THROWS_WITH(golden_attention(in), Catch::Contains("finite inputs"));
+  AttentionInputs ok = make_inputs(1, 2, 1, 3, 3, 4, 0.0, 1.0, 42);
+  GoldenOptions low;
+  low.precision_bits = 64;
+  CHECK_THROWS_WITH(golden_attention(ok, low), Catch::Contains("precision_bits"));
+}
+
+TEST_CASE("golden falls back to MPFR where doubles would overflow and still matches", "[golden]") {
+  // fp64 inputs near 2^460: q·k ~ 2^926 is beyond the fast path's safe range; a tiny scale brings the
+  // scaled scores back to ~1e2.
+  AttentionInputs in = make_inputs(1, 1, 1, 3, 6, 4, 0.75, 0.25, 51, "fp64");
+  for (Tensor* t : {&in.q, &in.k})
+    for (double& x : t->data) x = std::ldexp(x, 460);
+  in.scale = 0x1p-915;
+  const Golden g = golden_attention(in);
+  CHECK(g.used_mpfr);
+  check_against_reference(in, GoldenOptions{});
+}
+
+// ---- a second, MPFR-free reference: Boost.Multiprecision cpp_bin_float ----
+#include <boost/multiprecision/cpp_bin_float.hpp>
+
+TEST_CASE("golden matches a Boost cpp_bin_float evaluation on hybrid inputs with outliers", "[golden]") {
+  using Big = boost::multiprecision::number<boost::multiprecision::cpp_bin_float<160, boost::multiprecision::digit_base_2>>;
+  // Hybrid-like inputs: N(0,1)-ish values plus a few large outliers, so scores span a wide range.
+  AttentionInputs in = make_inputs(1, 2, 2, 4, 24, 32, 0.0, 1.0, 61);
+  in.k.data[5] = 96.0;
+  in.k.data[40] = -120.0;
+  in.q.data[7] = 80.0;
+  in.mask.causal = true;
+  const Golden g = golden_attention(in);
+  CHECK(g.guaranteed_bits >= 60);
+  const std::size_t D = 32, S = 24, Sq = 4;
+  const Big scale = 1 / boost::multiprecision::sqrt(Big(32));
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t i = 0; i < Sq; ++i) {
+      const std::size_t end = i + 1 + S - Sq;
+      std::vector<Big> s(end);
+      Big m = -1e300;
+      for (std::size_t j = 0; j < end; ++j) {
+        Big acc = 0;
+        for (std::size_t x = 0; x < D; ++x) acc += Big(in.q.at(0, h, i, x)) * Big(in.k.at(0, h, j, x));
+        s[j] = acc * scale;
+        if (s[j] > m) m = s[j];
+      }
+      Big l = 0;
+      for (auto& v : s) l += (v = boost::multiprecision::exp(v - m));
+      const double lse = static_cast<double>(m + boost::multiprecision::log(l));
+      CHECK(std::abs(g.lse[h * Sq + i] - lse) <= 0x1p-50 * (1 + std::abs(lse)));
+      for (std::size_t x = 0; x < D; ++x) {
+        Big num = 0, mag = 0;
+        for (std::size_t j = 0; j < end; ++j) {
+          num += s[j] * in.v.at(0, h, j, x);
+          mag += s[j] * std::abs(in.v.at(0, h, j, x));
+        }
+        const double o = static_cast<double>(num / l), yard = static_cast<double>(mag / l);
+        INFO("head " << h << " row " << i << " d " << x << " golden " << g.o.at(0, h, i, x) << " boost " << o);
+        REQUIRE(std::abs(g.o.at(0, h, i, x) - o) <= 0x1p-52 * yard);
+      }
+    }
+}
+
+TEST_CASE("golden vs plain MPFR on larger random cases", "[golden][long]") {
+  for (std::uint64_t seed = 100; seed < 104; ++seed) {
+    AttentionInputs in = make_inputs(1, 2, 1, 40, 300, 64, seed % 2 ? 20.0 : 0.0, seed % 2 ? 0.5 : 15.0, seed);
+    in.mask.causal = seed >= 102;
+    check_against_reference(in, GoldenOptions{});
+  }
+}

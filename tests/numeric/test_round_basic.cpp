@@ -1,0 +1,85 @@
+// Hand-checked rounding facts (the exhaustive MPFR comparisons live in test_round_mpfr.cpp).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "pasa/numeric/round.hpp"
+
+using namespace pasa;
+
+TEST_CASE("format table values match the standards", "[round]") {
+  CHECK(format_by_name("fp16").max_finite() == 65504.0);
+  CHECK(format_by_name("bf16").max_finite() == 0x1.fep127);
+  CHECK(format_by_name("fp8_e4m3").max_finite() == 448.0);
+  CHECK(format_by_name("fp8_e5m2").max_finite() == 57344.0);
+  CHECK(format_by_name("fp16").min_subnormal() == std::ldexp(1.0, -24));
+  CHECK(format_by_name("fp8_e4m3").min_subnormal() == std::ldexp(1.0, -9));
+  CHECK(format_by_name("fp8_e4m3").emin() == -6);
+  CHECK(format_by_name("fp16").storage_bits() == 16);
+  CHECK(format_by_name("fp8_e4m3").storage_bits() == 8);
+  CHECK(format_by_name("tf32").storage_bits() == 19);
+  CHECK(format_by_name("p=11,emax=15") == format_by_name("fp16"));
+  CHECK_THROWS_WITH(format_by_name("fp17"), Catch::Contains("fp8_e4m3"));
+  CHECK_THROWS(format_by_name("p=1,emax=15"));
+}
+
+TEST_CASE("overflow thresholds and policies", "[round]") {
+  const Format h = format_by_name("fp16");
+  CHECK(round(65519.99, h) == 65504.0);
+  CHECK(std::isinf(round(65520.0, h)));  // the paper's overflow threshold: 65520 rounds to inf
+  CHECK(round(65520.0, h, {RoundMode::nearest_even, Overflow::saturate}) == 65504.0);
+  CHECK(round(1e6, h, {RoundMode::toward_zero}) == 65504.0);
+  CHECK(round(-1e6, h, {RoundMode::toward_pos}) == -65504.0);
+  CHECK(std::isinf(round(-1e6, h, {RoundMode::toward_neg})));
+  const Format e4 = format_by_name("fp8_e4m3");
+  CHECK(round(464.0, e4) == 448.0);  // tie to even
+  CHECK(std::isnan(round(465.0, e4)));
+  CHECK(round(465.0, e4, {RoundMode::nearest_even, Overflow::saturate}) == 448.0);
+  CHECK(std::isnan(round(std::numeric_limits<double>::infinity(), e4)));
+}
+
+TEST_CASE("encode and decode are inverse on every fp16 and fp8 pattern", "[round]") {
+  for (const char* name : {"fp16", "bf16", "fp8_e4m3", "fp8_e5m2"}) {
+    const Format f = format_by_name(name);
+    for (std::uint64_t b = 0; b < (std::uint64_t(1) << f.storage_bits()); ++b) {
+      const double v = decode(b, f);
+      if (std::isnan(v)) continue;
+      REQUIRE(encode(v, f) == b);
+      REQUIRE(round(v, f) == v);
+    }
+  }
+  CHECK(encode(1.0, format_by_name("fp16")) == 0x3C00);
+  CHECK(encode(448.0, format_by_name("fp8_e4m3")) == 0x7E);
+  CHECK(std::isnan(decode(0x7F, format_by_name("fp8_e4m3"))));
+  CHECK_THROWS(encode(1.0 + 1e-9, format_by_name("fp16")));
+}
+
+TEST_CASE("span kernels equal the scalar rounding", "[round]") {
+  RandomBits rng(7);
+  std::vector<double> xs;
+  for (int i = 0; i < 200000; ++i) {
+    const double m = std::ldexp(static_cast<double>(rng.next() >> 11), -53);
+    const int e = static_cast<int>(rng.next() % 80) - 40;
+    xs.push_back((rng.next() & 1 ? -1 : 1) * std::ldexp(m, e));
+  }
+  for (const char* name : {"fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "tf32", "fp32", "fp64", "p=5,emax=7,subnormals=0"}) {
+    const Format f = format_by_name(name);
+    for (Overflow ov : {Overflow::ieee, Overflow::saturate})
+      for (bool fl : {false, true}) {
+        const RoundOptions o{RoundMode::nearest_even, ov, fl, fl};
+        std::vector<double> out(xs.size());
+        round_span(xs, out, f, o);
+        std::vector<float> xf(xs.begin(), xs.end()), of(xs.size());
+        round_span(xf, of, f, o);
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const double r = round(xs[i], f, o);
+          INFO(name << " x=" << xs[i]);
+          REQUIRE((std::isnan(r) ? std::isnan(out[i]) : std::bit_cast<std::uint64_t>(r) == std::bit_cast<std::uint64_t>(out[i])));
+          const double rf = round(static_cast<double>(xf[i]), f, o);
+          if (std::isnan(rf)) REQUIRE(std::isnan(of[i]));
+          else if (std::fabs(rf) <= std::numeric_limits<float>::max()) REQUIRE(std::bit_cast<std::uint64_t>(rf) == std::bit_cast<std::uint64_t>(static_cast<double>(of[i])));
+        }
+      }
+  }
+}

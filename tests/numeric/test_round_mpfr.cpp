@@ -1,0 +1,262 @@
+// round() against MPFR, an independent construction of the same rounding (the tests the issue asks for):
+// MPFR with precision p, emin set so that mpfr_subnormalize gives the format's gradual underflow, and an
+// exponent range wide enough above that MPFR never overflows; the format's overflow convention (IEEE 754
+// §7.4, E4M3FN's NaN, saturation) and the flush options are then applied by their definitions. Round-to-odd
+// is checked against its definition: round toward zero, and if inexact set the last significand bit.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <boost/random/mersenne_twister.hpp>
+#include <mpfr.h>
+
+#include "pasa/numeric/round.hpp"
+
+using namespace pasa;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+constexpr RoundMode kDeterministic[] = {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos,
+                                        RoundMode::toward_neg, RoundMode::odd};
+
+class MpfrReference {
+ public:
+  explicit MpfrReference(const Format& f) : f_(f) { mpfr_init2(y_, f.p); }
+  ~MpfrReference() { mpfr_clear(y_); }
+  MpfrReference(const MpfrReference&) = delete;
+  MpfrReference& operator=(const MpfrReference&) = delete;
+
+  double operator()(double x, const RoundOptions& o) {
+    if (std::isnan(x)) return x;
+    if (std::isinf(x)) {  // exact: no rounding, only the format's convention for infinities
+      if (o.overflow == Overflow::saturate) return std::copysign(f_.max_finite(), x);
+      return f_.has_infinity() ? x : kNaN;
+    }
+    if (o.flush_input && std::fabs(x) < f_.min_normal()) x = std::copysign(0.0, x);
+    double r;
+    if (o.mode == RoundMode::odd) {
+      int inexact = 0;
+      r = rounded(x, MPFR_RNDZ, &inexact);
+      if (inexact != 0) {
+        // The format's quantum at r (r = 0 lies in the subnormal binade); make the last bit 1.
+        const double a = std::fabs(r);
+        const int e = a == 0 ? f_.emin() : std::max(std::ilogb(a), f_.emin());
+        const double quantum = std::ldexp(1.0, e - (f_.p - 1));
+        if (std::fmod(a / quantum, 2.0) == 0.0) r = std::copysign(a + quantum, x);
+      }
+    } else {
+      const mpfr_rnd_t rnd = o.mode == RoundMode::nearest_even ? MPFR_RNDN
+                             : o.mode == RoundMode::toward_zero ? MPFR_RNDZ
+                             : o.mode == RoundMode::toward_pos  ? MPFR_RNDU
+                                                                : MPFR_RNDD;
+      int inexact = 0;
+      r = rounded(x, rnd, &inexact);
+    }
+    if (std::fabs(r) > f_.max_finite()) {  // overflow: the result with unbounded exponent exceeds max
+      const bool neg = std::signbit(x);
+      const bool to_max = o.overflow == Overflow::saturate || o.mode == RoundMode::toward_zero ||
+                          o.mode == RoundMode::odd || (o.mode == RoundMode::toward_pos && neg) ||
+                          (o.mode == RoundMode::toward_neg && !neg);
+      if (to_max) return std::copysign(f_.max_finite(), x);
+      return f_.has_infinity() ? std::copysign(kInf, x) : kNaN;
+    }
+    if (o.flush_output && std::fabs(r) < f_.min_normal()) r = std::copysign(0.0, r);
+    return r;
+  }
+
+ private:
+  double rounded(double x, mpfr_rnd_t rnd, int* inexact) {
+    const mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
+    // MPFR's exponent e means [1/2, 1)·2^e: the smallest subnormal 2^(emin-p+1) is 2^(E-1) with E below.
+    mpfr_set_emin(f_.emin() - f_.p + 2);
+    mpfr_set_emax(f_.emax + 8);  // never overflows inside MPFR; the format's convention is applied after
+    int t = mpfr_set_d(y_, x, rnd);
+    t = mpfr_subnormalize(y_, t, rnd);
+    const double r = mpfr_get_d(y_, MPFR_RNDN);  // exact: p <= 53 bits in double's range
+    mpfr_set_emin(old_emin);
+    mpfr_set_emax(old_emax);
+    *inexact = t;
+    return r;
+  }
+
+  Format f_;
+  mpfr_t y_;
+};
+
+bool same(double a, double b) {
+  return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+// Every finite value of the format, every midpoint between neighbours (with 0 below and the first value
+// beyond max_finite above: the overflow threshold), the doubles one ulp either side of each of those, values
+// deep in the underflow and overflow ranges; both signs.
+std::vector<double> grid(const Format& f) {
+  std::vector<double> pos;
+  for (std::uint64_t b = 0; b < (std::uint64_t(1) << (f.storage_bits() - 1)); ++b) {
+    const double v = decode(b, f);
+    if (std::isfinite(v)) pos.push_back(v);
+  }
+  std::sort(pos.begin(), pos.end());
+  // The next grid point beyond max_finite (it exists with unbounded exponent range).
+  pos.push_back(f.max_finite() + std::ldexp(1.0, f.emax - (f.p - 1)));
+  std::vector<double> xs;
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    const double v = pos[i];
+    xs.insert(xs.end(), {v, std::nextafter(v, kInf), std::nextafter(v, 0.0)});
+    if (i + 1 < pos.size()) {
+      const double m = (v + pos[i + 1]) / 2;  // exact: at most p+1 significant bits
+      xs.insert(xs.end(), {m, std::nextafter(m, kInf), std::nextafter(m, 0.0)});
+    }
+  }
+  const double tiny = f.min_subnormal();
+  xs.insert(xs.end(), {tiny / 4, tiny / 2 * 0.999, 1e-300, 5e-324, std::ldexp(f.max_finite(), 1),
+                       std::ldexp(1.0, f.emax + 1), 1e300, std::numeric_limits<double>::max(), kInf, kNaN});
+  const std::size_t n = xs.size();
+  for (std::size_t i = 0; i < n; ++i) xs.push_back(-xs[i]);
+  return xs;
+}
+
+void check_against_mpfr(const Format& f, const std::vector<double>& xs, const RoundOptions& o) {
+  MpfrReference ref(f);
+  std::size_t mismatches = 0;
+  for (double x : xs) {
+    const double want = ref(x, o);
+    const double got = round(x, f, o);
+    if (!same(got, want) && ++mismatches <= 5) {
+      INFO(f.name << " mode " << round_mode_name(o.mode) << " overflow " << overflow_name(o.overflow)
+                  << " flush_in " << o.flush_input << " flush_out " << o.flush_output);
+      INFO("x = " << std::hexfloat << x << " round = " << got << " MPFR = " << want);
+      CHECK(same(got, want));
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+void check_grid(const char* name) {
+  const Format f = format_by_name(name);
+  const std::vector<double> xs = grid(f);
+  for (RoundMode m : kDeterministic) {
+    check_against_mpfr(f, xs, {m, Overflow::ieee, false, false});
+    check_against_mpfr(f, xs, {m, Overflow::saturate, false, false});
+    check_against_mpfr(f, xs, {m, Overflow::ieee, true, false});
+    check_against_mpfr(f, xs, {m, Overflow::ieee, false, true});
+    check_against_mpfr(f, xs, {m, Overflow::saturate, true, true});
+  }
+}
+
+// Random doubles: exponents spread a few binades beyond the format's range on both sides, random
+// significands; one in eight a uniformly random bit pattern (NaNs, infinities, huge and tiny values).
+std::vector<double> random_doubles(const Format& f, std::size_t n, std::uint64_t seed) {
+  boost::random::mt19937_64 g(seed);
+  std::vector<double> xs(n);
+  const int lo = f.emin() - f.p - 3, hi = f.emax + 3;
+  for (auto& x : xs) {
+    const std::uint64_t r = g();
+    if (r % 8 == 0) {
+      x = std::bit_cast<double>(g());
+    } else {
+      const int e = lo + static_cast<int>(g() % static_cast<std::uint64_t>(hi - lo + 1));
+      x = std::ldexp(1.0 + std::ldexp(static_cast<double>(g() >> 12), -52), e);
+      if (r & 16) x = -x;
+    }
+  }
+  return xs;
+}
+
+// Random floats, widened exactly: half uniformly random bit patterns, half in the format's range.
+std::vector<double> random_floats(const Format& f, std::size_t n, std::uint64_t seed) {
+  boost::random::mt19937_64 g(seed);
+  std::vector<double> xs(n);
+  const int lo = std::max(f.emin() - f.p - 3, -149), hi = std::min(f.emax + 3, 127);
+  for (auto& x : xs) {
+    const std::uint64_t r = g();
+    float v;
+    if (r % 2 == 0) {
+      v = std::bit_cast<float>(static_cast<std::uint32_t>(r >> 32));
+    } else {
+      const int e = lo + static_cast<int>(g() % static_cast<std::uint64_t>(hi - lo + 1));
+      v = static_cast<float>(std::ldexp(1.0 + std::ldexp(static_cast<double>(g() >> 41), -23), e));  // exact or 0
+      if (r & 16) v = -v;
+    }
+    x = static_cast<double>(v);
+  }
+  return xs;
+}
+
+void check_random(const char* name, std::uint64_t seed) {
+  const Format f = format_by_name(name);
+  const std::vector<double> d = random_doubles(f, 250000, seed), s = random_floats(f, 250000, seed + 1);
+  for (RoundMode m : kDeterministic)
+    for (const auto* xs : {&d, &s}) {
+      check_against_mpfr(f, *xs, {m, Overflow::ieee, false, false});
+      check_against_mpfr(f, *xs, {m, Overflow::saturate, true, true});
+    }
+}
+
+}  // namespace
+
+TEST_CASE("MPFR: every fp16 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("fp16"); }
+TEST_CASE("MPFR: every bf16 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("bf16"); }
+TEST_CASE("MPFR: every fp8_e4m3 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("fp8_e4m3"); }
+TEST_CASE("MPFR: every fp8_e5m2 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("fp8_e5m2"); }
+
+TEST_CASE("MPFR: random doubles and floats, fp16 and bf16", "[round][mpfr]") {
+  check_random("fp16", 11);
+  check_random("bf16", 12);
+}
+TEST_CASE("MPFR: random doubles and floats, fp8 formats", "[round][mpfr]") {
+  check_random("fp8_e4m3", 13);
+  check_random("fp8_e5m2", 14);
+}
+TEST_CASE("MPFR: random doubles and floats, tf32, fp32 and a custom format", "[round][mpfr]") {
+  check_random("tf32", 15);
+  check_random("fp32", 16);
+  check_random("p=6,emax=20", 17);
+}
+
+TEST_CASE("MPFR reference itself agrees with hand-computed fp16 facts", "[round][mpfr]") {
+  // Guards the reference construction (emin offset, overflow convention) with values from IEEE 754.
+  MpfrReference ref(format_by_name("fp16"));
+  const RoundOptions rne{};
+  CHECK(ref(65519.0, rne) == 65504.0);
+  CHECK(ref(65520.0, rne) == kInf);
+  CHECK(ref(65520.0, {RoundMode::toward_zero}) == 65504.0);
+  CHECK(ref(std::ldexp(1.0, -25), rne) == 0.0);                       // tie between 0 and 2^-24: even (0)
+  CHECK(ref(std::ldexp(1.5, -25), rne) == std::ldexp(1.0, -24));
+  CHECK(ref(std::ldexp(3.0, -25), rne) == std::ldexp(1.0, -23));      // 1.5 ulp: tie to even (2 ulps)
+  CHECK(ref(std::ldexp(1.0, -30), {RoundMode::toward_pos}) == std::ldexp(1.0, -24));
+  CHECK(ref(1.0 + std::ldexp(1.0, -12), {RoundMode::odd}) == 1.0 + std::ldexp(1.0, -10));
+  CHECK(ref(std::ldexp(1.0, -30), {RoundMode::odd}) == std::ldexp(1.0, -24));
+  CHECK(ref(std::ldexp(1.0, -15), {RoundMode::nearest_even, Overflow::ieee, false, true}) == 0.0);
+}
+
+TEST_CASE("flush and saturate options on hand-picked values", "[round]") {
+  const Format h = format_by_name("fp16"), e5 = format_by_name("fp8_e5m2");
+  const double sub = std::ldexp(1.0, -20);  // an fp16 subnormal
+  CHECK(round(sub, h) == sub);
+  CHECK(round(sub, h, {RoundMode::nearest_even, Overflow::ieee, true, false}) == 0.0);
+  CHECK(std::signbit(round(-sub, h, {RoundMode::nearest_even, Overflow::ieee, true, false})));
+  CHECK(round(sub, h, {RoundMode::nearest_even, Overflow::ieee, false, true}) == 0.0);
+  // Flush-to-zero on output acts after rounding: just below 2^-14 rounds up to the smallest normal.
+  const double just_below = std::ldexp(1.0, -14) - std::ldexp(1.0, -26);
+  CHECK(round(just_below, h, {RoundMode::nearest_even, Overflow::ieee, false, true}) == std::ldexp(1.0, -14));
+  // Flush on input acts before: the same input is zero.
+  CHECK(round(just_below, h, {RoundMode::toward_pos, Overflow::ieee, true, false}) == 0.0);
+  // Saturation: finite overflow and infinities clamp to ±max in every mode.
+  for (RoundMode m : kDeterministic) {
+    const RoundOptions sat{m, Overflow::saturate};
+    CHECK(round(1e9, e5, sat) == 57344.0);
+    CHECK(round(-kInf, e5, sat) == -57344.0);
+    CHECK(std::isnan(round(kNaN, e5, sat)));
+  }
+  CHECK(round(61440.0, e5) == kInf);  // the E5M2 overflow threshold (max + ulp/2) ties away to inf
+  CHECK(round(61439.0, e5) == 57344.0);
+}
