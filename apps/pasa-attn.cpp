@@ -17,6 +17,8 @@
 #include "pasa/io/json_check.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/io/tensor_io.hpp"
+#include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/metrics_json.hpp"
 
 using namespace pasa;
 

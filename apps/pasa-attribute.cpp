@@ -16,6 +16,7 @@
 #include "pasa/io/problem_json.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/io/json_check.hpp"
+#include "pasa/io/algorithm_json.hpp"
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include "pasa/attention/gemm.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
+#include "pasa/io/algorithm_json.hpp"
 
 using namespace pasa;
 

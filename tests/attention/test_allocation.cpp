@@ -5,6 +5,7 @@
 
 #include "pasa/attention/allocation.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/io/allocation_json.hpp"
 
 using namespace pasa;
 using nlohmann::json;

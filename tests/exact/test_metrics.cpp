@@ -8,6 +8,7 @@
 
 #include "pasa/core/error.hpp"
 #include "pasa/exact/metrics.hpp"
+#include "pasa/io/metrics_json.hpp"
 
 using namespace pasa;
 

@@ -20,6 +20,7 @@
 #include "pasa/study/paper_tables.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
+#include "pasa/io/algorithm_json.hpp"
 
 using namespace pasa;
 using nlohmann::json;

@@ -18,23 +18,17 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/core/parallel.hpp"
 
 namespace pasa {
 
-// {"name": "pasa", "alloc": <allocation JSON>, "s1": 128, "s2": 128, "seed": 0,
-//  "pasa": {"beta": 0.984497, "alpha_in_M": true, "m0": "-inf" | "zero", "bf16_to_fp16": true, "form": "fa2"}}
-// Absent keys keep the defaults above. Errors are InputErrors naming the JSON path.
-AlgorithmSpec algorithm_from_json(const nlohmann::json& j, const std::string& json_path);
-nlohmann::json to_json(const AlgorithmSpec& spec);
-
 // Throws InputError for an unknown algorithm, s1 or s2 = 0, or inputs that fail validate().
 AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads = default_threads());
 
 std::vector<std::string> algorithm_names();
+// Throws InputError "<where>unknown algorithm \"name\"; known algorithms: ..." unless name is registered.
+void check_algorithm_name(const std::string& name, const std::string& where);
 
 }  // namespace pasa

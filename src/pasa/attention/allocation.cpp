@@ -1,16 +1,11 @@
 #include "pasa/attention/allocation.hpp"
 
-#include <stdexcept>
-
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "pasa/core/error.hpp"
 
 namespace pasa {
 namespace {
-
-using nlohmann::json;
 
 const std::array<std::string, kStageCount>& names() {
   static const std::array<std::string, kStageCount> n = {"q",   "k",   "v",  "qk_acc", "s",  "scale",
@@ -76,57 +71,6 @@ Allocation preset_or_throw(std::string_view name, const std::string& where) {
                                fmt::join(allocation_preset_names(), ", ")));
 }
 
-std::string get_string(const json& j, const std::string& path) {
-  if (!j.is_string()) throw InputError(fmt::format("{}: expected a string, got {}", path, j.dump()));
-  return j.get<std::string>();
-}
-
-bool get_bool(const json& j, const std::string& path) {
-  if (!j.is_boolean()) throw InputError(fmt::format("{}: expected true or false, got {}", path, j.dump()));
-  return j.get<bool>();
-}
-
-Format format_at(const json& j, const std::string& path) {
-  const std::string s = get_string(j, path);
-  try {
-    return format_by_name(s);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(fmt::format("{}: {}", path, e.what()));
-  }
-}
-
-// A stage is a format name, or {"format": ..., "round": ..., "overflow": ..., "ftz": ..., "daz": ...}
-// (fields absent keep the base's values).
-void read_stage(const json& j, const std::string& path, StageSpec& s) {
-  if (j.is_string()) {
-    s.format = format_at(j, path);
-    return;
-  }
-  if (!j.is_object()) throw InputError(fmt::format("{}: expected a format name or an object, got {}", path, j.dump()));
-  for (const auto& [key, val] : j.items()) {
-    const std::string p = path + "/" + key;
-    try {
-      if (key == "format") s.format = format_at(val, p);
-      else if (key == "round") s.round.mode = round_mode_by_name(get_string(val, p));
-      else if (key == "overflow") s.round.overflow = overflow_by_name(get_string(val, p));
-      else if (key == "ftz") s.round.flush_output = get_bool(val, p);
-      else if (key == "daz") s.round.flush_input = get_bool(val, p);
-      else throw InputError(fmt::format("{}: unknown key; known: format, round, overflow, ftz, daz", p));
-    } catch (const std::invalid_argument& e) {
-      throw InputError(fmt::format("{}: {}", p, e.what()));
-    }
-  }
-}
-
-const char* kind_name(GemmKind k) {
-  switch (k) {
-    case GemmKind::ordered: return "ordered";
-    case GemmKind::chunked: return "chunked";
-    case GemmKind::every_op: return "every_op";
-  }
-  return "?";
-}
-
 }  // namespace
 
 bool StageSpec::operator==(const StageSpec& o) const {
@@ -160,82 +104,5 @@ std::vector<std::string> allocation_preset_names() {
 }
 
 Allocation allocation_preset(std::string_view name) { return preset_or_throw(name, ""); }
-
-Allocation allocation_from_json(const json& j, const std::string& path) {
-  if (j.is_string()) return preset_or_throw(j.get<std::string>(), path + ": ");
-  if (!j.is_object())
-    throw InputError(fmt::format("{}: expected a preset name or an allocation object, got {}", path, j.dump()));
-  for (const auto& [key, val] : j.items())
-    if (key != "preset" && key != "name" && key != "gemm" && key != "stages")
-      throw InputError(fmt::format("{}/{}: unknown key; known: preset, name, gemm, stages", path, key));
-  const bool full = !j.contains("preset");
-  Allocation a = full ? Allocation{} : preset_or_throw(get_string(j.at("preset"), path + "/preset"), path + "/preset: ");
-  if (j.contains("name")) a.name = get_string(j.at("name"), path + "/name");
-  else if (!full) a.name = a.name + "+overrides";
-  else a.name = "custom";
-  if (j.contains("gemm")) {
-    const json& g = j.at("gemm");
-    const std::string gp = path + "/gemm";
-    if (!g.is_object()) throw InputError(fmt::format("{}: expected an object, got {}", gp, g.dump()));
-    for (const auto& [key, val] : g.items()) {
-      if (key == "model") {
-        const std::string m = get_string(val, gp + "/model");
-        if (m == "ordered") a.gemm.kind = GemmKind::ordered;
-        else if (m == "chunked") a.gemm.kind = GemmKind::chunked;
-        else if (m == "every_op") a.gemm.kind = GemmKind::every_op;
-        else throw InputError(fmt::format("{}/model: unknown GEMM model \"{}\"; known: ordered, chunked, every_op", gp, m));
-      } else if (key == "chunk") {
-        if (!val.is_number_integer() || val.get<long long>() < 1)
-          throw InputError(fmt::format("{}/chunk: expected an integer >= 1, got {}", gp, val.dump()));
-        a.gemm.chunk = static_cast<int>(val.get<long long>());
-      } else {
-        throw InputError(fmt::format("{}/{}: unknown key; known: model, chunk", gp, key));
-      }
-    }
-  }
-  std::array<bool, kStageCount> given{};
-  if (j.contains("stages")) {
-    const json& st = j.at("stages");
-    const std::string sp = path + "/stages";
-    if (!st.is_object()) throw InputError(fmt::format("{}: expected an object, got {}", sp, st.dump()));
-    for (const auto& [key, val] : st.items()) {
-      Stage s;
-      try {
-        s = stage_by_name(key);
-      } catch (const InputError& e) {
-        throw InputError(fmt::format("{}/{}: {}", sp, key, e.what()));
-      }
-      read_stage(val, sp + "/" + key, a.spec(s));
-      given[static_cast<std::size_t>(s)] = true;
-    }
-  }
-  if (full)
-    for (std::size_t i = 0; i < kStageCount; ++i)
-      if (!given[i])
-        throw InputError(fmt::format("{}/stages: stage \"{}\" missing (give every stage, or a \"preset\" to override)",
-                                     path, names()[i]));
-  return a;
-}
-
-json to_json(const Allocation& a) {
-  json stages = json::object();
-  const RoundOptions plain;
-  for (std::size_t i = 0; i < kStageCount; ++i) {
-    const StageSpec& s = a.stages[i];
-    if (s.round.mode == plain.mode && s.round.overflow == plain.overflow && !s.round.flush_input &&
-        !s.round.flush_output) {
-      stages[names()[i]] = s.format.name;
-    } else {
-      stages[names()[i]] = {{"format", s.format.name},
-                            {"round", round_mode_name(s.round.mode)},
-                            {"overflow", overflow_name(s.round.overflow)},
-                            {"ftz", s.round.flush_output},
-                            {"daz", s.round.flush_input}};
-    }
-  }
-  json gemm = {{"model", kind_name(a.gemm.kind)}};
-  if (a.gemm.kind == GemmKind::chunked) gemm["chunk"] = a.gemm.chunk;
-  return {{"name", a.name}, {"gemm", gemm}, {"stages", stages}};
-}
 
 }  // namespace pasa

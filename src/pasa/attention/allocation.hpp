@@ -27,8 +27,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "pasa/numeric/format.hpp"
 #include "pasa/numeric/round.hpp"
 
@@ -83,13 +81,5 @@ Stage stage_by_name(std::string_view name);  // throws InputError
 // fa_fp32_bf16, fa_bf16_fp32, fa_bf16, pasa_bf16, fa_fp8, pasa_fp8. Throws InputError for unknown names.
 Allocation allocation_preset(std::string_view name);
 std::vector<std::string> allocation_preset_names();
-
-// JSON: a preset name as a string, or an object
-//   {"preset": "fa_fp16", "name": "...", "gemm": {"model": "ordered|chunked|every_op", "chunk": 16},
-//    "stages": {"max": "fp32", "exp": {"format": "fp16", "round": "rne", "overflow": "saturate",
-//                                      "ftz": false, "daz": false}}}
-// Without "preset" every stage must be given. Errors are InputErrors naming the JSON path.
-Allocation allocation_from_json(const nlohmann::json& j, const std::string& json_path);
-nlohmann::json to_json(const Allocation& a);  // the full form (every stage); reads back equal
 
 }  // namespace pasa

@@ -3,7 +3,6 @@
 
 #include <cstddef>
 
-#include <nlohmann/json_fwd.hpp>
 
 #include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/numeric/format.hpp"
@@ -44,7 +43,5 @@ struct ScoreStats {
 // Scores are computed as in the golden (double-double, error-free products); the scale is effective_scale().
 ScoreStats score_stats(const AttentionInputs&, const Format& score_format, int threads = default_threads());
 
-nlohmann::json to_json(const Metrics&);
-nlohmann::json to_json(const ScoreStats&);
 
 }  // namespace pasa

@@ -20,6 +20,8 @@
 #include "pasa/io/problem_json.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
+#include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/metrics_json.hpp"
 
 namespace pasa {
 

@@ -57,34 +57,34 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
     fp32_[i] = sp.format == format_by_name("fp32") && sp.round.mode == RoundMode::nearest_even &&
                sp.round.overflow == Overflow::ieee && !sp.round.flush_input && !sp.round.flush_output;
   }
-  qk = GemmSpec{q.format, k.format, st(Stage::qk_acc), st(Stage::s), alloc.gemm};
-  pv = GemmSpec{st(Stage::p).format, v.format, st(Stage::pv_acc), st(Stage::pv), alloc.gemm};
-  set_kt_format(k.format);
-  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill kt themselves
+  qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm};
+  pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm};
+  set_keys_t_format(k.format);
+  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
   for (std::size_t b = 0; b < B && !shifts_keys; ++b)
-    for (std::size_t h = 0; h < Nkv; ++h) set_kt(b, h, k.head(b, h));
-  if (gemm_uses_floats(pv)) vf.assign(v.data.begin(), v.data.end());
-  if (gemm_uses_floats(qk)) qf.assign(q.data.begin(), q.data.end());
-  scale = rnd(Stage::scale, in.effective_scale(), &setup_rng_);
+    for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
+  if (gemm_uses_floats(pv)) v_f32.assign(v.data.begin(), v.data.end());
+  if (gemm_uses_floats(qk)) q_f32.assign(q.data.begin(), q.data.end());
+  scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
 }
 
-void Run::set_kt_format(const Format& f) {
-  kt_format = f;
+void Run::set_keys_t_format(const Format& f) {
+  keys_t_format = f;
   qk.b_format = f;
   const std::size_t size = B * Nkv * D * Skv;
   if (gemm_uses_floats(qk)) {
-    ktf.assign(size, 0.0f);
-    kt.clear();
+    keys_t_f32.assign(size, 0.0f);
+    keys_t.clear();
   } else {
-    kt.assign(size, 0.0);
-    ktf.clear();
+    keys_t.assign(size, 0.0);
+    keys_t_f32.clear();
   }
 }
 
-void Run::rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const {
+void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {
   if (native(s)) return;
-  const StageSpec& sp = st(s);
+  const StageSpec& sp = stage(s);
   if (fp32_[static_cast<std::size_t>(s)]) {  // a float conversion is RNE to fp32 with IEEE overflow
     for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i]);
     return;
@@ -92,9 +92,9 @@ void Run::rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const {
   round_span(std::span<const double>(x, n), std::span<double>(x, n), sp.format, sp.round, rng);
 }
 
-double Run::rnd(Stage s, double x, RandomBits* rng) const {
+double Run::round_to(Stage s, double x, RandomBits* rng) const {
   if (native(s)) return x;
-  const StageSpec& sp = st(s);
+  const StageSpec& sp = stage(s);
   return round(x, sp.format, sp.round, rng);
 }
 
@@ -112,10 +112,10 @@ void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t
 }
 }  // namespace
 
-void Run::set_kt(std::size_t b, std::size_t hk, const double* keys) {
+void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
   const std::size_t off = (b * Nkv + hk) * D * Skv;
-  if (!ktf.empty()) transpose_keys(keys, Skv, D, spec.s2, ktf.data() + off);
-  else transpose_keys(keys, Skv, D, spec.s2, kt.data() + off);
+  if (!keys_t_f32.empty()) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
+  else transpose_keys(keys, Skv, D, spec.s2, keys_t.data() + off);
 }
 
 std::vector<Item> make_items(const Run& run) {
@@ -151,10 +151,10 @@ void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
   const double* q = run.q.head(it.b, it.h) + it.r0 * run.D;
   const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0 * run.D;  // block j0: D × n
   const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * run.D;
-  if (!run.ktf.empty() && !run.qf.empty())
-    gemm(run.qk, it.rows(), n, run.D, run.qf.data() + qoff, run.D, run.ktf.data() + off, n, S, n, rng);
-  else if (!run.ktf.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.ktf.data() + off, n, S, n, rng);
-  else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.kt.data() + off, n, S, n, rng);
+  if (!run.keys_t_f32.empty() && !run.q_f32.empty())
+    gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
+  else if (!run.keys_t_f32.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
+  else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t.data() + off, n, S, n, rng);
 }
 
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
@@ -166,7 +166,7 @@ void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
     return;
   }
   for (std::size_t i = 0; i < count; ++i) S[i] *= run.scale;
-  run.rnd(Stage::scale, S, count, rng);
+  run.round_to(Stage::scale, S, count, rng);
 }
 
 void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count) {
@@ -177,7 +177,7 @@ void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t coun
 void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, std::size_t j0, std::size_t n, double* PV,
              RandomBits* rng) {
   const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * run.D + j0 * run.D;
-  if (!run.vf.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.vf.data() + off, run.D, PV, run.D, rng);
+  if (!run.v_f32.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v_f32.data() + off, run.D, PV, run.D, rng);
   else gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v.data.data() + off, run.D, PV, run.D, rng);
 }
 
@@ -194,16 +194,16 @@ void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows,
   for (std::size_t c = 0; c < n; ++c) {
     const double* col = t + c * st;
     for (std::size_t r = 0; r < rows; ++r) out[r] += col[r];
-    run.rnd(s, out, rows, rng);
+    run.round_to(s, out, rows, rng);
   }
 }
 
 void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
                      RandomBits* rng) {
   for (std::size_t r = 0; r < rows; ++r) alpha[r] = m_old[r] - m_new[r];
-  run.rnd(Stage::max, alpha, rows, rng);
+  run.round_to(Stage::max, alpha, rows, rng);
   exp_span(alpha, rows);
-  run.rnd(Stage::exp, alpha, rows, rng);
+  run.round_to(Stage::exp, alpha, rows, rng);
   for (std::size_t r = 0; r < rows; ++r)
     if (m_old[r] == kNegInf) alpha[r] = 0.0;
 }
@@ -223,9 +223,9 @@ void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, cons
   }
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t d = 0; d < width; ++d) acc[r * width + d] = alpha[r] * acc[r * width + d];
-  run.rnd(s, acc, rows * width, rng);
+  run.round_to(s, acc, rows * width, rng);
   for (std::size_t i = 0; i < rows * width; ++i) acc[i] = acc[i] + add[i];
-  run.rnd(s, acc, rows * width, rng);
+  run.round_to(s, acc, rows * width, rng);
 }
 
 double row_max(const double* x, std::size_t n) {
@@ -280,9 +280,9 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
     for (std::size_t c = 0; c < n; ++c) P[r * ld + c] = Z[r * ld + c] - sh;
   }
   const std::size_t count = rows == 0 ? 0 : (rows - 1) * ld + n;
-  run.rnd(Stage::exp, P, count, rng);
+  run.round_to(Stage::exp, P, count, rng);
   exp_span(P, count);
-  run.rnd(Stage::exp, P, count, rng);
+  run.round_to(Stage::exp, P, count, rng);
 }
 
 void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out) {
@@ -313,8 +313,8 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
       continue;
     }
     for (std::size_t d = 0; d < run.D; ++d) row[d] = divide ? O[r * run.D + d] / l[r] : O[r * run.D + d];
-    if (divide) run.rnd(Stage::div, row.data(), run.D, rng);
-    run.rnd(Stage::out, row.data(), run.D, rng);
+    if (divide) run.round_to(Stage::div, row.data(), run.D, rng);
+    run.round_to(Stage::out, row.data(), run.D, rng);
     double lse = m[r] + std::log(l[r]);
     if (lse_shift) lse += (*lse_shift)[(it.b * run.Nq + it.h) * run.Sq + it.r0 + r];
     write_row(run, it, it.r0 + r, row.data(), lse, out);
@@ -329,8 +329,8 @@ void normalised_output(const Run& run, const Item& it, const std::vector<double>
   tile_exp(run, Zrow.data(), rows, S, S, m.data(), A.data(), rng);
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < S; ++c) A[r * S + c] = A[r * S + c] / d[r];  // Eq. 9
-  run.rnd(Stage::div, A.data(), A.size(), rng);
-  run.rnd(Stage::p, A.data(), A.size(), rng);
+  run.round_to(Stage::div, A.data(), A.size(), rng);
+  run.round_to(Stage::p, A.data(), A.size(), rng);
   tile_pv(run, it, A.data(), S, 0, S, O.data(), rng);
   finish_rows(run, it, O, d, m, seen, false, nullptr, out, rng);
 }

@@ -19,7 +19,7 @@ namespace pasa::detail {
 
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// One run's fixed data. The algorithm fills kt (the keys the QKᵀ GEMM sees, transposed per (batch, kv head))
+// One run's fixed data. The algorithm fills keys_t (the keys the QKᵀ GEMM sees, transposed per (batch, kv head))
 // when it pre-processes K (pasa, smooth_k); otherwise it holds the rounded K.
 struct Run {
   const AttentionInputs& in;
@@ -35,15 +35,16 @@ struct Run {
   const Tensor& k;            // when they already hold those formats)
   const Tensor& v;
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
-  std::vector<double> kt;     // per (B, Nkv): each s2-key block j0 as D × n at j0·D (doubles, or in ktf)
-  Format kt_format;           // the format kt's values belong to (k, or k_shift)
-  std::vector<float> ktf, vf, qf;  // float copies of kt, v, q when the GEMMs run on float kernels (else empty)
+  std::vector<double> keys_t;      // per (B, Nkv): each s2-key block j0 as D × n at j0·D (or in keys_t_f32)
+  Format keys_t_format;            // the format keys_t's values belong to (k, or k_shift)
+  std::vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
+                                                // kernels (else empty)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   GemmSpec qk, pv;
 
   Run(const AttentionInputs& in, const AlgorithmSpec& spec);
-  const StageSpec& st(Stage s) const { return alloc.spec(s); }
+  const StageSpec& stage(Stage s) const { return alloc.spec(s); }
   bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
   // Plain RNE fp32 (a float conversion rounds it) or native fp64: a rounding that fuses into loops.
   bool fusable(Stage s) const { return native(s) || fp32_[static_cast<std::size_t>(s)]; }
@@ -55,12 +56,12 @@ struct Run {
     else body([](double x) { return static_cast<double>(static_cast<float>(x)); });
   }
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
-  void rnd(Stage s, double* x, std::size_t n, RandomBits* rng) const;
-  double rnd(Stage s, double x, RandomBits* rng) const;
-  // K^T of one (batch, kv head) from K (Skv × D row-major) into kt or ktf. Call set_kt_format first
+  void round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const;
+  double round_to(Stage s, double x, RandomBits* rng) const;
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32. Call set_keys_t_format first
   // when the keys are not in the k format.
-  void set_kt(std::size_t b, std::size_t hk, const double* keys);
-  void set_kt_format(const Format& f);
+  void set_keys_t(std::size_t b, std::size_t hk, const double* keys);
+  void set_keys_t_format(const Format& f);
 
  private:
   bool native_[kStageCount];

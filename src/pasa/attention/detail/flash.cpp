@@ -17,7 +17,7 @@ void advance_running_max(const Run& run, const double* Z, std::size_t rows, std:
     if (mloc != kNegInf) seen[r] = 1;
     mnew[r] = std::max(m[r], mloc);
   }
-  run.rnd(Stage::max, mnew.data(), rows, rng);
+  run.round_to(Stage::max, mnew.data(), rows, rng);
   rescale_factors(run, m.data(), mnew.data(), rows, alpha, rng);
   m = mnew;
 }
@@ -53,29 +53,29 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
     for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
       const std::size_t n = std::min(s2, run.Skv - j0);
       if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
-      for (std::size_t r = 0; r < rows; ++r) mt[r] = run.rnd(Stage::max, row_max(&Z[r * n], n), rng);  // m̃_ij
+      for (std::size_t r = 0; r < rows; ++r) mt[r] = run.round_to(Stage::max, row_max(&Z[r * n], n), rng);  // m̃_ij
       tile_exp(run, Z.data(), rows, n, n, mt.data(), P.data(), rng);  // P̃_ij = exp(S − m̃)
       rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, lt.data(), rng);  // l̃_ij
-      run.rnd(Stage::p, P.data(), rows * n, rng);
+      run.round_to(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
       for (std::size_t r = 0; r < rows; ++r) {
         if (mt[r] == kNegInf) continue;  // nothing visible in this row of the tile: O, l, m unchanged
         seen[r] = 1;
         const double mnew = std::max(m[r], mt[r]);
-        const double eo = m[r] == kNegInf ? 0.0 : run.rnd(Stage::exp, std::exp(run.rnd(Stage::max, m[r] - mnew, rng)), rng);
-        const double en = run.rnd(Stage::exp, std::exp(run.rnd(Stage::max, mt[r] - mnew, rng)), rng);
-        const double lnew = run.rnd(Stage::sum, run.rnd(Stage::sum, eo * l[r], rng) + run.rnd(Stage::sum, en * lt[r], rng), rng);
-        const double c_old = run.rnd(Stage::o, l[r] * eo, rng);  // diag(l)·e^{m − m_new}
+        const double eo = m[r] == kNegInf ? 0.0 : run.round_to(Stage::exp, std::exp(run.round_to(Stage::max, m[r] - mnew, rng)), rng);
+        const double en = run.round_to(Stage::exp, std::exp(run.round_to(Stage::max, mt[r] - mnew, rng)), rng);
+        const double lnew = run.round_to(Stage::sum, run.round_to(Stage::sum, eo * l[r], rng) + run.round_to(Stage::sum, en * lt[r], rng), rng);
+        const double c_old = run.round_to(Stage::o, l[r] * eo, rng);  // diag(l)·e^{m − m_new}
         double* o = &O[r * D];
         const double* pv = &PV[r * D];
         for (std::size_t d = 0; d < D; ++d) o[d] = c_old * o[d];
-        run.rnd(Stage::o, o, D, rng);
+        run.round_to(Stage::o, o, D, rng);
         for (std::size_t d = 0; d < D; ++d) t[d] = en * pv[d];
-        run.rnd(Stage::o, t.data(), D, rng);
+        run.round_to(Stage::o, t.data(), D, rng);
         for (std::size_t d = 0; d < D; ++d) o[d] = o[d] + t[d];
-        run.rnd(Stage::o, o, D, rng);
+        run.round_to(Stage::o, o, D, rng);
         for (std::size_t d = 0; d < D; ++d) o[d] = o[d] / lnew;  // diag(l_new)⁻¹
-        run.rnd(Stage::div, o, D, rng);
+        run.round_to(Stage::div, o, D, rng);
         m[r] = mnew;
         l[r] = lnew;
       }
@@ -96,7 +96,7 @@ void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std:
       advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
       tile_exp(run, Z.data(), rows, n, n, m.data(), P.data(), rng);
       rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);
-      run.rnd(Stage::p, P.data(), rows * n, rng);
+      run.round_to(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
       rescale_add(run, Stage::sum, l.data(), alpha.data(), rs.data(), rows, 1, rng);
       rescale_add(run, Stage::o, O.data(), alpha.data(), PV.data(), rows, D, rng);

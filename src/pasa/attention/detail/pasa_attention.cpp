@@ -16,7 +16,7 @@ std::vector<double> shifting_matrix(const Run& run, std::size_t n, RandomBits* r
   const double diag = (1.0 - o.beta / static_cast<double>(n)) * inv_alpha;
   std::vector<double> M(n * n, off);
   for (std::size_t i = 0; i < n; ++i) M[i * n + i] = diag;
-  run.rnd(Stage::shift, M.data(), M.size(), rng);
+  run.round_to(Stage::shift, M.data(), M.size(), rng);
   return M;
 }
 
@@ -32,9 +32,9 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
   RandomBits mrng(run.spec.seed ^ 0x94D049BB133111EBull);
   const std::vector<double> M_full = shifting_matrix(run, std::min(s2, S), &mrng);
   const std::vector<double> M_tail = S % s2 ? shifting_matrix(run, S % s2, &mrng) : std::vector<double>{};
-  const GemmSpec pre{run.st(Stage::shift).format, run.k.format, run.st(Stage::qk_acc), run.st(Stage::k_shift),
+  const GemmSpec pre{run.stage(Stage::shift).format, run.k.format, run.stage(Stage::qk_acc), run.stage(Stage::k_shift),
                      run.alloc.gemm};
-  run.set_kt_format(run.st(Stage::k_shift).format);
+  run.set_keys_t_format(run.stage(Stage::k_shift).format);
   parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
     const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
@@ -44,14 +44,14 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       const std::vector<double>& M = n == std::min(s2, S) ? M_full : M_tail;
       gemm(pre, n, D, n, M.data(), n, run.k.head(b, h) + j0 * D, D, shifted.data() + j0 * D, D, &rng);
     }
-    run.set_kt(b, h, shifted.data());
+    run.set_keys_t(b, h, shifted.data());
   });
 
   const double beta = opt.beta;
   const bool printed = opt.form == "printed";
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
     const std::size_t rows = it.rows();
-    const double inva = run.rnd(Stage::mean, beta / (1.0 - beta), rng);
+    const double inva = run.round_to(Stage::mean, beta / (1.0 - beta), rng);
     std::vector<double> m(rows, opt.m0_zero ? 0.0 : kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2);
     std::vector<double> F(rows, 0.0), Fnew(rows), Fold(rows), mean(rows), rs(rows), PV(rows * D), a_old(rows),
         a_new(rows), mloc(rows), shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows);
@@ -66,10 +66,10 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       if (!opt.alpha_in_M) tile_scale(run, Z.data(), Z.size(), rng);
       // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
       rowsum_in_order(run, Stage::mean, Z.data(), rows, n, n, mean.data(), rng);
-      for (std::size_t r = 0; r < rows; ++r) mean[r] = run.rnd(Stage::mean, mean[r] / static_cast<double>(n), rng);
+      for (std::size_t r = 0; r < rows; ++r) mean[r] = run.round_to(Stage::mean, mean[r] / static_cast<double>(n), rng);
       if (run.masked) tile_mask(Z.data(), vis, Z.size());
       // Every step below works on the block's rows at once (one rounding call per step).
-      auto rnd = [&](Stage st, std::vector<double>& x) { run.rnd(st, x.data(), rows, rng); };
+      auto rnd = [&](Stage st, std::vector<double>& x) { run.round_to(st, x.data(), rows, rng); };
       // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
       if (jj == 1) {
         Fnew = mean;
@@ -137,7 +137,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       m = mnew;
       tile_exp(run, Z.data(), rows, n, n, shift.data(), P.data(), rng);
       rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
-      run.rnd(Stage::p, P.data(), rows * n, rng);
+      run.round_to(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
       if (printed) {
         // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + e^{Δm_j}·l'_j; step 20: O_j = e^{Δm_j}·(P'V) + e^{Δm_{j−1}}·O_{j−1}.
@@ -145,7 +145,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
         rnd(Stage::sum, rs);
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t d = 0; d < D; ++d) PV[r * D + d] = a_new[r] * PV[r * D + d];
-        run.rnd(Stage::o, PV.data(), PV.size(), rng);
+        run.round_to(Stage::o, PV.data(), PV.size(), rng);
       }
       rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
       rescale_add(run, Stage::o, O.data(), a_old.data(), PV.data(), rows, D, rng);

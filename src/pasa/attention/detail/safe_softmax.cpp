@@ -16,7 +16,7 @@ void safe_softmax_attention(const Run& run, AttentionOutput& out, int threads) {
         std::copy(Z.begin() + r * n, Z.begin() + (r + 1) * n, Zrow.begin() + r * S + j0);
     }
     for (std::size_t r = 0; r < rows; ++r) {
-      m[r] = run.rnd(Stage::max, row_max(&Zrow[r * S], S), rng);  // Eq. 7
+      m[r] = run.round_to(Stage::max, row_max(&Zrow[r * S], S), rng);  // Eq. 7
       seen[r] = m[r] != kNegInf;
     }
     tile_exp(run, Zrow.data(), rows, S, S, m.data(), E.data(), rng);

@@ -7,7 +7,7 @@ namespace pasa::detail {
 void smooth_k_attention(Run& run, AttentionOutput& out, int threads) {
   const std::size_t D = run.D, S = run.Skv;
   std::vector<double> means(run.B * run.Nkv * D);
-  run.set_kt_format(run.st(Stage::k_shift).format);
+  run.set_keys_t_format(run.stage(Stage::k_shift).format);
   parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
     const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
@@ -15,15 +15,15 @@ void smooth_k_attention(Run& run, AttentionOutput& out, int threads) {
     double* mean = &means[bh * D];
     for (std::size_t s = 0; s < S; ++s) {  // in order over the sequence, vectorised across d
       for (std::size_t d = 0; d < D; ++d) mean[d] += k[s * D + d];
-      run.rnd(Stage::mean, mean, D, &rng);
+      run.round_to(Stage::mean, mean, D, &rng);
     }
     for (std::size_t d = 0; d < D; ++d) mean[d] /= static_cast<double>(S);
-    run.rnd(Stage::mean, mean, D, &rng);
+    run.round_to(Stage::mean, mean, D, &rng);
     std::vector<double> shifted(S * D);
     for (std::size_t s = 0; s < S; ++s)
       for (std::size_t d = 0; d < D; ++d) shifted[s * D + d] = k[s * D + d] - mean[d];
-    run.rnd(Stage::k_shift, shifted.data(), shifted.size(), &rng);
-    run.set_kt(b, h, shifted.data());
+    run.round_to(Stage::k_shift, shifted.data(), shifted.size(), &rng);
+    run.set_keys_t(b, h, shifted.data());
   });
   // lse of the original scores: + scale·q·mean(K) per query row.
   std::vector<double> lse_shift(run.B * run.Nq * run.Sq);
