@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/problem_json.hpp"
@@ -40,7 +41,8 @@ int main(int argc, char** argv) {
   double beta = PasaOptions{}.beta;
   auto* o_algo = app.add_option("--algorithm", algorithm, "algorithm: " + fmt::format("{}", fmt::join(algorithm_names(), ", ")));
   auto* o_alloc = app.add_option("--alloc", alloc, "precision allocation preset: " +
-                                                        fmt::format("{}", fmt::join(allocation_preset_names(), ", ")));
+                                                        fmt::format("{}", fmt::join(allocation_preset_names(), ", ")))
+                      ->check(pasa_apps::library_name(allocation_preset));
   auto* o_s1 = app.add_option("--s1", s1, "query block size");
   auto* o_s2 = app.add_option("--s2", s2, "key/value block size");
   auto* o_beta = app.add_option("--beta", beta, "PASA shifting coefficient β");
@@ -57,18 +59,19 @@ int main(int argc, char** argv) {
   auto* o_k = app.add_option("--k", k_file, "K from .npy");
   auto* o_v = app.add_option("--v", v_file, "V from .npy");
   app.add_option("--input-format", input_format,
-                 "format of the .npy inputs: required for uint8/uint16 bit patterns; float values are rounded to it");
+                 "format of the .npy inputs: required for uint8/uint16 bit patterns; float values are rounded to it")
+      ->check(pasa_apps::library_name(format_by_name));
   o_q->needs(o_k)->needs(o_v)->excludes(o_problem);
   o_k->needs(o_q);
   o_v->needs(o_q);
   std::vector<CLI::Option*> gen_opts = {
-      app.add_option("--batch", spec.batch, "B"),
-      app.add_option("--heads", spec.heads_q, "query heads Nq"),
-      app.add_option("--kv-heads", spec.heads_kv, "key/value heads Nkv (default Nq)"),
-      app.add_option("--seq", spec.seq_q, "query length Sq"),
-      app.add_option("--kv-seq", spec.seq_kv, "key/value length Skv (default Sq)"),
-      app.add_option("--dim", spec.head_dim, "head dimension D"),
-      app.add_option("--format", spec.format, "input storage format"),
+      app.add_option("--batch", spec.B, "B"),
+      app.add_option("--heads", spec.Nq, "query heads Nq"),
+      app.add_option("--kv-heads", spec.Nkv, "key/value heads Nkv (default Nq)"),
+      app.add_option("--seq", spec.Sq, "query length Sq"),
+      app.add_option("--kv-seq", spec.Skv, "key/value length Skv (default Sq)"),
+      app.add_option("--dim", spec.D, "head dimension D"),
+      app.add_option("--format", spec.format, "input storage format")->check(pasa_apps::library_name(format_by_name)),
       app.add_option("--seed", spec.seed, "problem seed"),
       app.add_option("--gen", kind, "generator: uniform (Eq. 17), hybrid (Eq. 18), resonance (§3.3.2)"),
       app.add_option("--x0", gen.x0, "generator centre / offset"),
@@ -92,7 +95,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the results as JSON instead of a table");
   app.add_option("--threads", threads, "threads");
   app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden");
-  app.add_option("--score-format", score_format, "format for the score overflow counts");
+  app.add_option("--score-format", score_format, "format for the score overflow counts")
+      ->check(pasa_apps::library_name(format_by_name));
   app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
   app.add_option("--golden-npy", golden_npy, "write the golden output as float64 .npy");
   CLI11_PARSE(app, argc, argv);
@@ -111,13 +115,7 @@ int main(int argc, char** argv) {
     nlohmann::json problem_json;
     if (!q_file.empty()) {
       std::unique_ptr<Format> f;
-      if (!input_format.empty()) {
-        try {
-          f = std::make_unique<Format>(format_by_name(input_format));
-        } catch (const std::invalid_argument& e) {
-          throw InputError(fmt::format("--input-format: {}", e.what()));
-        }
-      }
+      if (!input_format.empty()) f = std::make_unique<Format>(format_by_name(input_format));
       const LoadedTensor lq = load_tensor(q_file, f.get()), lk = load_tensor(k_file, f.get()),
                          lv = load_tensor(v_file, f.get());
       in.q = lq.tensor;
@@ -132,8 +130,8 @@ int main(int argc, char** argv) {
       if (!problem_file.empty()) {
         spec = problem_from_json(read_json_file(problem_file), problem_file + ":");
       } else {
-        if (app.count("--kv-heads") == 0) spec.heads_kv = spec.heads_q;
-        if (app.count("--kv-seq") == 0) spec.seq_kv = spec.seq_q;
+        if (app.count("--kv-heads") == 0) spec.Nkv = spec.Nq;
+        if (app.count("--kv-seq") == 0) spec.Skv = spec.Sq;
         gen.kind = gen_kind_by_name(kind);
         spec.q = spec.k = spec.v = gen;
         spec.k.phase_deg = gen.phase_deg + phase_lag;
@@ -143,13 +141,7 @@ int main(int argc, char** argv) {
       in = generate_inputs(spec, threads);
       problem_json = to_json(spec);
     }
-    const Format sfmt = [&] {
-      try {
-        return format_by_name(score_format);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(fmt::format("--score-format: {}", e.what()));
-      }
-    }();
+    const Format sfmt = format_by_name(score_format);
     // Run
     auto t0 = std::chrono::steady_clock::now();
     const AttentionOutput out = run_attention(in, algo, threads);
@@ -177,8 +169,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     const Shape& s = in.q.shape;
-    fmt::print("problem      Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {}{}\n", s.b, s.n, s.s, s.d, in.k.shape.b,
-               in.k.shape.n, in.k.shape.s, in.k.shape.d, in.q.format.name, in.mask.causal ? ", causal" : "");
+    fmt::print("problem      Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {}{}\n", s.B, s.N, s.S, s.D, in.k.shape.B,
+               in.k.shape.N, in.k.shape.S, in.k.shape.D, in.q.format.name, in.mask.causal ? ", causal" : "");
     fmt::print("algorithm    {} / {} (s1 {}, s2 {}), {:.3f} s\n", algo.name, algo.alloc.name, algo.s1, algo.s2, t_algo);
     fmt::print("golden       {} guaranteed bits{}, {:.3f} s\n", golden.guaranteed_bits,
                golden.used_mpfr ? " (MPFR)" : "", t_golden);
@@ -200,8 +192,7 @@ int main(int argc, char** argv) {
         {"scaled rounding to inf/NaN", std::to_string(st.overflow_scaled)}};
     for (const auto& [k, v] : rows) fmt::print("{:<28}{}\n", k, v);
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pasa-attn: error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_error("pasa-attn");
   }
 }

@@ -11,6 +11,7 @@
 #include "pasa/analysis/attribution.hpp"
 #include "pasa/io/analysis_report.hpp"
 #include "pasa/io/csv.hpp"
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/problem_json.hpp"
@@ -35,7 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--problem", problem_path, "problem JSON (the form pasa-attn reads)")->required();
   app.add_option("--spec", spec_path, "algorithm JSON (name, alloc, s1, s2, pasa options); overrides the options below");
   app.add_option("--algorithm", algo, "algorithm name")->capture_default_str();
-  app.add_option("--alloc", alloc, "allocation preset")->capture_default_str();
+  app.add_option("--alloc", alloc, "allocation preset")
+      ->capture_default_str()
+      ->check(pasa_apps::library_name(pasa::allocation_preset));
   app.add_option("--s1", s1, "query block size")->capture_default_str();
   app.add_option("--s2", s2, "key/value block size")->capture_default_str();
   app.add_option("--beta", beta, "PASA beta")->capture_default_str();
@@ -90,9 +93,8 @@ int main(int argc, char** argv) {
     }
     if (!csv_path.empty()) pasa::write_file_atomic(csv_path, pasa::stage_shares_csv(rows));
     if (!json_path.empty()) pasa::write_file_atomic(json_path, j.dump(2) + "\n");
-  } catch (const std::exception& e) {  // InputError for user mistakes; anything else (I/O) likewise reported
-    fmt::print(stderr, "pasa-attribute: error: {}\n", e.what());
-    return 1;
+  } catch (...) {
+    return pasa::report_error("pasa-attribute");
   }
   return 0;
 }

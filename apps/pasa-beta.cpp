@@ -11,6 +11,7 @@
 #include "pasa/analysis/beta_solver.hpp"
 #include "pasa/io/analysis_report.hpp"
 #include "pasa/io/csv.hpp"
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/format.hpp"
 
@@ -23,7 +24,8 @@ int main(int argc, char** argv) {
   pasa::BetaOptions opt;
   std::string csv_path, json_path;
   app.add_option("--format", format_name, "format tp the entries of M are rounded to (fp16, bf16, ..., p=..,emax=..)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(pasa_apps::library_name(pasa::format_by_name));
   app.add_option("--n", n, "block size n = s2 (M is n x n)")->capture_default_str();
   app.add_option("--beta", betas, "initial beta (repeatable)");
   app.add_flag("--table3", table3, "use the paper's Table 3 initial betas (0.9, 1-2^-4, 1-2^-5, 1-2^-6, 0.99, 0.999)");
@@ -35,12 +37,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    pasa::Format tp;
-    try {
-      tp = pasa::format_by_name(format_name);
-    } catch (const std::invalid_argument& e) {
-      throw pasa::InputError(fmt::format("--format {}: {}", format_name, e.what()));
-    }
+    const pasa::Format tp = pasa::format_by_name(format_name);
     if (table3) {
       const auto t3 = pasa::table3_initial_betas();
       betas.insert(betas.begin(), t3.begin(), t3.end());
@@ -66,9 +63,8 @@ int main(int argc, char** argv) {
       for (const pasa::BetaRow& r : rows) j["rows"].push_back(pasa::to_json(r));
       pasa::write_file_atomic(json_path, j.dump(2) + "\n");
     }
-  } catch (const std::exception& e) {  // InputError for user mistakes; anything else (I/O) likewise reported
-    fmt::print(stderr, "pasa-beta: error: {}\n", e.what());
-    return 1;
+  } catch (...) {
+    return pasa::report_error("pasa-beta");
   }
   return 0;
 }

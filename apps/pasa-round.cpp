@@ -10,9 +10,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/io/npy.hpp"
 #include "pasa/io/number_text.hpp"
+#include "pasa/io/format_table.hpp"
 #include "pasa/numeric/round.hpp"
 
 int main(int argc, char** argv) {
@@ -24,10 +26,14 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 0;
   app.add_option("numbers", numbers, "numbers to round (decimal, hex float such as 0x1.8p-3, inf, nan)");
   app.add_option("-f,--format", format_name, "target format: " + pasa::known_format_names())
-      ->capture_default_str();
-  app.add_option("-m,--mode", mode_name, "rounding mode: " + pasa::known_round_mode_names())->capture_default_str();
-  app.add_option("--overflow", overflow_name, "overflow policy: ieee (inf, or NaN for fp8_e4m3) or saturate")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(pasa_apps::library_name(pasa::format_by_name));
+  app.add_option("-m,--mode", mode_name, "rounding mode: " + pasa::known_round_mode_names())
+      ->capture_default_str()
+      ->check(pasa_apps::library_name(pasa::round_mode_by_name));
+  app.add_option("--overflow", overflow_name, "overflow policy: ieee (inf, or NaN for fp8_e4m3fn) or saturate")
+      ->capture_default_str()
+      ->check(pasa_apps::library_name(pasa::overflow_by_name));
   app.add_flag("--flush-input", flush_input, "treat inputs below the smallest normal as zero (DAZ)");
   app.add_flag("--flush-output", flush_output, "flush results below the smallest normal to zero (FTZ)");
   app.add_option("--seed", seed, "seed of the random source for stochastic rounding (mode sr)")->capture_default_str();
@@ -84,8 +90,7 @@ int main(int argc, char** argv) {
       std::fputs(out.c_str(), stdout);
     }
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pasa-round: error: %s\n", e.what());
-    return 2;
+  } catch (...) {
+    return pasa::report_error("pasa-round");
   }
 }

@@ -80,11 +80,7 @@ int main(int argc, char** argv) {
     if (!r.summary.empty()) std::printf("summary: %s\n", r.summary.c_str());
     std::fputs(pasa::sweep_digest(cfg, r.csv).c_str(), stdout);
     return 0;
-  } catch (const pasa::InputError& e) {
-    std::fprintf(stderr, "pasa-sweep: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pasa-sweep: internal error: %s\n", e.what());
-    return 3;
+  } catch (...) {
+    return pasa::report_error("pasa-sweep");
   }
 }

@@ -35,12 +35,8 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   try {
     pasa::reproduce_paper(opt);
-  } catch (const pasa::InputError& e) {
-    std::fprintf(stderr, "pasa-tables: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pasa-tables: internal error: %s\n", e.what());
-    return 3;
+  } catch (...) {
+    return pasa::report_error("pasa-tables");
   }
   std::printf("done in %.0f s (%d threads); tables in %s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), opt.threads, out.c_str());

@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   ProblemSpec ps;
-  ps.heads_q = ps.heads_kv = heads;
-  ps.seq_q = ps.seq_kv = seq;
-  ps.head_dim = dim;
+  ps.Nq = ps.Nkv = heads;
+  ps.Sq = ps.Skv = seq;
+  ps.D = dim;
   ps.q = ps.k = ps.v = TensorGen{GenKind::uniform, 0.0, 1.0};
   ps.seed = 1;
   const AttentionInputs in = generate_inputs(ps);

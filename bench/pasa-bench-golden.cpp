@@ -33,9 +33,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   ProblemSpec spec;
-  spec.heads_q = spec.heads_kv = heads;
-  spec.seq_q = spec.seq_kv = seq;
-  spec.head_dim = dim;
+  spec.Nq = spec.Nkv = heads;
+  spec.Sq = spec.Skv = seq;
+  spec.D = dim;
   spec.q = spec.k = spec.v = TensorGen{GenKind::uniform, x0, am};
   spec.seed = 1;
   const AttentionInputs in = generate_inputs(spec, threads);
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
 
   // One head through the plain MPFR path: head 0 of the same problem (streams are per head).
   ProblemSpec one = spec;
-  one.heads_q = one.heads_kv = 1;
+  one.Nq = one.Nkv = 1;
   const AttentionInputs in1 = generate_inputs(one, threads);
   GoldenOptions plain = fast;
   plain.fast = false;

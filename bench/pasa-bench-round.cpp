@@ -1,4 +1,4 @@
-// Rounding throughput: a 64M-element float32 array rounded (RNE, out of place) to fp16, bf16, fp8_e4m3 and
+// Rounding throughput: a 64M-element float32 array rounded (RNE, out of place) to fp16, bf16, fp8_e4m3fn and
 // fp8_e5m2 with 1 and 2 threads, against a plain memcpy of the same array in the same run (the baseline:
 // rounding reads and writes as many bytes as memcpy). Goal (issue 2): fp16/bf16 >= 0.75x memcpy, fp8 >= 0.5x.
 // Values are spread over each format's whole range: random signs and significands, exponents uniform
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   fmt::print("{} float32 elements ({} MiB in, {} MiB out), best of {}\n", n, n * 4 >> 20, n * 4 >> 20, reps);
   fmt::print("{:<10} {:>7}  {:>14}  {:>14}  {:>8}\n", "format", "threads", "round elem/s", "memcpy elem/s",
              "ratio");
-  for (const char* name : {"fp16", "bf16", "fp8_e4m3", "fp8_e5m2"}) {
+  for (const char* name : {"fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2"}) {
     const pasa::Format f = pasa::format_by_name(name);
     const std::vector<float> in = spread_values(f, n, 1);
     for (int threads : {1, 2}) {

@@ -275,33 +275,7 @@ TEST_CASE("every preset runs every algorithm with an error its formats explain",
     }
 }
 
-TEST_CASE("algorithm specs read and print as JSON; errors name the path", "[algorithms]") {
-  AlgorithmSpec s = spec_of("pasa", "pasa_fp16", 64, 32);
-  s.pasa.beta = 0.9375;
-  s.pasa.alpha_in_M = false;
-  s.pasa.m0_zero = true;
-  s.pasa.form = "printed";
-  s.seed = 7;
-  CHECK(algorithm_from_json(to_json(s), "/a") == s);
-  const auto j = nlohmann::json::parse(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"max": "fp32"}}, "s2": 64})");
-  const AlgorithmSpec f = algorithm_from_json(j, "/a");
-  CHECK(f.s2 == 64);
-  CHECK(f.s1 == 128);
-  CHECK(f.alloc.stage("max").name == "fp32");
-  auto err = [](const char* text) {
-    try {
-      algorithm_from_json(nlohmann::json::parse(text), "run.json:/algorithm");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  CHECK_THAT(err(R"({"name": "fa3"})"), Catch::Contains("run.json:/algorithm/name") && Catch::Contains("smooth_k"));
-  CHECK_THAT(err(R"({"name": "pasa", "pasa": {"beta": 1.0}})"), Catch::Contains("/algorithm/pasa/beta"));
-  CHECK_THAT(err(R"({"name": "pasa", "pasa": {"m0": "0"}})"), Catch::Contains("/algorithm/pasa/m0"));
-  CHECK_THAT(err(R"({"name": "pasa", "s1": 0})"), Catch::Contains("/algorithm/s1"));
-  CHECK_THAT(err(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"mx": "fp32"}}})"),
-             Catch::Contains("/algorithm/alloc/stages/mx"));
+TEST_CASE("run_attention refuses a block size of 0", "[algorithms]") {
   AttentionInputs in = make_inputs(1, 1, 1, 8, 8, 4, {}, 1);
   AlgorithmSpec bad = spec_of("fa2", "fp64");
   bad.s2 = 0;

@@ -45,22 +45,22 @@ struct Reference {
 // Plain MPFR: visibility tested element by element with the definition of the mask (not visible_end).
 Reference reference(const AttentionInputs& in) {
   const Shape& qs = in.q.shape;
-  const std::size_t Skv = in.k.shape.s, D = qs.d, g = qs.n / in.k.shape.n;
+  const std::size_t Skv = in.k.shape.S, D = qs.D, g = qs.N / in.k.shape.N;
   Reference r;
   r.o.assign(qs.size(), 0);
   r.scale_abs.assign(qs.size(), 0);
-  r.lse.assign(qs.b * qs.n * qs.s, -std::numeric_limits<double>::infinity());
+  r.lse.assign(qs.B * qs.N * qs.S, -std::numeric_limits<double>::infinity());
   mpfr_t sc, acc, t, lse, w, num, den, tmp;
   mpfr_inits2(256, sc, acc, t, lse, w, num, den, tmp, static_cast<mpfr_ptr>(nullptr));
   if (in.scale != 0) mpfr_set_d(sc, in.scale, MPFR_RNDN);
   else mpfr_set_ui(sc, D, MPFR_RNDN), mpfr_sqrt(sc, sc, MPFR_RNDN), mpfr_ui_div(sc, 1, sc, MPFR_RNDN);
-  for (std::size_t b = 0; b < qs.b; ++b)
-    for (std::size_t h = 0; h < qs.n; ++h)
-      for (std::size_t i = 0; i < qs.s; ++i) {
+  for (std::size_t b = 0; b < qs.B; ++b)
+    for (std::size_t h = 0; h < qs.N; ++h)
+      for (std::size_t i = 0; i < qs.S; ++i) {
         auto vis = [&](std::size_t j) {
-          if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(Skv) - static_cast<long>(qs.s)) return false;
+          if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(Skv) - static_cast<long>(qs.S)) return false;
           if (!in.mask.kv_len.empty() && j >= in.mask.kv_len[b]) return false;
-          if (!in.mask.keep.empty() && !in.mask.keep[(b * qs.s + i) * Skv + j]) return false;
+          if (!in.mask.keep.empty() && !in.mask.keep[(b * qs.S + i) * Skv + j]) return false;
           return true;
         };
         std::vector<double> s_hi(Skv);
@@ -81,7 +81,7 @@ Reference reference(const AttentionInputs& in) {
           mpfr_exp(tmp, s[j], MPFR_RNDN);
           mpfr_add(den, den, tmp, MPFR_RNDN);
         }
-        const std::size_t row = (b * qs.n + h) * qs.s + i;
+        const std::size_t row = (b * qs.N + h) * qs.S + i;
         if (any) {
           mpfr_log(lse, den, MPFR_RNDN);
           r.lse[row] = mpfr_get_d(lse, MPFR_RNDN);

@@ -4,11 +4,9 @@
 #include <cmath>
 #include <limits>
 
-#include <nlohmann/json.hpp>
 
 #include "pasa/core/error.hpp"
 #include "pasa/exact/metrics.hpp"
-#include "pasa/io/metrics_json.hpp"
 
 using namespace pasa;
 
@@ -57,8 +55,6 @@ TEST_CASE("metrics: NaN and inf elements are counted, not dropped", "[metrics]")
   CHECK(std::isinf(i.rmse));
   CHECK(i.inf_pct == 25.0);
   CHECK(i.rmse_finite == Approx(1.0 / std::sqrt(26.0)).epsilon(1e-15));  // ‖(0,0,·,1)‖/‖(3,4,·,1)‖
-  CHECK(to_json(n)["rmse"] == "nan");
-  CHECK(to_json(i)["rmse"] == "inf");
   CHECK_THROWS_AS(compare_outputs(vec({1, 2, 3, 4}, 1), g), InputError);
 }
 
@@ -86,10 +82,9 @@ TEST_CASE("score statistics: min/max and fp16/fp8 overflow counts by hand", "[me
   in.k.data = {464, 0, 466, 0, 448, 0};
   in.v = in.k;
   in.scale = 1;
-  const ScoreStats e = score_stats(in, format_by_name("fp8_e4m3"));
+  const ScoreStats e = score_stats(in, format_by_name("fp8_e4m3fn"));
   CHECK(e.over_max == 2);
   CHECK(e.overflow == 1);
   in.mask.kv_len = {1};  // only the first key visible
-  CHECK(score_stats(in, format_by_name("fp8_e4m3")).entries == 1);
-  CHECK(to_json(e)["overflow"] == 1);
+  CHECK(score_stats(in, format_by_name("fp8_e4m3fn")).entries == 1);
 }

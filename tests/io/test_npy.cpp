@@ -106,8 +106,8 @@ TEST_CASE("npy reads hand-written files of every dtype", "[npy]") {
   CHECK(v[2] == std::ldexp(1.0, -24));
   CHECK(v[3] == std::numeric_limits<double>::infinity());
 
-  // uint8 patterns of fp8_e4m3 (0x7E = 448, 0x01 = 2^-9, 0xB8 = -1) and uint16 of bf16 (0x3F80 = 1).
-  const Format e4 = format_by_name("fp8_e4m3"), bf = format_by_name("bf16");
+  // uint8 patterns of fp8_e4m3fn (0x7E = 448, 0x01 = 2^-9, 0xB8 = -1) and uint16 of bf16 (0x3F80 = 1).
+  const Format e4 = format_by_name("fp8_e4m3fn"), bf = format_by_name("bf16");
   put_file(p, npy_bytes("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }", "\x7E\x01\xB8"));
   a = read_npy(p);
   CHECK(a.dtype == NpyDtype::u8);
@@ -136,7 +136,7 @@ TEST_CASE("npy round trips every dtype bit-exactly", "[npy]") {
       {NpyDtype::f64, nullptr, {0.1, -0.0, 5e-324, 1.7976931348623157e308, -inf, nan}},
       {NpyDtype::f32, nullptr, {static_cast<double>(0.1f), -0.0, std::ldexp(1.0, -149), 0x1.fffffep127, inf, nan}},
       {NpyDtype::f16, nullptr, {1.0, -0.0, std::ldexp(1.0, -24), 65504.0, -inf, nan}},
-      {NpyDtype::u8, "fp8_e4m3", {448.0, -0.0, std::ldexp(1.0, -9), -1.75, 0.0, nan}},
+      {NpyDtype::u8, "fp8_e4m3fn", {448.0, -0.0, std::ldexp(1.0, -9), -1.75, 0.0, nan}},
       {NpyDtype::u8, "fp8_e5m2", {57344.0, -0.0, std::ldexp(1.0, -16), -1.5, inf, nan}},
       {NpyDtype::u16, "bf16", {0x1.fep127, -0.0, std::ldexp(1.0, -133), 1.0078125, -inf, nan}},
       {NpyDtype::u16, "fp16", {65504.0, -0.0, std::ldexp(1.0, -24), -1.0009765625, inf, nan}},
@@ -176,7 +176,7 @@ TEST_CASE("npy round trips every dtype bit-exactly", "[npy]") {
 }
 
 TEST_CASE("make_npy rejects values that are not exact in the dtype", "[npy]") {
-  const Format e4 = format_by_name("fp8_e4m3"), h = format_by_name("fp16");
+  const Format e4 = format_by_name("fp8_e4m3fn"), h = format_by_name("fp16");
   CHECK_THROWS_AS(make_npy(std::vector<double>{0.1}, {1}, NpyDtype::f32), InputError);
   CHECK_THROWS_AS(make_npy(std::vector<double>{1.0 + 1.0 / 4096}, {1}, NpyDtype::f16), InputError);
   CHECK_THROWS_AS(make_npy(std::vector<double>{1.0625}, {1}, NpyDtype::u8, &e4), InputError);

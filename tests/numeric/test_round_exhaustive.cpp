@@ -67,7 +67,7 @@ void check_float_patterns(const Format& f, const RoundOptions& o, std::uint64_t 
   CHECK(bad.count == 0);
 }
 
-const char* const kFormats[] = {"fp16", "bf16", "fp8_e4m3", "fp8_e5m2"};
+const char* const kFormats[] = {"fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2"};
 
 }  // namespace
 

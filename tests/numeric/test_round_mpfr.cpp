@@ -205,7 +205,7 @@ void check_random(const char* name, std::uint64_t seed) {
 
 TEST_CASE("MPFR: every fp16 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("fp16"); }
 TEST_CASE("MPFR: every bf16 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("bf16"); }
-TEST_CASE("MPFR: every fp8_e4m3 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("fp8_e4m3"); }
+TEST_CASE("MPFR: every fp8_e4m3fn value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("fp8_e4m3fn"); }
 TEST_CASE("MPFR: every fp8_e5m2 value, midpoint and neighbour, all modes and options", "[round][mpfr]") { check_grid("fp8_e5m2"); }
 
 TEST_CASE("MPFR: random doubles and floats, fp16 and bf16", "[round][mpfr]") {
@@ -213,7 +213,7 @@ TEST_CASE("MPFR: random doubles and floats, fp16 and bf16", "[round][mpfr]") {
   check_random("bf16", 12);
 }
 TEST_CASE("MPFR: random doubles and floats, fp8 formats", "[round][mpfr]") {
-  check_random("fp8_e4m3", 13);
+  check_random("fp8_e4m3fn", 13);
   check_random("fp8_e5m2", 14);
 }
 TEST_CASE("MPFR: random doubles and floats, tf32, fp32 and a custom format", "[round][mpfr]") {

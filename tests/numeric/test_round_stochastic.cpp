@@ -36,8 +36,8 @@ TEST_CASE("stochastic rounding: up-probability is the distance to the neighbours
       {"fp16", 0.1 * std::ldexp(1.0, -24)},              // below the smallest subnormal: 0 or 2^-24
       {"bf16", 3.14159265358979},
       {"bf16", 1e-40},                                    // bf16 subnormal
-      {"fp8_e4m3", 0.3},
-      {"fp8_e4m3", 440.0},                                // between 416 and 448
+      {"fp8_e4m3fn", 0.3},
+      {"fp8_e4m3fn", 440.0},                                // between 416 and 448
       {"fp8_e5m2", -0.0123},
       {"fp8_e5m2", 3.0 * std::ldexp(1.0, -17)},           // e5m2 subnormal: 2^-16 spacing
       {"tf32", 1.0 / 3.0},
@@ -68,8 +68,8 @@ TEST_CASE("stochastic rounding: up-probability is the distance to the neighbours
 }
 
 TEST_CASE("stochastic rounding: probability is linear in the position between neighbours", "[round][stochastic]") {
-  // x = lo + k/16 of the gap, k = 1..15, in fp8_e4m3 between 1 and 1.125: P(up) = k/16.
-  const Format f = format_by_name("fp8_e4m3");
+  // x = lo + k/16 of the gap, k = 1..15, in fp8_e4m3fn between 1 and 1.125: P(up) = k/16.
+  const Format f = format_by_name("fp8_e4m3fn");
   constexpr int N = 50000;
   RandomBits rng(99);
   for (int k = 1; k < 16; ++k) {

@@ -76,7 +76,7 @@ InvarianceView invariance_view(const AttentionInputs& in, const AlgorithmSpec& s
   // M is stored in the allocation's shifting-matrix format (Eq. 10), with or without 1/α inside it.
   const Format& tp = spec.alloc.stage("shift");
   opt.rounding = spec.alloc.spec("shift").round;
-  if (spec.pasa.alpha_in_M) opt.sqrt_d = in.q.shape.d;
+  if (spec.pasa.alpha_in_M) opt.sqrt_d = in.q.shape.D;
   const std::size_t n = spec.s2;
   v.inva = ideal_invariance(v.beta);
   v.inva_r = practical_invariance(v.beta, n, tp, opt);

@@ -1,10 +1,10 @@
 // Blocked attention algorithms run under a precision allocation, and their registry.
 //
-//   safe_softmax    3-pass safe softmax attention (seed 002, Eq. 7–9): the reference attention
-//   online_softmax  2-pass online softmax (seed 002): max and sum in one pass, then the output
-//   fa1             FlashAttention 1 (seed 002, Alg. 1, KV outer loop): per-step normalised output
-//   fa2             FlashAttention 2 (seed 002, Alg. 1 of FA2, Q outer loop): returns the log-sum-exp
-//   pasa            PASA (paper Alg. 1, as read in PASA-NOTES.md; options below)
+//   safe_softmax    3-pass safe softmax attention ([FA1, §3.1]): the reference attention
+//   online_softmax  2-pass online softmax ([FA1, §3.1]): max and sum in one pass, then the output
+//   fa1             FlashAttention 1 ([FA1, Alg. 1], KV outer loop): per-step normalised output
+//   fa2             FlashAttention 2 ([FA2, Alg. 1], Q outer loop): returns the log-sum-exp
+//   pasa            PASA ([PASA, Alg. 1], as read in docs/; options below)
 //   smooth_k        SageAttention's "smooth K": K minus its mean over the whole sequence, then fa2
 //
 // Every algorithm parallelises over (batch, head, query block); the loop order over blocks is fixed by the

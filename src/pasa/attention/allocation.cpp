@@ -59,9 +59,9 @@ Allocation preset_or_throw(std::string_view name, const std::string& where) {
   // FP8 counterparts (FA3 style): Q, K, V and P in E4M3 with saturation, the rest as Fig. 1 (fa_fp8) or
   // fp16 (pasa_fp8); the output in fp16.
   if (name == "fa_fp8" || name == "pasa_fp8") {
-    Allocation a = name == "fa_fp8" ? fig1("fa_fp8", "fp8_e4m3") : fig3("pasa_fp8", "fp16");
+    Allocation a = name == "fa_fp8" ? fig1("fa_fp8", "fp8_e4m3fn") : fig3("pasa_fp8", "fp16");
     for (Stage st : {Stage::q, Stage::k, Stage::v, Stage::p, Stage::k_shift}) {
-      a.spec(st).format = format_by_name("fp8_e4m3");
+      a.spec(st).format = format_by_name("fp8_e4m3fn");
       a.spec(st).round.overflow = Overflow::saturate;
     }
     a.spec(Stage::out).format = format_by_name("fp16");

@@ -1,7 +1,22 @@
-// User-input errors: the message names what was wrong and where (file, JSON path, value). Apps print
-// what() and exit non-zero; library code throws these for anything a user can get wrong.
+// The library's error convention: which exception class means what, and the exit code an app gives it.
+//
+//   InputError (here)             the user's mistake: a bad name, value, shape, JSON key, file or folder.
+//                                 The message names what was wrong and where (file, JSON path, value), so
+//                                 the user can fix it without reading code. Every function that reads what a
+//                                 user wrote (names, JSON, .npy, CSV, the command line) throws this.
+//   std::invalid_argument,        a broken precondition: the calling code passed what the callee's header
+//   std::domain_error             excludes (round_span with spans of different sizes, encode of a value the
+//                                 format cannot hold). A bug in the caller, never the user's: user input is
+//                                 checked, and reported as InputError, before it reaches such a function.
+//   std::logic_error (others)     a bug inside the library: one of its own invariants broke.
+//
+// Apps catch at main() through report_error(): an InputError prints "<app>: error: <what>" and exits 2;
+// anything else prints "<app>: internal error: <what>" and exits 3. Command-line syntax errors are
+// reported by CLI11 before that, with its own exit codes (>= 100).
 #pragma once
 
+#include <cstdio>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -10,5 +25,25 @@ namespace pasa {
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+inline constexpr int kExitInputError = 2;     // InputError: the user can fix the input
+inline constexpr int kExitInternalError = 3;  // anything else: a bug to report
+
+// Call inside `catch (...)` in an app's main(): prints the current exception as described above and returns
+// the exit code for it.
+inline int report_error(const char* app) {
+  try {
+    throw;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", app, e.what());
+    return kExitInputError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", app, e.what());
+    return kExitInternalError;
+  } catch (...) {
+    std::fprintf(stderr, "%s: internal error: unknown exception\n", app);
+    return kExitInternalError;
+  }
+}
 
 }  // namespace pasa

@@ -82,7 +82,7 @@ std::size_t visible_keys(const AttentionInputs& in, std::size_t b, std::size_t i
   vis.assign(end, 1);
   std::size_t n = end;
   if (!in.mask.keep.empty()) {
-    const std::uint8_t* keep = in.mask.keep.data() + (b * in.q.shape.s + i) * in.k.shape.s;
+    const std::uint8_t* keep = in.mask.keep.data() + (b * in.q.shape.S + i) * in.k.shape.S;
     for (std::size_t j = 0; j < end; ++j)
       if (!keep[j]) {
         vis[j] = 0;
@@ -115,7 +115,7 @@ double lse_from_dd(DD m, DD l) {
 // is below kMinFastBits; the caller then redoes the block with MPFR.
 bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, BlockResult& res) {
   const AttentionInputs& in = P.in;
-  const std::size_t D = in.q.shape.d, Sq = in.q.shape.s, Skv = in.k.shape.s;
+  const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
   const std::size_t hk = h / in.group();
   const KeysT keys(in.k, b, hk);
   const double* V = in.v.head(b, hk);
@@ -123,7 +123,7 @@ bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
   std::vector<DD> p(Skv);
   std::vector<unsigned char> vis;
   for (std::size_t i = i0; i < i1; ++i) {
-    const std::size_t row = (b * in.q.shape.n + h) * Sq + i;
+    const std::size_t row = (b * in.q.shape.N + h) * Sq + i;
     const std::size_t n = visible_keys(in, b, i, vis);
     if (n == 0) {
       write_masked_row(P.g, row, D);
@@ -179,7 +179,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
   const AttentionInputs& in = P.in;
   const mpfr_prec_t prec = P.opt.precision_bits;
   const double u = std::ldexp(1.0, -static_cast<int>(prec));
-  const std::size_t D = in.q.shape.d, Sq = in.q.shape.s, Skv = in.k.shape.s;
+  const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
   const std::size_t hk = h / in.group();
   const double* K = in.k.head(b, hk);
   const double* V = in.v.head(b, hk);
@@ -196,7 +196,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
   for (std::size_t j = 0; j < Skv; ++j) knorm[j] = row_norm(K + j * D, D);
   std::vector<unsigned char> vis;
   for (std::size_t i = i0; i < i1; ++i) {
-    const std::size_t row = (b * in.q.shape.n + h) * Sq + i;
+    const std::size_t row = (b * in.q.shape.N + h) * Sq + i;
     const std::size_t n = visible_keys(in, b, i, vis);
     if (n == 0) {
       write_masked_row(P.g, row, D);
@@ -256,8 +256,8 @@ bool fast_path_safe(const AttentionInputs& in, double max_abs_v) {
     return m;
   };
   const double bound = 0x1p900;
-  const double qk = max_abs(in.q) * max_abs(in.k) * static_cast<double>(in.q.shape.d);
-  return qk < bound && max_abs_v * static_cast<double>(in.k.shape.s) < bound;
+  const double qk = max_abs(in.q) * max_abs(in.k) * static_cast<double>(in.q.shape.D);
+  return qk < bound && max_abs_v * static_cast<double>(in.k.shape.S) < bound;
 }
 
 }  // namespace
@@ -273,7 +273,7 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   const Shape& qs = in.q.shape;
   Golden g;
   g.o = Tensor(qs, format_by_name("fp64"));
-  g.lse.assign(qs.b * qs.n * qs.s, 0.0);
+  g.lse.assign(qs.B * qs.N * qs.S, 0.0);
   Problem P{in, opt, g, {}, 0};
   {
     mpfr_t x, tmp;
@@ -281,7 +281,7 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
     if (in.scale != 0) {
       mpfr_set_d(x, in.scale, MPFR_RNDN);
     } else {
-      mpfr_set_ui(x, static_cast<unsigned long>(qs.d), MPFR_RNDN);
+      mpfr_set_ui(x, static_cast<unsigned long>(qs.D), MPFR_RNDN);
       mpfr_rec_sqrt(x, x, MPFR_RNDN);
     }
     P.scale_dd.hi = mpfr_get_d(x, MPFR_RNDN);
@@ -291,11 +291,11 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   }
   for (double x : in.v.data) P.max_abs_v = std::max(P.max_abs_v, std::abs(x));
   const bool fast = opt.fast && fast_path_safe(in, P.max_abs_v);
-  const std::size_t blocks = (qs.s + kRowBlock - 1) / kRowBlock;
-  std::vector<BlockResult> results(qs.b * qs.n * blocks);
+  const std::size_t blocks = (qs.S + kRowBlock - 1) / kRowBlock;
+  std::vector<BlockResult> results(qs.B * qs.N * blocks);
   parallel_for(results.size(), opt.threads, [&](std::size_t w) {
-    const std::size_t blk = w % blocks, bh = w / blocks, b = bh / qs.n, h = bh % qs.n;
-    const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.s, i0 + kRowBlock);
+    const std::size_t blk = w % blocks, bh = w / blocks, b = bh / qs.N, h = bh % qs.N;
+    const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
     BlockResult r;
     if (!fast || !fast_block(P, b, h, i0, i1, r)) {
       r = BlockResult{};

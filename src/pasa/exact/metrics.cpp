@@ -53,19 +53,19 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
   const Shape& a = out.shape;
   const Shape& g = golden.shape;
   if (!(a == g))
-    throw InputError(fmt::format("output shape ({}, {}, {}, {}) differs from the golden's ({}, {}, {}, {})", a.b, a.n,
-                                 a.s, a.d, g.b, g.n, g.s, g.d));
+    throw InputError(fmt::format("output shape ({}, {}, {}, {}) differs from the golden's ({}, {}, {}, {})", a.B, a.N,
+                                 a.S, a.D, g.B, g.N, g.S, g.D));
   if (out.data.size() != a.size() || golden.data.size() != g.size())
     throw InputError("output or golden data size does not match its shape");
   Metrics m;
   m.elements = a.size();
-  m.rows = a.b * a.n * a.s;
+  m.rows = a.B * a.N * a.S;
   DD err2_fin, gold2_fin, dot, out2_fin;
   bool any_nan = false;
   for (std::size_t r = 0; r < m.rows; ++r) {
     bool row_bad = false;
-    for (std::size_t x = 0; x < a.d; ++x) {
-      const std::size_t idx = r * a.d + x;
+    for (std::size_t x = 0; x < a.D; ++x) {
+      const std::size_t idx = r * a.D + x;
       const double o = out.data[idx], gv = golden.data[idx];
       if (!std::isfinite(gv)) throw InputError(fmt::format("golden element {} is not finite ({})", idx, gv));
       if (std::isnan(o)) {
@@ -106,18 +106,18 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
 ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, int threads) {
   validate(in);
   const Shape& qs = in.q.shape;
-  const std::size_t Skv = in.k.shape.s, D = qs.d;
+  const std::size_t Skv = in.k.shape.S, D = qs.D;
   const double scale = in.effective_scale();
   const OverflowThreshold th = overflow_threshold(score_format);
   const double mx = score_format.max_finite();
-  std::vector<ScoreStats> part(qs.b * qs.n);
+  std::vector<ScoreStats> part(qs.B * qs.N);
   parallel_for(part.size(), threads, [&](std::size_t w) {
-    const std::size_t b = w / qs.n, h = w % qs.n;
+    const std::size_t b = w / qs.N, h = w % qs.N;
     const KeysT keys(in.k, b, h / in.group());
     std::vector<double> hi(Skv), lo(Skv);
     ScoreStats& st = part[w];
     DD mn{kInf, 0}, mxs{-kInf, 0}, mnu{kInf, 0}, mxu{-kInf, 0};
-    for (std::size_t i = 0; i < qs.s; ++i) {
+    for (std::size_t i = 0; i < qs.S; ++i) {
       const std::size_t end = visible_end(in, b, i);
       dot2_scores(in.q.head(b, h) + i * D, keys, end, hi.data(), lo.data());
       for (std::size_t j = 0; j < end; ++j) {

@@ -27,7 +27,7 @@ inline double dot2_error_bound(std::size_t d, double abs_dot) {
 struct KeysT {
   std::size_t skv = 0, d = 0;
   std::vector<double> kt, norm;
-  KeysT(const Tensor& k, std::size_t b, std::size_t h) : skv(k.shape.s), d(k.shape.d), kt(skv * d), norm(skv) {
+  KeysT(const Tensor& k, std::size_t b, std::size_t h) : skv(k.shape.S), d(k.shape.D), kt(skv * d), norm(skv) {
     const double* src = k.head(b, h);
     for (std::size_t j = 0; j < skv; ++j) {
       double n2 = 0;

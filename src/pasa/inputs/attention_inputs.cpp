@@ -11,36 +11,36 @@ namespace pasa {
 
 namespace {
 
-std::string shape_str(const Shape& s) { return fmt::format("({}, {}, {}, {})", s.b, s.n, s.s, s.d); }
+std::string shape_str(const Shape& s) { return fmt::format("({}, {}, {}, {})", s.B, s.N, s.S, s.D); }
 
 void check_finite(const Tensor& t, const char* name) {
   for (std::size_t idx = 0; idx < t.data.size(); ++idx) {
     if (std::isfinite(t.data[idx])) continue;
     const Shape& s = t.shape;
-    const std::size_t d = idx % s.d, row = idx / s.d, i = row % s.s, bn = row / s.s;
+    const std::size_t d = idx % s.D, row = idx / s.D, i = row % s.S, bn = row / s.S;
     throw InputError(fmt::format("{} has a non-finite element {} at (b={}, n={}, s={}, d={}); "
                                  "allow non-finite inputs explicitly if this is intended",
-                                 name, t.data[idx], bn / s.n, bn % s.n, i, d));
+                                 name, t.data[idx], bn / s.N, bn % s.N, i, d));
   }
 }
 
 }  // namespace
 
 double AttentionInputs::effective_scale() const {
-  return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.shape.d));
+  return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.shape.D));
 }
 
 void validate(const AttentionInputs& in) {
   const Shape &q = in.q.shape, &k = in.k.shape, &v = in.v.shape;
   const std::string all = fmt::format("Q {}, K {}, V {}", shape_str(q), shape_str(k), shape_str(v));
-  if (q.d == 0 || k.d == 0) throw InputError("head dimension D = 0 (" + all + ")");
-  if (q.s == 0 || k.s == 0) throw InputError("empty sequence: Sq and Skv must be >= 1 (" + all + ")");
-  if (q.b == 0 || q.n == 0 || k.n == 0) throw InputError("B, Nq and Nkv must be >= 1 (" + all + ")");
+  if (q.D == 0 || k.D == 0) throw InputError("head dimension D = 0 (" + all + ")");
+  if (q.S == 0 || k.S == 0) throw InputError("empty sequence: Sq and Skv must be >= 1 (" + all + ")");
+  if (q.B == 0 || q.N == 0 || k.N == 0) throw InputError("B, Nq and Nkv must be >= 1 (" + all + ")");
   if (!(k == v)) throw InputError("K and V shapes differ (" + all + ")");
-  if (q.b != k.b) throw InputError("batch size of Q differs from K/V (" + all + ")");
-  if (q.d != k.d) throw InputError("head dimension D of Q differs from K/V (" + all + ")");
-  if (q.n % k.n != 0)
-    throw InputError(fmt::format("N_q = {} is not a multiple of N_kv = {} (GQA needs it) ({})", q.n, k.n, all));
+  if (q.B != k.B) throw InputError("batch size of Q differs from K/V (" + all + ")");
+  if (q.D != k.D) throw InputError("head dimension D of Q differs from K/V (" + all + ")");
+  if (q.N % k.N != 0)
+    throw InputError(fmt::format("N_q = {} is not a multiple of N_kv = {} (GQA needs it) ({})", q.N, k.N, all));
   const Tensor* ts[] = {&in.q, &in.k, &in.v};
   const char* names[] = {"Q", "K", "V"};
   for (int t = 0; t < 3; ++t)
@@ -50,21 +50,21 @@ void validate(const AttentionInputs& in) {
   if (!std::isfinite(in.scale)) throw InputError(fmt::format("scale must be finite, got {}", in.scale));
   const Mask& m = in.mask;
   if (!m.kv_len.empty()) {
-    if (m.kv_len.size() != q.b)
-      throw InputError(fmt::format("mask kv_len has {} entries, expected one per batch (B = {})", m.kv_len.size(), q.b));
+    if (m.kv_len.size() != q.B)
+      throw InputError(fmt::format("mask kv_len has {} entries, expected one per batch (B = {})", m.kv_len.size(), q.B));
     for (std::size_t b = 0; b < m.kv_len.size(); ++b)
-      if (m.kv_len[b] > k.s)
-        throw InputError(fmt::format("mask kv_len[{}] = {} exceeds Skv = {}", b, m.kv_len[b], k.s));
+      if (m.kv_len[b] > k.S)
+        throw InputError(fmt::format("mask kv_len[{}] = {} exceeds Skv = {}", b, m.kv_len[b], k.S));
   }
-  if (!m.keep.empty() && m.keep.size() != q.b * q.s * k.s)
+  if (!m.keep.empty() && m.keep.size() != q.B * q.S * k.S)
     throw InputError(fmt::format("boolean mask has {} entries, expected B*Sq*Skv = {}*{}*{} = {}", m.keep.size(),
-                                 q.b, q.s, k.s, q.b * q.s * k.s));
+                                 q.B, q.S, k.S, q.B * q.S * k.S));
   if (!in.allow_nonfinite)
     for (int t = 0; t < 3; ++t) check_finite(*ts[t], names[t]);
 }
 
 std::size_t visible_end(const AttentionInputs& in, std::size_t b, std::size_t i) {
-  const std::size_t sq = in.q.shape.s, skv = in.k.shape.s;
+  const std::size_t sq = in.q.shape.S, skv = in.k.shape.S;
   std::size_t end = in.mask.kv_len.empty() ? skv : in.mask.kv_len[b];
   if (in.mask.causal) {
     // j <= i + (Skv - Sq)  <=>  j < i + 1 + Skv - Sq, computed without unsigned wrap-around.
@@ -77,7 +77,7 @@ std::size_t visible_end(const AttentionInputs& in, std::size_t b, std::size_t i)
 bool visible(const AttentionInputs& in, std::size_t b, std::size_t i, std::size_t j) {
   if (j >= visible_end(in, b, i)) return false;
   if (in.mask.keep.empty()) return true;
-  return in.mask.keep[(b * in.q.shape.s + i) * in.k.shape.s + j] != 0;
+  return in.mask.keep[(b * in.q.shape.S + i) * in.k.shape.S + j] != 0;
 }
 
 }  // namespace pasa

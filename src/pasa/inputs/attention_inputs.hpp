@@ -26,7 +26,7 @@ struct AttentionInputs {
   Mask mask;
   bool allow_nonfinite = false;  // validate() rejects NaN/inf input elements unless this is set
 
-  std::size_t group() const { return k.shape.n == 0 ? 0 : q.shape.n / k.shape.n; }  // N_q / N_kv (GQA)
+  std::size_t group() const { return k.shape.N == 0 ? 0 : q.shape.N / k.shape.N; }  // N_q / N_kv (GQA)
   double effective_scale() const;  // scale, or the double nearest to 1/sqrt(D)
 };
 

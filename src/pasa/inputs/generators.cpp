@@ -99,22 +99,22 @@ GenKind gen_kind_by_name(const std::string& s) {
 }
 
 void validate(const ProblemSpec& p) {
-  if (p.batch == 0 || p.heads_q == 0 || p.heads_kv == 0 || p.seq_q == 0 || p.seq_kv == 0 || p.head_dim == 0)
-    throw InputError(fmt::format("problem shape has a zero: B={} Nq={} Nkv={} Sq={} Skv={} D={}", p.batch, p.heads_q,
-                                 p.heads_kv, p.seq_q, p.seq_kv, p.head_dim));
-  if (p.heads_q % p.heads_kv != 0)
-    throw InputError(fmt::format("problem shape: Nq = {} is not a multiple of Nkv = {}", p.heads_q, p.heads_kv));
+  if (p.B == 0 || p.Nq == 0 || p.Nkv == 0 || p.Sq == 0 || p.Skv == 0 || p.D == 0)
+    throw InputError(fmt::format("problem shape has a zero: B={} Nq={} Nkv={} Sq={} Skv={} D={}", p.B, p.Nq,
+                                 p.Nkv, p.Sq, p.Skv, p.D));
+  if (p.Nq % p.Nkv != 0)
+    throw InputError(fmt::format("problem shape: Nq = {} is not a multiple of Nkv = {}", p.Nq, p.Nkv));
   try {
     (void)format_by_name(p.format);
-  } catch (const std::invalid_argument& e) {
+  } catch (const InputError& e) {
     throw InputError(fmt::format("problem format '{}': {}", p.format, e.what()));
   }
   if (!std::isfinite(p.scale)) throw InputError(fmt::format("problem scale must be finite, got {}", p.scale));
-  if (!p.kv_len.empty() && p.kv_len.size() != p.batch)
-    throw InputError(fmt::format("problem kv_len has {} entries, expected B = {}", p.kv_len.size(), p.batch));
+  if (!p.kv_len.empty() && p.kv_len.size() != p.B)
+    throw InputError(fmt::format("problem kv_len has {} entries, expected B = {}", p.kv_len.size(), p.B));
   for (std::size_t b = 0; b < p.kv_len.size(); ++b)
-    if (p.kv_len[b] > p.seq_kv)
-      throw InputError(fmt::format("problem kv_len[{}] = {} exceeds Skv = {}", b, p.kv_len[b], p.seq_kv));
+    if (p.kv_len[b] > p.Skv)
+      throw InputError(fmt::format("problem kv_len[{}] = {} exceeds Skv = {}", b, p.kv_len[b], p.Skv));
   validate_gen(p.q, "/q");
   validate_gen(p.k, "/k");
   validate_gen(p.v, "/v");
@@ -127,11 +127,11 @@ Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::
   Tensor t(shape, fmt);
   RoundOptions ro;
   ro.overflow = Overflow::saturate;
-  const std::size_t per_head = shape.s * shape.d;
-  parallel_for(shape.b * shape.n, threads, [&](std::size_t w) {
-    const std::size_t b = w / shape.n, h = w % shape.n;
+  const std::size_t per_head = shape.S * shape.D;
+  parallel_for(shape.B * shape.N, threads, [&](std::size_t w) {
+    const std::size_t b = w / shape.N, h = w % shape.N;
     double* out = t.head(b, h);
-    fill_head(g, out, shape.s, shape.d, stream_seed(seed, name, b, h));
+    fill_head(g, out, shape.S, shape.D, stream_seed(seed, name, b, h));
     const std::span<double> span(out, per_head);
     round_span(span, span, fmt, ro);
   });
@@ -142,9 +142,9 @@ AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
   validate(p);
   const Format fmt = format_by_name(p.format);
   AttentionInputs in;
-  in.q = generate_tensor(p.q, {p.batch, p.heads_q, p.seq_q, p.head_dim}, fmt, p.seed, "q", threads);
-  in.k = generate_tensor(p.k, {p.batch, p.heads_kv, p.seq_kv, p.head_dim}, fmt, p.seed, "k", threads);
-  in.v = generate_tensor(p.v, {p.batch, p.heads_kv, p.seq_kv, p.head_dim}, fmt, p.seed, "v", threads);
+  in.q = generate_tensor(p.q, {p.B, p.Nq, p.Sq, p.D}, fmt, p.seed, "q", threads);
+  in.k = generate_tensor(p.k, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "k", threads);
+  in.v = generate_tensor(p.v, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "v", threads);
   in.scale = p.scale;
   in.mask.causal = p.causal;
   in.mask.kv_len = p.kv_len;

@@ -33,7 +33,7 @@ struct TensorGen {
 };
 
 struct ProblemSpec {
-  std::size_t batch = 1, heads_q = 1, heads_kv = 1, seq_q = 128, seq_kv = 128, head_dim = 64;
+  std::size_t B = 1, Nq = 1, Nkv = 1, Sq = 128, Skv = 128, D = 64;
   std::string format = "fp16";  // storage format of Q, K and V (values rounded to nearest even, saturating)
   double scale = 0;              // 0: 1/sqrt(D)
   bool causal = false;

@@ -10,8 +10,10 @@
 namespace pasa {
 
 struct Shape {
-  std::size_t b = 1, n = 1, s = 1, d = 1;  // batch, heads, sequence, head dimension
-  std::size_t size() const { return b * n * s * d; }
+  // The attention dimensions as the JSON spells them: batch B, heads N (Nq for Q, Nkv for K and V),
+  // sequence S (Sq, Skv), head dimension D.
+  std::size_t B = 1, N = 1, S = 1, D = 1;
+  std::size_t size() const { return B * N * S * D; }
   bool operator==(const Shape&) const = default;
 };
 
@@ -23,14 +25,14 @@ struct Tensor {
   Tensor() = default;
   Tensor(Shape sh, Format f) : shape(sh), format(std::move(f)), data(sh.size(), 0.0) {}
   double& at(std::size_t b, std::size_t n, std::size_t s, std::size_t d) {
-    return data[((b * shape.n + n) * shape.s + s) * shape.d + d];
+    return data[((b * shape.N + n) * shape.S + s) * shape.D + d];
   }
   double at(std::size_t b, std::size_t n, std::size_t s, std::size_t d) const {
-    return data[((b * shape.n + n) * shape.s + s) * shape.d + d];
+    return data[((b * shape.N + n) * shape.S + s) * shape.D + d];
   }
   // Pointer to the (S, D) matrix of one (batch, head).
-  const double* head(std::size_t b, std::size_t n) const { return data.data() + (b * shape.n + n) * shape.s * shape.d; }
-  double* head(std::size_t b, std::size_t n) { return data.data() + (b * shape.n + n) * shape.s * shape.d; }
+  const double* head(std::size_t b, std::size_t n) const { return data.data() + (b * shape.N + n) * shape.S * shape.D; }
+  double* head(std::size_t b, std::size_t n) { return data.data() + (b * shape.N + n) * shape.S * shape.D; }
 };
 
 }  // namespace pasa

@@ -1,66 +1,30 @@
 #include "pasa/io/allocation_json.hpp"
 
-#include <stdexcept>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "pasa/core/error.hpp"
+#include "pasa/io/json_check.hpp"
 
 namespace pasa {
 namespace {
 
 using nlohmann::json;
 
-// A preset by name; an unknown name is an InputError prefixed with where the name was found.
-Allocation preset_at(std::string_view name, const std::string& where) {
-  try {
-    return allocation_preset(name);
-  } catch (const InputError& e) {
-    throw InputError(where + e.what());
-  }
-}
-
-std::string get_string(const json& j, const std::string& path) {
-  if (!j.is_string()) throw InputError(fmt::format("{}: expected a string, got {}", path, j.dump()));
-  return j.get<std::string>();
-}
-
-bool get_bool(const json& j, const std::string& path) {
-  if (!j.is_boolean()) throw InputError(fmt::format("{}: expected true or false, got {}", path, j.dump()));
-  return j.get<bool>();
-}
-
-Format format_at(const json& j, const std::string& path) {
-  const std::string s = get_string(j, path);
-  try {
-    return format_by_name(s);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(fmt::format("{}: {}", path, e.what()));
-  }
-}
-
 // A stage is a format name, or {"format": ..., "round": ..., "overflow": ..., "ftz": ..., "daz": ...}
 // (fields absent keep the base's values).
 void read_stage(const json& j, const std::string& path, StageSpec& s) {
   if (j.is_string()) {
-    s.format = format_at(j, path);
+    s.format = as_named(j, path, format_by_name);
     return;
   }
-  if (!j.is_object()) throw InputError(fmt::format("{}: expected a format name or an object, got {}", path, j.dump()));
-  for (const auto& [key, val] : j.items()) {
-    const std::string p = path + "/" + key;
-    try {
-      if (key == "format") s.format = format_at(val, p);
-      else if (key == "round") s.round.mode = round_mode_by_name(get_string(val, p));
-      else if (key == "overflow") s.round.overflow = overflow_by_name(get_string(val, p));
-      else if (key == "ftz") s.round.flush_output = get_bool(val, p);
-      else if (key == "daz") s.round.flush_input = get_bool(val, p);
-      else throw InputError(fmt::format("{}: unknown key; known: format, round, overflow, ftz, daz", p));
-    } catch (const std::invalid_argument& e) {
-      throw InputError(fmt::format("{}: {}", p, e.what()));
-    }
-  }
+  if (!j.is_object()) json_fail(path, "expected a format name or an object, got " + json_type_text(j));
+  check_keys(j, {"format", "round", "overflow", "ftz", "daz"}, path);
+  if (j.contains("format")) s.format = as_named(j.at("format"), path + "/format", format_by_name);
+  if (j.contains("round")) s.round.mode = as_named(j.at("round"), path + "/round", round_mode_by_name);
+  if (j.contains("overflow")) s.round.overflow = as_named(j.at("overflow"), path + "/overflow", overflow_by_name);
+  read_bool(j, "ftz", path, s.round.flush_output);
+  read_bool(j, "daz", path, s.round.flush_input);
 }
 
 const char* kind_name(GemmKind k) {
@@ -75,49 +39,34 @@ const char* kind_name(GemmKind k) {
 }  // namespace
 
 Allocation allocation_from_json(const json& j, const std::string& path) {
-  if (j.is_string()) return preset_at(j.get<std::string>(), path + ": ");
-  if (!j.is_object())
-    throw InputError(fmt::format("{}: expected a preset name or an allocation object, got {}", path, j.dump()));
-  for (const auto& [key, val] : j.items())
-    if (key != "preset" && key != "name" && key != "gemm" && key != "stages")
-      throw InputError(fmt::format("{}/{}: unknown key; known: preset, name, gemm, stages", path, key));
+  if (j.is_string()) return as_named(j, path, allocation_preset);
+  if (!j.is_object()) json_fail(path, "expected a preset name or an allocation object, got " + json_type_text(j));
+  check_keys(j, {"preset", "name", "gemm", "stages"}, path);
   const bool full = !j.contains("preset");
-  Allocation a = full ? Allocation{} : preset_at(get_string(j.at("preset"), path + "/preset"), path + "/preset: ");
-  if (j.contains("name")) a.name = get_string(j.at("name"), path + "/name");
+  Allocation a = full ? Allocation{} : as_named(j.at("preset"), path + "/preset", allocation_preset);
+  if (j.contains("name")) a.name = as_string(j.at("name"), path + "/name");
   else if (!full) a.name = a.name + "+overrides";
   else a.name = "custom";
   if (j.contains("gemm")) {
     const json& g = j.at("gemm");
     const std::string gp = path + "/gemm";
-    if (!g.is_object()) throw InputError(fmt::format("{}: expected an object, got {}", gp, g.dump()));
-    for (const auto& [key, val] : g.items()) {
-      if (key == "model") {
-        const std::string m = get_string(val, gp + "/model");
-        if (m == "ordered") a.gemm.kind = GemmKind::ordered;
-        else if (m == "chunked") a.gemm.kind = GemmKind::chunked;
-        else if (m == "every_op") a.gemm.kind = GemmKind::every_op;
-        else throw InputError(fmt::format("{}/model: unknown GEMM model \"{}\"; known: ordered, chunked, every_op", gp, m));
-      } else if (key == "chunk") {
-        if (!val.is_number_integer() || val.get<long long>() < 1)
-          throw InputError(fmt::format("{}/chunk: expected an integer >= 1, got {}", gp, val.dump()));
-        a.gemm.chunk = static_cast<int>(val.get<long long>());
-      } else {
-        throw InputError(fmt::format("{}/{}: unknown key; known: model, chunk", gp, key));
-      }
+    check_keys(g, {"model", "chunk"}, gp);
+    if (g.contains("model")) {
+      const std::string m = as_string(g.at("model"), gp + "/model");
+      if (m == "ordered") a.gemm.kind = GemmKind::ordered;
+      else if (m == "chunked") a.gemm.kind = GemmKind::chunked;
+      else if (m == "every_op") a.gemm.kind = GemmKind::every_op;
+      else json_fail(gp + "/model", fmt::format("unknown GEMM model \"{}\"; known: ordered, chunked, every_op", m));
     }
+    if (g.contains("chunk")) a.gemm.chunk = static_cast<int>(as_size(g.at("chunk"), gp + "/chunk", 1));
   }
   std::array<bool, kStageCount> given{};
   if (j.contains("stages")) {
     const json& st = j.at("stages");
     const std::string sp = path + "/stages";
-    if (!st.is_object()) throw InputError(fmt::format("{}: expected an object, got {}", sp, st.dump()));
+    require_object(st, sp);
     for (const auto& [key, val] : st.items()) {
-      Stage s;
-      try {
-        s = stage_by_name(key);
-      } catch (const InputError& e) {
-        throw InputError(fmt::format("{}/{}: {}", sp, key, e.what()));
-      }
+      const Stage s = at_place(sp + "/" + key, [&] { return stage_by_name(key); });
       read_stage(val, sp + "/" + key, a.spec(s));
       given[static_cast<std::size_t>(s)] = true;
     }
@@ -125,8 +74,8 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
   if (full)
     for (std::size_t i = 0; i < kStageCount; ++i)
       if (!given[i])
-        throw InputError(fmt::format("{}/stages: stage \"{}\" missing (give every stage, or a \"preset\" to override)",
-                                     path, stage_name(static_cast<Stage>(i))));
+        json_fail(path + "/stages", fmt::format("stage \"{}\" missing (give every stage, or a \"preset\" to override)",
+                                                stage_name(static_cast<Stage>(i))));
   return a;
 }
 

@@ -1,6 +1,7 @@
 #include "pasa/io/json_check.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -35,8 +36,8 @@ const nlohmann::json* member(const nlohmann::json& j, const char* key) {
   return it == j.end() ? nullptr : &*it;
 }
 
-[[noreturn]] void bad(const std::string& path, const char* key, const nlohmann::json& v, const char* expected) {
-  throw InputError(fmt::format("{}/{}: expected {}, got {}", path, key, expected, v.dump()));
+[[noreturn]] void bad(const std::string& place, const nlohmann::json& v, const std::string& expected) {
+  throw InputError(fmt::format("{}: expected {}, got {}", json_where(place), expected, json_type_text(v)));
 }
 
 }  // namespace
@@ -66,7 +67,7 @@ std::string json_where(const std::string& path) {
 }
 
 void require_object(const nlohmann::json& j, const std::string& path) {
-  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object, got {}", json_where(path), j.dump()));
+  if (!j.is_object()) bad(path, j, "an object");
 }
 
 void check_keys(const nlohmann::json& j, const std::vector<std::string>& allowed, const std::string& path) {
@@ -74,44 +75,79 @@ void check_keys(const nlohmann::json& j, const std::vector<std::string>& allowed
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
     const std::string near = closest_key(it.key(), allowed);
-    throw InputError(fmt::format("{}: unknown key '{}'{}; allowed: {}", json_where(path), it.key(),
+    throw InputError(fmt::format("{}/{}: unknown key '{}'{}; allowed: {}", path, it.key(), it.key(),
                                  near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(allowed)));
   }
 }
 
-void read_number(const nlohmann::json& j, const char* key, const std::string& path, double& out) {
-  if (const auto* v = member(j, key)) {
-    if (!v->is_number()) bad(path, key, *v, "a number");
-    out = v->get<double>();
-  }
+std::string json_type_text(const nlohmann::json& v) {
+  if (v.is_number_integer()) return "integer " + v.dump();
+  if (v.is_number()) return "number " + v.dump();
+  if (v.is_object() || v.is_array() || v.is_null()) return v.type_name();
+  return std::string(v.type_name()) + " " + v.dump();
 }
 
-void read_size(const nlohmann::json& j, const char* key, const std::string& path, std::size_t& out) {
-  if (const auto* v = member(j, key)) {
-    if (!v->is_number_unsigned()) bad(path, key, *v, "a non-negative integer");
-    out = v->get<std::size_t>();
+void json_fail(const std::string& path, const std::string& what) {
+  throw InputError(fmt::format("{}: {}", json_where(path), what));
+}
+
+std::string as_string(const nlohmann::json& v, const std::string& place) {
+  if (!v.is_string()) bad(place, v, "a string");
+  return v.get<std::string>();
+}
+
+bool as_bool(const nlohmann::json& v, const std::string& place) {
+  if (!v.is_boolean()) bad(place, v, "true or false");
+  return v.get<bool>();
+}
+
+double as_number(const nlohmann::json& v, const std::string& place) {
+  if (!v.is_number()) bad(place, v, "a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) bad(place, v, "a finite number");
+  return x;
+}
+
+std::int64_t as_integer(const nlohmann::json& v, const std::string& place) {
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    const double x = v.get<double>();
+    if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9e15) return static_cast<std::int64_t>(x);
   }
+  bad(place, v, "an integer");
+}
+
+std::size_t as_size(const nlohmann::json& v, const std::string& place, std::size_t min) {
+  // Signed or unsigned in the JSON value (a written 4 is unsigned, a to_json'd int signed).
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0) || v.get<std::size_t>() < min)
+    bad(place, v, min == 0 ? "a non-negative integer" : fmt::format("an integer >= {}", min));
+  return v.get<std::size_t>();
+}
+
+std::uint64_t as_u64(const nlohmann::json& v, const std::string& place) {
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+    bad(place, v, "a non-negative integer");
+  return v.get<std::uint64_t>();
+}
+
+void read_number(const nlohmann::json& j, const char* key, const std::string& path, double& out) {
+  if (const auto* v = member(j, key)) out = as_number(*v, path + "/" + key);
+}
+
+void read_size(const nlohmann::json& j, const char* key, const std::string& path, std::size_t& out, std::size_t min) {
+  if (const auto* v = member(j, key)) out = as_size(*v, path + "/" + key, min);
 }
 
 void read_u64(const nlohmann::json& j, const char* key, const std::string& path, std::uint64_t& out) {
-  if (const auto* v = member(j, key)) {
-    if (!v->is_number_unsigned()) bad(path, key, *v, "a non-negative integer");
-    out = v->get<std::uint64_t>();
-  }
+  if (const auto* v = member(j, key)) out = as_u64(*v, path + "/" + key);
 }
 
 void read_bool(const nlohmann::json& j, const char* key, const std::string& path, bool& out) {
-  if (const auto* v = member(j, key)) {
-    if (!v->is_boolean()) bad(path, key, *v, "true or false");
-    out = v->get<bool>();
-  }
+  if (const auto* v = member(j, key)) out = as_bool(*v, path + "/" + key);
 }
 
 void read_string(const nlohmann::json& j, const char* key, const std::string& path, std::string& out) {
-  if (const auto* v = member(j, key)) {
-    if (!v->is_string()) bad(path, key, *v, "a string");
-    out = v->get<std::string>();
-  }
+  if (const auto* v = member(j, key)) out = as_string(*v, path + "/" + key);
 }
 
 }  // namespace pasa

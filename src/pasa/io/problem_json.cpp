@@ -15,13 +15,7 @@ const std::vector<std::string> kGenKeys = {"kind", "x0", "am", "p", "wavelength"
 
 void read_gen(const nlohmann::json& j, const std::string& path, TensorGen& g) {
   check_keys(j, kGenKeys, path);
-  std::string kind = gen_kind_name(g.kind);
-  read_string(j, "kind", path, kind);
-  try {
-    g.kind = gen_kind_by_name(kind);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}/kind: {}", path, e.what()));
-  }
+  if (j.contains("kind")) g.kind = as_named(j.at("kind"), path + "/kind", gen_kind_by_name);
   read_number(j, "x0", path, g.x0);
   read_number(j, "am", path, g.am);
   read_number(j, "p", path, g.p);
@@ -40,26 +34,22 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   if (auto it = j.find("shape"); it != j.end()) {
     const std::string sp = root + "/shape";
     check_keys(*it, {"B", "Nq", "Nkv", "Sq", "Skv", "D"}, sp);
-    read_size(*it, "B", sp, p.batch);
-    read_size(*it, "Nq", sp, p.heads_q);
-    p.heads_kv = p.heads_q;
-    read_size(*it, "Nkv", sp, p.heads_kv);
-    read_size(*it, "Sq", sp, p.seq_q);
-    p.seq_kv = p.seq_q;
-    read_size(*it, "Skv", sp, p.seq_kv);
-    read_size(*it, "D", sp, p.head_dim);
+    read_size(*it, "B", sp, p.B);
+    read_size(*it, "Nq", sp, p.Nq);
+    p.Nkv = p.Nq;
+    read_size(*it, "Nkv", sp, p.Nkv);
+    read_size(*it, "Sq", sp, p.Sq);
+    p.Skv = p.Sq;
+    read_size(*it, "Skv", sp, p.Skv);
+    read_size(*it, "D", sp, p.D);
   }
   read_string(j, "format", root, p.format);
   read_number(j, "scale", root, p.scale);
   read_bool(j, "causal", root, p.causal);
   read_u64(j, "seed", root, p.seed);
   if (auto it = j.find("kv_len"); it != j.end()) {
-    if (!it->is_array()) throw InputError(fmt::format("{}/kv_len: expected an array, got {}", root, it->dump()));
-    for (std::size_t b = 0; b < it->size(); ++b) {
-      if (!(*it)[b].is_number_unsigned())
-        throw InputError(fmt::format("{}/kv_len/{}: expected a non-negative integer, got {}", root, b, (*it)[b].dump()));
-      p.kv_len.push_back((*it)[b].get<std::size_t>());
-    }
+    if (!it->is_array()) json_fail(root + "/kv_len", "expected an array, got " + json_type_text(*it));
+    for (std::size_t b = 0; b < it->size(); ++b) p.kv_len.push_back(as_size((*it)[b], fmt::format("{}/kv_len/{}", root, b)));
   }
   TensorGen shared;
   if (auto it = j.find("generator"); it != j.end()) read_gen(*it, root + "/generator", shared);
@@ -85,8 +75,8 @@ nlohmann::json to_json(const TensorGen& g) {
 }
 
 nlohmann::json to_json(const ProblemSpec& p) {
-  nlohmann::json j = {{"shape", {{"B", p.batch}, {"Nq", p.heads_q}, {"Nkv", p.heads_kv}, {"Sq", p.seq_q},
-                                 {"Skv", p.seq_kv}, {"D", p.head_dim}}},
+  nlohmann::json j = {{"shape", {{"B", p.B}, {"Nq", p.Nq}, {"Nkv", p.Nkv}, {"Sq", p.Sq},
+                                 {"Skv", p.Skv}, {"D", p.D}}},
                       {"format", p.format},
                       {"scale", p.scale},
                       {"causal", p.causal},

@@ -24,7 +24,7 @@ LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format
   const NpyArray a = read_npy(path);
   const bool bits = a.dtype == NpyDtype::u8 || a.dtype == NpyDtype::u16;
   if (bits && format == nullptr)
-    throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3)",
+    throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3fn)",
                                  path.string(), npy_descr(a.dtype)));
   Shape s;
   const auto& d = a.shape;
@@ -59,7 +59,7 @@ void save_values(const std::filesystem::path& path, std::span<const double> valu
 }
 
 void save_tensor(const std::filesystem::path& path, const Tensor& t) {
-  save_values(path, t.data, {t.shape.b, t.shape.n, t.shape.s, t.shape.d});
+  save_values(path, t.data, {t.shape.B, t.shape.N, t.shape.S, t.shape.D});
 }
 
 }  // namespace pasa

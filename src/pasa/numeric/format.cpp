@@ -2,9 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "pasa/core/error.hpp"
 
 namespace pasa {
 
@@ -30,13 +31,13 @@ int Format::bias() const { return specials == Specials::fn ? emax - 1 : emax; }
 
 Format custom_format(int p, int emax, bool subnormals, Specials specials) {
   if (p < 2 || p > 53)
-    throw std::invalid_argument(fmt::format("format precision p={} is outside [2, 53]", p));
+    throw InputError(fmt::format("format precision p={} is outside [2, 53]", p));
   if (emax < 1 || emax > 1023)
-    throw std::invalid_argument(fmt::format("format emax={} is outside [1, 1023]", emax));
+    throw InputError(fmt::format("format emax={} is outside [1, 1023]", emax));
   Format f{fmt::format("p={},emax={}{}", p, emax, subnormals ? "" : ",subnormals=0"), p, emax, subnormals,
            specials};
   if (f.storage_bits() > 64)
-    throw std::invalid_argument(fmt::format("format {} needs more than 64 storage bits", f.name));
+    throw InputError(fmt::format("format {} needs more than 64 storage bits", f.name));
   return f;
 }
 
@@ -47,7 +48,7 @@ const std::vector<Format>& builtin_formats() {
       {"tf32", 11, 127, true, Specials::ieee},
       {"bf16", 8, 127, true, Specials::ieee},
       {"fp16", 11, 15, true, Specials::ieee},
-      {"fp8_e4m3", 4, 8, true, Specials::fn},
+      {"fp8_e4m3fn", 4, 8, true, Specials::fn},
       {"fp8_e5m2", 3, 15, true, Specials::ieee},
   };
   return formats;
@@ -56,10 +57,11 @@ const std::vector<Format>& builtin_formats() {
 std::string known_format_names() {
   std::string s;
   for (const auto& f : builtin_formats()) s += (s.empty() ? "" : ", ") + f.name;
-  return s + ", or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
+  return s + " (alias fp8_e4m3), or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
 }
 
 Format format_by_name(std::string_view name) {
+  if (name == "fp8_e4m3") name = "fp8_e4m3fn";  // the OCP name without LLVM's "fn" suffix [OCP8]
   for (const auto& f : builtin_formats())
     if (f.name == name) return f;
   int p = 0, emax = 0, consumed = 0;
@@ -69,27 +71,7 @@ Format format_by_name(std::string_view name) {
     if (rest.empty() || rest == ",subnormals=1") return custom_format(p, emax, true);
     if (rest == ",subnormals=0") return custom_format(p, emax, false);
   }
-  throw std::invalid_argument(fmt::format("unknown format \"{}\"; known formats: {}", name, known_format_names()));
-}
-
-std::vector<FormatTableRow> format_table(const std::vector<Format>& formats) {
-  std::vector<FormatTableRow> rows;
-  for (const auto& f : formats)
-    rows.push_back({f.name, f.p, f.emin(), f.emax, f.min_subnormal(), f.min_normal(), f.max_finite(),
-                    f.unit_roundoff()});
-  return rows;
-}
-
-std::string format_table_text(const std::vector<Format>& formats) {
-  // Powers of two are shown as such next to the decimal value: they are what the formats are made of.
-  auto pow2 = [](double v) { return fmt::format("{:.4g} (2^{})", v, std::ilogb(v)); };
-  std::string s = fmt::format("{:<10} {:>3} {:>6} {:>5}  {:<22} {:<22} {:<12} {}\n", "format", "p", "emin",
-                              "emax", "smallest subnormal", "smallest normal", "largest finite",
-                              "unit roundoff u");
-  for (const auto& r : format_table(formats))
-    s += fmt::format("{:<10} {:>3} {:>6} {:>5}  {:<22} {:<22} {:<12.6g} {}\n", r.name, r.p, r.emin, r.emax,
-                     pow2(r.min_subnormal), pow2(r.min_normal), r.max_finite, pow2(r.unit_roundoff));
-  return s;
+  throw InputError(fmt::format("unknown format \"{}\"; known formats: {}", name, known_format_names()));
 }
 
 }  // namespace pasa

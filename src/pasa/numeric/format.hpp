@@ -41,22 +41,13 @@ struct Format {
   }
 };
 
-// Built-in formats by name: fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2. Custom formats are spelled
-// "p=<bits>,emax=<e>" (optionally ",subnormals=0"), e.g. "p=8,emax=15". Throws std::invalid_argument with
-// the list of known names when the name is unknown or the parameters impossible.
+// Built-in formats by name: fp64, fp32, tf32, bf16, fp16, fp8_e4m3fn, fp8_e5m2 (LLVM / ml_dtypes names; OCP
+// E4M3 has no infinities, hence "fn", [OCP8]); "fp8_e4m3" is accepted as an alias of fp8_e4m3fn. Custom
+// formats are spelled "p=<bits>,emax=<e>" (optionally ",subnormals=0"), e.g. "p=8,emax=15". Throws
+// InputError with the list of known names when the name is unknown or the parameters impossible.
 Format format_by_name(std::string_view name);
-Format custom_format(int p, int emax, bool subnormals = true, Specials specials = Specials::ieee);
+Format custom_format(int p, int emax, bool subnormals = true, Specials specials = Specials::ieee);  // InputError
 const std::vector<Format>& builtin_formats();
 std::string known_format_names();  // "fp64, fp32, ..." for error messages
-
-// The paper's Table 1 (range and precision of each format), with the exponent range and the smallest
-// values added: what `pasa-round --list-formats` prints.
-struct FormatTableRow {
-  std::string name;
-  int p, emin, emax;
-  double min_subnormal, min_normal, max_finite, unit_roundoff;
-};
-std::vector<FormatTableRow> format_table(const std::vector<Format>& formats = builtin_formats());
-std::string format_table_text(const std::vector<Format>& formats = builtin_formats());  // aligned columns
 
 }  // namespace pasa

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "pasa/core/error.hpp"
+
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
 #define PASA_HAVE_F16C 1
@@ -244,7 +246,7 @@ constexpr ModeName kModes[] = {
 RoundMode round_mode_by_name(std::string_view name) {
   for (const auto& m : kModes)
     if (name == m.short_name || name == m.long_name) return m.mode;
-  throw std::invalid_argument(
+  throw InputError(
       fmt::format("unknown rounding mode \"{}\"; known modes: {}", name, known_round_mode_names()));
 }
 std::string round_mode_name(RoundMode mode) {
@@ -260,7 +262,7 @@ std::string known_round_mode_names() {
 Overflow overflow_by_name(std::string_view name) {
   if (name == "ieee") return Overflow::ieee;
   if (name == "saturate") return Overflow::saturate;
-  throw std::invalid_argument(fmt::format("unknown overflow policy \"{}\"; known: ieee, saturate", name));
+  throw InputError(fmt::format("unknown overflow policy \"{}\"; known: ieee, saturate", name));
 }
 std::string overflow_name(Overflow o) { return o == Overflow::ieee ? "ieee" : "saturate"; }
 

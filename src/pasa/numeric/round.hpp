@@ -14,7 +14,7 @@ namespace pasa {
 enum class RoundMode { nearest_even, toward_zero, toward_pos, toward_neg, odd, stochastic };
 
 enum class Overflow {
-  ieee,      // beyond the format's range: inf (NaN for fp8_e4m3, which has no inf); directed modes that
+  ieee,      // beyond the format's range: inf (NaN for fp8_e4m3fn, which has no inf); directed modes that
              // point back toward zero give the largest finite value, as IEEE 754 §7.4 says.
   saturate,  // clamp to ±max_finite (what FP8 training and FA3 use); ±inf inputs saturate too.
 };
@@ -63,6 +63,7 @@ void round_span_portable(std::span<const float> in, std::span<float> out, const 
 std::uint64_t encode(double x, const Format& fmt);
 double decode(std::uint64_t bits, const Format& fmt);
 
+// By name; an unknown name is an InputError listing the known ones.
 RoundMode round_mode_by_name(std::string_view name);  // "rne", "rz", "ru", "rd", "ro", "sr" (+ long names)
 std::string round_mode_name(RoundMode m);
 std::string known_round_mode_names();

@@ -26,7 +26,7 @@ std::string Table::text() const {
 // boundary the largest finite value. FP8 is E4M3 (448).
 Table table1_formats() {
   struct Printed { const char* ours; const char* label; const char* precision; const char* boundary; };
-  const Printed printed[] = {{"fp8_e4m3", "FP8", "6.25e-2", "448"},
+  const Printed printed[] = {{"fp8_e4m3fn", "FP8", "6.25e-2", "448"},
                              {"fp16", "FP16", "4.88e-4", "65504"},
                              {"bf16", "BF16", "3.906e-3", "3.4e38"},
                              {"fp32", "FP32", "5.96e-8", "3.4e38"}};

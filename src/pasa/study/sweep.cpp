@@ -21,6 +21,7 @@
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/json_check.hpp"
 #include "pasa/io/metrics_json.hpp"
 
 namespace pasa {
@@ -44,14 +45,6 @@ std::size_t parse_index(const std::string& s, const std::string& what) {
 std::string csv_name_with(const std::string& name, const std::string& infix) {
   const fs::path p(name);
   return p.stem().string() + infix + p.extension().string();
-}
-
-json read_json_file(const fs::path& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
-    throw InputError(path.string() + ": not valid JSON: " + e.what());
-  }
 }
 
 // The CSV text of one case.
@@ -205,7 +198,7 @@ void validate_with_backend(const SweepConfig& cfg, const SweepBackend& backend) 
         if (!where.empty()) where += ")";
         // Messages from the parsers start with the JSON path; those that do not get it in front.
         const std::string msg = e.what();
-        throw InputError(cfg.source + ": " + (msg.rfind(path, 0) == 0 ? msg : path + ": " + msg) + where);
+        throw InputError(cfg.source + ":" + (msg.rfind(path, 0) == 0 ? msg : path + ": " + msg) + where);
       }
     };
     check(backend.check_problem, p.problem, "/problem");

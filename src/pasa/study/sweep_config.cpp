@@ -19,17 +19,12 @@ using nlohmann::json;
 
 namespace {
 
-// "cfg.json: /grid/x0", the place check_keys names.
-std::string where(const std::string& source, const std::string& path) { return source + ": " + (path.empty() ? "/" : path); }
+// "cfg.json:/grid/x0": the config's JSON pointers are read and reported through the one JSON reader
+// (json_check.hpp), as the problem and algorithm parsers do.
+std::string where(const std::string& source, const std::string& path) { return source + ":" + path; }
 
 [[noreturn]] void fail(const std::string& source, const std::string& path, const std::string& what) {
-  throw InputError(source + ": " + (path.empty() ? std::string("/") : path) + ": " + what);
-}
-
-std::string type_name(const json& j) {
-  if (j.is_number_integer()) return "integer " + j.dump();
-  if (j.is_number()) return "number " + j.dump();
-  return std::string(j.type_name()) + (j.is_string() ? " " + j.dump() : "");
+  json_fail(where(source, path), what);
 }
 
 // " (did you mean "x0"?)" when a known name is close (closest_key, shared with every JSON reader).
@@ -49,34 +44,9 @@ const json& require(const json& obj, const char* key, const std::string& source,
   return obj.at(key);
 }
 
-void require_object(const json& j, const std::string& source, const std::string& path) {
-  if (!j.is_object()) fail(source, path, "expected an object, got " + type_name(j));
-}
-
-std::string get_string(const json& j, const std::string& source, const std::string& path) {
-  if (!j.is_string()) fail(source, path, "expected a string, got " + type_name(j));
-  return j.get<std::string>();
-}
-
-double get_number(const json& j, const std::string& source, const std::string& path) {
-  if (!j.is_number()) fail(source, path, "expected a number, got " + type_name(j));
-  const double x = j.get<double>();
-  if (!std::isfinite(x)) fail(source, path, "expected a finite number");
-  return x;
-}
-
-std::int64_t get_integer(const json& j, const std::string& source, const std::string& path) {
-  if (j.is_number_integer()) return j.get<std::int64_t>();
-  if (j.is_number_float()) {
-    const double x = j.get<double>();
-    if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9e15) return static_cast<std::int64_t>(x);
-  }
-  fail(source, path, "expected an integer, got " + type_name(j));
-}
-
 // A file name inside the output folder: no folders, nothing that escapes it.
 std::string get_file_name(const json& j, const std::string& source, const std::string& path) {
-  const std::string s = get_string(j, source, path);
+  const std::string s = as_string(j, where(source, path));
   if (s.empty() || s.find('/') != std::string::npos || s == "." || s == "..")
     fail(source, path, "\"" + s + "\" must be a plain file name (no folders)");
   return s;
@@ -102,7 +72,7 @@ std::vector<json> parse_axis(const json& j, const std::string& source, const std
   std::vector<json> values;
   auto scalar = [&](const json& v, const std::string& p) {
     if (!(v.is_number() || v.is_string() || v.is_boolean()))
-      fail(source, p, "grid values must be numbers, strings or booleans, got " + type_name(v));
+      fail(source, p, "grid values must be numbers, strings or booleans, got " + json_type_text(v));
     if (v.is_number_float() && !std::isfinite(v.get<double>())) fail(source, p, "expected a finite number");
     values.push_back(v.is_number_float() ? clean_number(v.get<double>()) : v);
   };
@@ -110,14 +80,14 @@ std::vector<json> parse_axis(const json& j, const std::string& source, const std
     const json& list = j.is_array() ? j : j.at("values");
     const std::string lpath = j.is_array() ? path : path + "/values";
     if (j.is_object()) check_keys(j, {"values"}, where(source, path));
-    if (!list.is_array()) fail(source, lpath, "expected a list, got " + type_name(list));
+    if (!list.is_array()) fail(source, lpath, "expected a list, got " + json_type_text(list));
     if (list.empty()) fail(source, lpath, "the list of values is empty");
     for (std::size_t i = 0; i < list.size(); ++i) scalar(list[i], lpath + "/" + std::to_string(i));
   } else if (j.is_object()) {
     check_keys(j, {"from", "to", "step"}, where(source, path));
-    const double from = get_number(require(j, "from", source, path), source, path + "/from");
-    const double to = get_number(require(j, "to", source, path), source, path + "/to");
-    const double step = get_number(require(j, "step", source, path), source, path + "/step");
+    const double from = as_number(require(j, "from", source, path), where(source, path + "/from"));
+    const double to = as_number(require(j, "to", source, path), where(source, path + "/to"));
+    const double step = as_number(require(j, "step", source, path), where(source, path + "/step"));
     if (!(step > 0)) fail(source, path + "/step", fmt::format("{} must be > 0", j.at("step").dump()));
     if (to < from) fail(source, path + "/to", fmt::format("{} is below \"from\" ({})", j.at("to").dump(), j.at("from").dump()));
     // Inclusive of `to` up to a relative slack for decimal steps (0 to 1 by 0.1 has 11 values).
@@ -183,22 +153,22 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
   SweepConfig cfg;
   cfg.source = source;
   cfg.raw = c;
-  require_object(c, source, "");
+  require_object(c, where(source, ""));
   check_keys(c, {"name", "description", "problem", "grid", "seeds", "repeats", "algorithms", "golden", "score_format", "outputs"},
              where(source, ""));
 
   if (c.contains("name")) {
-    cfg.name = get_string(c["name"], source, "/name");
+    cfg.name = as_string(c["name"], where(source, "/name"));
     if (cfg.name.empty() || cfg.name.find_first_of("/\\ \t") != std::string::npos || cfg.name == "." || cfg.name == "..")
       fail(source, "/name", "\"" + cfg.name + "\" must be non-empty, without spaces or slashes (it names the output folder)");
   }
-  if (c.contains("description")) get_string(c["description"], source, "/description");
+  if (c.contains("description")) as_string(c["description"], where(source, "/description"));
 
   cfg.problem = require(c, "problem", source, "");
-  require_object(cfg.problem, source, "/problem");
+  require_object(cfg.problem, where(source, "/problem"));
 
   if (c.contains("grid")) {
-    require_object(c["grid"], source, "/grid");
+    require_object(c["grid"], where(source, "/grid"));
     for (const auto& [name, spec] : c["grid"].items()) {
       const std::string path = "/grid/" + name;
       if (!valid_identifier(name)) fail(source, path, "axis names are identifiers (letters, digits, _), like x0 or Am");
@@ -212,18 +182,18 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
   if (c.contains("seeds") && c.contains("repeats")) fail(source, "/repeats", "give either \"seeds\" or \"repeats\", not both");
   if (c.contains("seeds")) {
     const json& s = c["seeds"];
-    if (!s.is_array()) fail(source, "/seeds", "expected a list of seeds, got " + type_name(s));
+    if (!s.is_array()) fail(source, "/seeds", "expected a list of seeds, got " + json_type_text(s));
     if (s.empty()) fail(source, "/seeds", "the list of seeds is empty");
     std::set<std::uint64_t> seen;
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::string p = "/seeds/" + std::to_string(i);
-      const std::int64_t v = get_integer(s[i], source, p);
+      const std::int64_t v = as_integer(s[i], where(source, p));
       if (v < 0) fail(source, p, s[i].dump() + " is negative; seeds are integers >= 0");
       if (!seen.insert(static_cast<std::uint64_t>(v)).second) fail(source, p, "seed " + s[i].dump() + " appears twice");
       cfg.seeds.push_back(static_cast<std::uint64_t>(v));
     }
   } else if (c.contains("repeats")) {
-    const std::int64_t r = get_integer(c["repeats"], source, "/repeats");
+    const std::int64_t r = as_integer(c["repeats"], where(source, "/repeats"));
     if (r < 1 || r > 1000000) fail(source, "/repeats", c["repeats"].dump() + " must be between 1 and 1000000");
     for (std::int64_t i = 1; i <= r; ++i) cfg.seeds.push_back(static_cast<std::uint64_t>(i));  // seeds 1..repeats
   } else {
@@ -231,17 +201,17 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
   }
 
   const json& algs = require(c, "algorithms", source, "");
-  if (!algs.is_array()) fail(source, "/algorithms", "expected a list of algorithms, got " + type_name(algs));
+  if (!algs.is_array()) fail(source, "/algorithms", "expected a list of algorithms, got " + json_type_text(algs));
   if (algs.empty()) fail(source, "/algorithms", "the list of algorithms is empty");
   std::set<std::string> labels;
   for (std::size_t i = 0; i < algs.size(); ++i) {
     const std::string path = "/algorithms/" + std::to_string(i);
-    require_object(algs[i], source, path);
+    require_object(algs[i], where(source, path));
     AlgorithmEntry e;
     e.spec = algs[i];
-    e.label = "a" + std::to_string(i);
+    e.label = fmt::format("a{}", i);  // (not "a" + to_string: GCC 12 warns -Wrestrict falsely)
     if (e.spec.contains("label")) {
-      e.label = get_string(e.spec["label"], source, path + "/label");
+      e.label = as_string(e.spec["label"], where(source, path + "/label"));
       if (e.label.empty()) fail(source, path + "/label", "the label is empty");
       e.spec.erase("label");
     }
@@ -250,10 +220,10 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
   }
 
   if (c.contains("golden")) {
-    require_object(c["golden"], source, "/golden");
+    require_object(c["golden"], where(source, "/golden"));
     check_keys(c["golden"], {"precision_bits"}, where(source, "/golden"));
     if (c["golden"].contains("precision_bits")) {
-      const std::int64_t b = get_integer(c["golden"]["precision_bits"], source, "/golden/precision_bits");
+      const std::int64_t b = as_integer(c["golden"]["precision_bits"], where(source, "/golden/precision_bits"));
       if (b < 53 || b > 4096)
         fail(source, "/golden/precision_bits", c["golden"]["precision_bits"].dump() + " is outside [53, 4096]");
       cfg.golden_precision_bits = static_cast<int>(b);
@@ -261,21 +231,17 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
   }
 
   if (c.contains("score_format")) {
-    cfg.score_format = get_string(c["score_format"], source, "/score_format");
-    try {
-      format_by_name(cfg.score_format);
-    } catch (const std::exception& e) {
-      fail(source, "/score_format", e.what());
-    }
+    cfg.score_format = as_string(c["score_format"], where(source, "/score_format"));
+    as_named(c["score_format"], where(source, "/score_format"), format_by_name);
   }
 
   cfg.out_dir = "sweep-out/" + cfg.name;
   if (c.contains("outputs")) {
     const json& o = c["outputs"];
-    require_object(o, source, "/outputs");
+    require_object(o, where(source, "/outputs"));
     check_keys(o, {"dir", "csv", "summary"}, where(source, "/outputs"));
     if (o.contains("dir")) {
-      cfg.out_dir = get_string(o["dir"], source, "/outputs/dir");
+      cfg.out_dir = as_string(o["dir"], where(source, "/outputs/dir"));
       if (cfg.out_dir.empty()) fail(source, "/outputs/dir", "the folder name is empty");
     }
     if (o.contains("csv")) cfg.csv_name = get_file_name(o["csv"], source, "/outputs/csv");
@@ -308,15 +274,7 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
 }
 
 SweepConfig load_sweep_config(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw InputError(file.string() + ": cannot open the config file");
-  json c;
-  try {
-    c = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(file.string() + ": not valid JSON: " + e.what());
-  }
-  return parse_sweep_config(c, file.string());
+  return parse_sweep_config(read_json_file(file), file.string());
 }
 
 // The headline in a minute on 2 cores: at x0 = 30 the fp16 scores of FA-FP16/FP32 overflow (|S| ~ 30·30·128

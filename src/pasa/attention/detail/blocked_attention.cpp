@@ -44,12 +44,12 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
       q(to_stage(in_.q, alloc.spec(Stage::q), setup_rng_, q_own_)),
       k(to_stage(in_.k, alloc.spec(Stage::k), setup_rng_, k_own_)),
       v(to_stage(in_.v, alloc.spec(Stage::v), setup_rng_, v_own_)) {
-  B = in.q.shape.b;
-  Nq = in.q.shape.n;
-  Nkv = in.k.shape.n;
-  Sq = in.q.shape.s;
-  Skv = in.k.shape.s;
-  D = in.q.shape.d;
+  B = in.q.shape.B;
+  Nq = in.q.shape.N;
+  Nkv = in.k.shape.N;
+  Sq = in.q.shape.S;
+  Skv = in.k.shape.S;
+  D = in.q.shape.D;
   group = Nq / Nkv;
   for (std::size_t i = 0; i < kStageCount; ++i) {
     const StageSpec& sp = alloc.stages[i];

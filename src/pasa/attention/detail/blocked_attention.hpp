@@ -125,7 +125,7 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
                  const std::vector<double>& m, const std::vector<std::uint8_t>& seen, bool divide,
                  const std::vector<double>* lse_shift, AttentionOutput& out, RandomBits* rng);
 
-// The last pass of the 3-pass and online softmax (seed 002 Eq. 9): A = e^{x − m}/d for every key of the rows
+// The last pass of the 3-pass and online softmax ([FA1, §3.1]): A = e^{x − m}/d for every key of the rows
 // (Zrow: rows × Skv, −inf where hidden), P = A rounded to p, O = P·V as one GEMM over the whole row.
 void normalised_output(const Run& run, const Item& it, const std::vector<double>& m, const std::vector<double>& d,
                        const std::vector<std::uint8_t>& seen, AttentionOutput& out, RandomBits* rng,

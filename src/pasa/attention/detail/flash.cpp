@@ -8,7 +8,7 @@ namespace pasa::detail {
 
 namespace {
 
-// The running-max step shared by the online softmax's first pass and FA2 (seed 002): m_new = max(m,
+// The running-max step shared by the online softmax's first pass and FA2 ([FA2, Alg. 1]): m_new = max(m,
 // rowmax(S_tile)) rounded in `max`, alpha = e^{m_old − m_new}, m = m_new; marks rows that saw a key.
 void advance_running_max(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::vector<double>& m,
                          std::vector<double>& mnew, std::vector<std::uint8_t>& seen, double* alpha, RandomBits* rng) {

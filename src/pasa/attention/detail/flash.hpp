@@ -1,4 +1,4 @@
-// Online softmax (2-pass) and FlashAttention 1 and 2 (seed 002) under a precision allocation.
+// Online softmax (2-pass) and FlashAttention 1 and 2 ([FA1], [FA2]) under a precision allocation.
 #pragma once
 
 #include <vector>
@@ -11,12 +11,12 @@ namespace pasa::detail {
 // by blocks of s2 keys), pass 2 a = e^{x − m_N}/d'_N, then O = A·V in one GEMM over the whole row.
 void online_softmax_attention(const Run& run, AttentionOutput& out, int threads);
 
-// FlashAttention 1 (seed 002, Alg. 1): local max m̃, P̃ = exp(S − m̃), l̃; m_new = max(m, m̃);
+// FlashAttention 1 ([FA1, Alg. 1]): local max m̃, P̃ = exp(S − m̃), l̃; m_new = max(m, m̃);
 // l_new = e^{m − m_new}·l + e^{m̃ − m_new}·l̃; O ← diag(l_new)⁻¹(diag(l)·e^{m − m_new}·O + e^{m̃ − m_new}·P̃V).
 // Rows are independent, so the KV-outer loop order gives the same numbers as iterating KV per query block.
 void fa1_attention(const Run& run, AttentionOutput& out, int threads);
 
-// FlashAttention 2 (seed 002, FA2 Alg. 1): m_j = max(m_{j−1}, rowmax S_j), P̃ = exp(S_j − m_j),
+// FlashAttention 2 ([FA2, Alg. 1]): m_j = max(m_{j−1}, rowmax S_j), P̃ = exp(S_j − m_j),
 // l_j = e^{m_{j−1} − m_j}·l_{j−1} + rowsum P̃, O_j = e^{m_{j−1} − m_j}·O_{j−1} + P̃V; O = O/l, L = m + log l.
 // lse_shift (optional, (B, Nq, Sq)): added to the lse (smooth_k's q·mean(K)·scale).
 void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std::vector<double>* lse_shift = nullptr);

@@ -1,4 +1,4 @@
-// PASA (paper Alg. 1, read as in PASA-NOTES.md) under a precision allocation.
+// PASA ([PASA, Alg. 1]; the reading of its garbled formulas is in docs/) under a precision allocation.
 #pragma once
 
 #include "pasa/attention/detail/blocked_attention.hpp"

@@ -1,4 +1,4 @@
-// The reference attention: textbook 3-pass safe softmax (seed 002, Eq. 7–9), every stage in its format.
+// The reference attention: textbook 3-pass safe softmax ([FA1, §3.1]: max, sum of e^{x−m}, divide), every stage in its format.
 #pragma once
 
 #include "pasa/attention/detail/blocked_attention.hpp"
