@@ -44,7 +44,7 @@ struct SweepBackend {
 SweepBackend library_backend();
 
 // Checks every expanded problem and algorithm with the backend's parsers; throws InputError
-// "<source>: <JSON path>: <what> (grid point x0=30, Am=0.5)" on the first mistake.
+// "<source>:<JSON path>: <what> (grid point x0=30, Am=0.5)" on the first mistake.
 void validate_with_backend(const SweepConfig&, const SweepBackend&);
 
 struct SweepProgress {

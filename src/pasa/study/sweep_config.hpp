@@ -5,7 +5,7 @@
 //
 // Parsing validates everything that can be checked without the library (keys with "did you mean", types,
 // ranges, placeholders); validate_with_library() in sweep.hpp then checks every expanded problem and
-// algorithm with the library's parsers. Errors read "<source>: <JSON path>: <what>" and nothing runs.
+// algorithm with the library's parsers. Errors read "<source>:<JSON path>: <what>" (json_check.hpp) and nothing runs.
 #pragma once
 
 #include <cstddef>
