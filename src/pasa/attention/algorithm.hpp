@@ -1,6 +1,6 @@
 // Blocked attention algorithms run under a precision allocation, and their registry.
 //
-//   safe_softmax    3-pass safe softmax attention ([FA1, §3.1]): the reference attention
+//   safe_softmax    3-pass safe softmax attention ([FA1, §3.1]): the textbook attention
 //   online_softmax  2-pass online softmax ([FA1, §3.1]): max and sum in one pass, then the output
 //   fa1             FlashAttention 1 ([FA1, Alg. 1], KV outer loop): per-step normalised output
 //   fa2             FlashAttention 2 ([FA2, Alg. 1], Q outer loop): returns the log-sum-exp

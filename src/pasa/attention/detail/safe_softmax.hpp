@@ -1,4 +1,5 @@
-// The reference attention: textbook 3-pass safe softmax ([FA1, §3.1]: max, sum of e^{x−m}, divide), every stage in its format.
+// Textbook attention: the 3-pass safe softmax ([FA1, §3.1]: max, sum of e^{x−m}, divide), every stage in
+// its format (the golden, not this, is the reference results are measured against).
 #pragma once
 
 #include "pasa/attention/detail/blocked_attention.hpp"
