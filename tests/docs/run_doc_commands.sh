@@ -2,7 +2,7 @@
 # Runs every command shown in the documentation and fails, naming the file, line and command, if one
 # exits non-zero.
 #
-# Usage: run_doc_commands.sh [--long] SOURCE_DIR BUILD_DIR [FILE.md ...]
+# Usage: run_doc_commands.sh [--long] [--list] SOURCE_DIR BUILD_DIR [FILE.md ...]
 #   (default files: SOURCE_DIR/README.md and SOURCE_DIR/docs/*.md)
 #
 # What runs: every fenced block whose info string is sh, bash or shell. A comment line right before the
@@ -20,9 +20,17 @@
 set -uo pipefail
 
 long=0
-if [[ ${1:-} == --long ]]; then long=1; shift; fi
+list=0
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --long) long=1 ;;
+    --list) list=1 ;;  # print the blocks that would run (FILE:LINE, where, first command) without running them
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 if (($# < 2)); then
-  echo "usage: $0 [--long] SOURCE_DIR BUILD_DIR [FILE.md ...]" >&2
+  echo "usage: $0 [--long] [--list] SOURCE_DIR BUILD_DIR [FILE.md ...]" >&2
   exit 2
 fi
 src=$(cd "$1" && pwd) || exit 2
@@ -117,7 +125,7 @@ for f in "${files[@]}"; do
       is_long=0
       [[ " $block_opts " =~ [[:space:]]long[[:space:]] ]] && is_long=1
       if [[ $block_opts =~ file=([^[:space:]]+) ]]; then
-        ((is_long == long)) && printf '%s\n' "${body[@]}" >"$page_dir/${BASH_REMATCH[1]}"
+        printf '%s\n' "${body[@]}" >"$page_dir/${BASH_REMATCH[1]}"
         continue
       fi
       [[ $lang == sh || $lang == bash || $lang == shell ]] || continue
@@ -131,6 +139,10 @@ for f in "${files[@]}"; do
       [[ " $block_opts " =~ [[:space:]]repo-root[[:space:]] ]] && cwd=$src
       script="$work_root/block.sh"
       make_script "$rel" "$f" "$((fence_line + 1))" "$script" "${body[@]}"
+      if ((list)); then
+        echo "$rel:$fence_line: $([[ $cwd == "$src" ]] && echo repo-root || echo tmp): ${body[0]}"
+        continue
+      fi
       echo "== $rel:$fence_line"
       ran=$((ran + 1))
       if ! (cd "$cwd" && timeout "$block_timeout" bash "$script"); then
