@@ -40,8 +40,10 @@ struct Result {
 };
 
 // PASA per row in fp64: Q, K, V (1, N, S, D) with N = Nq = Nkv, causal aligned to the end when asked.
-Result pasa_reference(const AttentionInputs& in, double beta, std::size_t s2, const Reading& r) {
-  const std::size_t N = in.q.shape.n, Sq = in.q.shape.s, Skv = in.k.shape.s, D = in.q.shape.d;
+// Q is (1, N, Sq, D), K and V (1, N, Skv, D); the sizes are passed, not read from Shape.
+Result pasa_reference(const AttentionInputs& in, std::size_t N, std::size_t D, double beta, std::size_t s2,
+                      const Reading& r) {
+  const std::size_t Sq = in.q.data.size() / (N * D), Skv = in.k.data.size() / (N * D);
   const double scale = in.effective_scale();  // 1/α
   const double inva = r.inva_one_over ? 1.0 / (1.0 - beta) : beta / (1.0 - beta);
   const double ninf = -std::numeric_limits<double>::infinity();
@@ -157,6 +159,7 @@ TEST_CASE("PASA as we read it equals the golden in fp64, in every variant", "[pa
   // Bias (scores ≈ 10²·64 = 6400, so fp64 itself is good to ~1e-14), Skv = 200 = 3 blocks of 64 and a
   // tail of 8, causal with Sq < Skv.
   const AttentionInputs in = make_inputs(2, 150, 200, 64, 10.0, 10.0, true, 1);
+  const std::size_t N = 2, D = 64;
   const Golden gold = golden_attention(in);
   for (bool alpha_in_M : {true, false})
     for (bool printed : {false, true})
@@ -165,7 +168,7 @@ TEST_CASE("PASA as we read it equals the golden in fp64, in every variant", "[pa
         r.alpha_in_M = alpha_in_M;
         r.printed = printed;
         r.m0_zero = m0_zero;
-        const double e = rel_rmse(pasa_reference(in, kBeta, kS2, r).o, gold.o);
+        const double e = rel_rmse(pasa_reference(in, N, D, kBeta, kS2, r).o, gold.o);
         INFO("alpha_in_M " << alpha_in_M << " printed " << printed << " m0_zero " << m0_zero << " rmse " << e);
         CHECK(e <= 1e-13);
       }
@@ -173,6 +176,7 @@ TEST_CASE("PASA as we read it equals the golden in fp64, in every variant", "[pa
 
 TEST_CASE("misreadings of Eq. 10, Alg. 1 steps 13 and 15 are far from the golden in fp64", "[pasa_reading]") {
   const AttentionInputs in = make_inputs(2, 150, 200, 64, 10.0, 10.0, true, 2);
+  const std::size_t N = 2, D = 64;
   const Golden gold = golden_attention(in);
   struct Wrong {
     const char* what;
@@ -188,7 +192,7 @@ TEST_CASE("misreadings of Eq. 10, Alg. 1 steps 13 and 15 are far from the golden
   wrong[3] = {"row mean over the visible keys only", {}};
   wrong[3].r.mean_visible_only = true;
   for (const auto& w : wrong) {
-    const double e = rel_rmse(pasa_reference(in, kBeta, kS2, w.r).o, gold.o);
+    const double e = rel_rmse(pasa_reference(in, N, D, kBeta, kS2, w.r).o, gold.o);
     INFO(w.what << ": rmse " << e);
     CHECK(!(e <= 1e-7));  // a million times the fp64 error at least; NaN counts as far
   }
@@ -199,13 +203,14 @@ TEST_CASE("F^0 = F^1 = mean'_1: with m_0 = 0, F^0 = 0 fails on negative scores, 
   // Q ≈ +10, K ≈ −10: every score ≈ −6400 (scaled ≈ −800). With F^0 = 0 the printed m_0 = 0 is an
   // absolute 0, far above every score: all exponentials underflow (e^-800 < 2^-1074) and O = 0/0.
   const AttentionInputs in = make_inputs(1, 64, 192, 64, 10.0, -10.0, false, 3);
+  const std::size_t N = 1, D = 64;
   const Golden gold = golden_attention(in);
   Reading ours;
   ours.m0_zero = true;
   Reading wrong = ours;
   wrong.f0_zero = true;
-  const double e_ours = rel_rmse(pasa_reference(in, kBeta, kS2, ours).o, gold.o);
-  const double e_wrong = rel_rmse(pasa_reference(in, kBeta, kS2, wrong).o, gold.o);
+  const double e_ours = rel_rmse(pasa_reference(in, N, D, kBeta, kS2, ours).o, gold.o);
+  const double e_wrong = rel_rmse(pasa_reference(in, N, D, kBeta, kS2, wrong).o, gold.o);
   INFO("F^0 = mean'_1: " << e_ours << ", F^0 = 0: " << e_wrong);
   CHECK(e_ours <= 1e-13);
   CHECK(!(e_wrong <= 1e-7));
@@ -233,10 +238,11 @@ TEST_CASE("Eq. 15 is a frame, settled by range: F^j = mean'_j / j is exact in fp
   // (≈ 21 here, fp16 ulp 2^-6), with mean'_j / j it drifts to |S/α|·(1 − β/j) (≈ 715 after 8 blocks,
   // fp16 ulp 0.5: errors of up to e^0.25 in P; at x0 = 30 it reaches thousands, ulp 4).
   const AttentionInputs in = make_inputs(1, 64, 512, 64, 10.0, 10.0, false, 4);
+  const std::size_t N = 1, D = 64;
   const Golden gold = golden_attention(in);
   Reading wrong;
   wrong.f_mean_over_j = true;
-  const Result a = pasa_reference(in, kBeta, kS2, Reading{}), b = pasa_reference(in, kBeta, kS2, wrong);
+  const Result a = pasa_reference(in, N, D, kBeta, kS2, Reading{}), b = pasa_reference(in, N, D, kBeta, kS2, wrong);
   INFO("Eq. 15: rmse " << rel_rmse(a.o, gold.o) << " max|m| " << a.max_abs_m << "; mean'/j: rmse "
                        << rel_rmse(b.o, gold.o) << " max|m| " << b.max_abs_m);
   CHECK(rel_rmse(a.o, gold.o) <= 1e-13);
