@@ -40,14 +40,22 @@ Format format_at(const json& j, const std::string& path) {
   }
 }
 
-// A stage is a format name, or {"format": ..., "round": ..., "overflow": ..., "ftz": ..., "daz": ...}
-// (fields absent keep the base's values).
-void read_stage(const json& j, const std::string& path, StageSpec& s) {
+bool reduces(Stage st) { return st == Stage::sum || st == Stage::mean; }
+
+// A stage is a format name (for sum and mean: accumulated in that format, sequentially), or
+// {"format": ..., "round": ..., "overflow": ..., "ftz": ..., "daz": ...} with, for sum and mean,
+// "acc", "order", "width" (the Reduction), and for exp, "via". Fields absent keep the base's values (an
+// accumulator never given stays the stage's own format, whatever format the stage gets).
+void read_stage(const json& j, const std::string& path, Stage st, StageSpec& s) {
   if (j.is_string()) {
     s.format = format_at(j, path);
+    s.reduce = Reduction{};
     return;
   }
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a format name or an object, got {}", path, j.dump()));
+  const char* known = reduces(st) ? "format, round, overflow, ftz, daz, acc, order, width"
+                      : st == Stage::exp ? "format, round, overflow, ftz, daz, via"
+                                         : "format, round, overflow, ftz, daz";
   for (const auto& [key, val] : j.items()) {
     const std::string p = path + "/" + key;
     try {
@@ -56,9 +64,21 @@ void read_stage(const json& j, const std::string& path, StageSpec& s) {
       else if (key == "overflow") s.round.overflow = overflow_by_name(get_string(val, p));
       else if (key == "ftz") s.round.flush_output = get_bool(val, p);
       else if (key == "daz") s.round.flush_input = get_bool(val, p);
-      else throw InputError(fmt::format("{}: unknown key; known: format, round, overflow, ftz, daz", p));
+      else if (key == "acc" && reduces(st)) s.reduce.acc = format_at(val, p);
+      else if (key == "order" && reduces(st)) s.reduce.order = reduce_order_by_name(get_string(val, p));
+      else if (key == "width" && reduces(st)) {
+        const long long w = val.is_number_integer() ? val.get<long long>() : 0;
+        if (w < 1 || w > 1024 || (w & (w - 1)) != 0)
+          throw InputError(fmt::format("{}: expected a power of two in [1, 1024], got {}", p, val.dump()));
+        s.reduce.width = static_cast<int>(w);
+      } else if (key == "via" && st == Stage::exp) s.via = exp_via_by_name(get_string(val, p));
+      else throw InputError(fmt::format("{}: unknown key; known for stage \"{}\": {}", p, stage_name(st), known));
     } catch (const std::invalid_argument& e) {
       throw InputError(fmt::format("{}: {}", p, e.what()));
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      if (what.rfind(p, 0) == 0) throw;
+      throw InputError(fmt::format("{}: {}", p, what));
     }
   }
 }
@@ -118,7 +138,7 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
       } catch (const InputError& e) {
         throw InputError(fmt::format("{}/{}: {}", sp, key, e.what()));
       }
-      read_stage(val, sp + "/" + key, a.spec(s));
+      read_stage(val, sp + "/" + key, s, a.spec(s));
       given[static_cast<std::size_t>(s)] = true;
     }
   }
@@ -134,17 +154,30 @@ json to_json(const Allocation& a) {
   json stages = json::object();
   const RoundOptions plain;
   for (std::size_t i = 0; i < kStageCount; ++i) {
+    const Stage st = static_cast<Stage>(i);
     const StageSpec& s = a.stages[i];
-    if (s.round.mode == plain.mode && s.round.overflow == plain.overflow && !s.round.flush_input &&
-        !s.round.flush_output) {
-      stages[stage_name(static_cast<Stage>(i))] = s.format.name;
-    } else {
-      stages[stage_name(static_cast<Stage>(i))] = {{"format", s.format.name},
-                            {"round", round_mode_name(s.round.mode)},
-                            {"overflow", overflow_name(s.round.overflow)},
-                            {"ftz", s.round.flush_output},
-                            {"daz", s.round.flush_input}};
+    const bool plain_round = s.round.mode == plain.mode && s.round.overflow == plain.overflow &&
+                             !s.round.flush_input && !s.round.flush_output;
+    const bool plain_reduce = !reduces(st) || s.reduce == Reduction{};
+    const bool plain_via = st != Stage::exp || s.via == ExpVia::exact;
+    if (plain_round && plain_reduce && plain_via) {
+      stages[stage_name(st)] = s.format.name;
+      continue;
     }
+    json o = {{"format", s.format.name}};
+    if (!plain_round) {
+      o["round"] = round_mode_name(s.round.mode);
+      o["overflow"] = overflow_name(s.round.overflow);
+      o["ftz"] = s.round.flush_output;
+      o["daz"] = s.round.flush_input;
+    }
+    if (!plain_reduce) {
+      if (s.reduce.acc) o["acc"] = s.reduce.acc->name;
+      o["order"] = reduce_order_name(s.reduce.order);
+      if (s.reduce.order == ReduceOrder::blocked || s.reduce.width != Reduction{}.width) o["width"] = s.reduce.width;
+    }
+    if (!plain_via) o["via"] = exp_via_name(s.via);
+    stages[stage_name(st)] = o;
   }
   json gemm = {{"model", kind_name(a.gemm.kind)}};
   if (a.gemm.kind == GemmKind::chunked) gemm["chunk"] = a.gemm.chunk;
