@@ -336,3 +336,43 @@ TEST_CASE("fp64 allocations with any reduction order still equal the MPFR golden
       CHECK(e <= 1e-13);
     }
 }
+
+TEST_CASE("the exp stage's via fp32 is expf rounded to the stage; exact is e^x rounded once", "[reduction]") {
+  // Every fp16 argument in [-20, 0] (the range of x − m in softmax) through an fp32 exp stage: `exact` must
+  // equal MPFR's e^x rounded once to fp32, `fp32` the C library's expf; they differ on a few arguments
+  // (expf is not correctly rounded everywhere), which shows that the option reaches the engine.
+  std::vector<double> args;
+  for (int m = 0; m < 0x7C00; ++m) {  // fp16 magnitudes from their bits (exponent field, 10-bit fraction)
+    const int e = m >> 10, f = m & 0x3FF;
+    const double v = e == 0 ? std::ldexp(f, -24) : std::ldexp(1024 + f, e - 25);
+    if (v <= 20) args.push_back(-v);
+  }
+  REQUIRE(args.size() > 10000);
+  mpfr_t e;
+  mpfr_init2(e, 200);
+  int differ = 0;
+  for (ExpVia via : {ExpVia::exact, ExpVia::fp32}) {
+    StageSpec s(format_by_name("fp32"));
+    Harness hn(s);
+    hn.spec.alloc.spec(Stage::exp) = s;
+    hn.spec.alloc.spec(Stage::exp).via = via;
+    const detail::Run run(hn.in, hn.spec);
+    std::vector<double> x = args;
+    detail::exp_to_stage(run, x.data(), x.size(), nullptr);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      mpfr_set_d(e, args[i], MPFR_RNDN);
+      mpfr_exp(e, e, MPFR_RNDN);
+      const double correct = static_cast<double>(mpfr_get_flt(e, MPFR_RNDN));  // no subnormals in this range
+      if (via == ExpVia::exact) {
+        INFO("exact e^" << args[i]);
+        CHECK(x[i] == correct);
+      } else {
+        INFO("expf " << args[i]);
+        CHECK(x[i] == static_cast<double>(std::exp(static_cast<float>(args[i]))));
+        differ += x[i] != correct;
+      }
+    }
+  }
+  mpfr_clear(e);
+  CHECK(differ > 0);
+}
