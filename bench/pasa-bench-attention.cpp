@@ -70,8 +70,11 @@ int main(int argc, char** argv) {
   pa.name = "pasa";
   pa.alloc = allocation_preset("pasa_fp16");
   kernels.push_back({"PASA-FP16 (pasa, pasa_fp16)", pa, false});
+  AlgorithmSpec pa_strict = pa;  // the same with every partial sum of the reductions rounded to fp16
+  pa_strict.alloc = allocation_preset("pasa_fp16_strict");
+  kernels.push_back({"PASA-FP16 (pasa, pasa_fp16_strict)", pa_strict, false});
   AlgorithmSpec eo = fa;
-  eo.alloc = allocation_preset("fa_fp16");
+  eo.alloc = allocation_preset("fa_fp16_strict");
   eo.alloc.gemm.kind = GemmKind::every_op;
   eo.alloc.stage("qk_acc") = format_by_name("fp16");
   eo.alloc.stage("pv_acc") = format_by_name("fp16");

@@ -1,5 +1,7 @@
 #include "pasa/attention/allocation.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
@@ -29,6 +31,18 @@ Allocation make(std::string name, const char* rest, std::initializer_list<std::p
   return a;
 }
 
+// Hardware practice for reductions: a GPU or NPU reduces fp16/bf16 rows in fp32 registers and rounds the
+// result once (PyTorch's sum and mean of half tensors accumulate in float). The order is the warp pattern:
+// 32 lanes, each summing a strided slice, combined by a shuffle-down tree (CUDA's __shfl_down_sync
+// reduction; the fp16 result rarely depends on the order once the accumulator is fp32).
+Allocation with_fp32_reductions(Allocation a) {
+  for (Stage st : {Stage::sum, Stage::mean}) {
+    StageSpec& s = a.spec(st);
+    if (s.format.p < 24) s.reduce = Reduction{format_by_name("fp32"), ReduceOrder::blocked, 32};
+  }
+  return a;
+}
+
 // The paper's allocations with the low-precision type `lp` (fp16 or bf16) for the inputs.
 // Fig. 1: inputs and P in lp, GEMMs accumulate fp32, everything else fp32, output cast to lp.
 Allocation fig1(std::string name, const char* lp) {
@@ -46,7 +60,8 @@ Allocation fig3(std::string name, const char* lp) {
   return make(std::move(name), lp, {{Stage::qk_acc, "fp32"}, {Stage::pv_acc, "fp32"}});
 }
 
-Allocation preset_or_throw(std::string_view name, const std::string& where) {
+// The paper's allocations as named, every reduction in its stage's format (the strict model).
+Allocation strict_preset(std::string_view name, const std::string& where) {
   if (name == "fp64") return make("fp64", "fp64", {});
   if (name == "fa_fp32") return fig1("fa_fp32", "fp16");
   if (name == "fa_fp16_fp32") return fig2("fa_fp16_fp32", "fp16");
@@ -71,17 +86,61 @@ Allocation preset_or_throw(std::string_view name, const std::string& where) {
                                fmt::join(allocation_preset_names(), ", ")));
 }
 
+// The presets whose reductions change with fp32 accumulation (a sum or mean stage narrower than fp32) also
+// exist as "<name>_strict".
+constexpr std::string_view kStrict = "_strict";
+const std::vector<std::string>& strict_bases() {
+  static const std::vector<std::string> b = {"fa_fp16", "pasa_fp16", "fa_bf16", "pasa_bf16", "pasa_fp8"};
+  return b;
+}
+
+Allocation preset_or_throw(std::string_view name, const std::string& where) {
+  if (name.size() > kStrict.size() && name.ends_with(kStrict)) {
+    const std::string_view base = name.substr(0, name.size() - kStrict.size());
+    if (std::find(strict_bases().begin(), strict_bases().end(), base) != strict_bases().end()) {
+      Allocation a = strict_preset(base, where);
+      a.name = std::string(name);
+      return a;
+    }
+  }
+  return with_fp32_reductions(strict_preset(name, where));
+}
+
 }  // namespace
 
 bool StageSpec::operator==(const StageSpec& o) const {
   return format == o.format && round.mode == o.round.mode && round.overflow == o.round.overflow &&
-         round.flush_input == o.round.flush_input && round.flush_output == o.round.flush_output;
+         round.flush_input == o.round.flush_input && round.flush_output == o.round.flush_output &&
+         reduce == o.reduce && via == o.via;
 }
 
 std::array<StageSpec, kStageCount> uniform_stages(const Format& f) {
   std::array<StageSpec, kStageCount> s;
   for (auto& x : s) x.format = f;
   return s;
+}
+
+const char* reduce_order_name(ReduceOrder o) {
+  switch (o) {
+    case ReduceOrder::sequential: return "sequential";
+    case ReduceOrder::pairwise: return "pairwise";
+    case ReduceOrder::blocked: return "blocked";
+  }
+  return "?";
+}
+
+ReduceOrder reduce_order_by_name(std::string_view name) {
+  for (ReduceOrder o : {ReduceOrder::sequential, ReduceOrder::pairwise, ReduceOrder::blocked})
+    if (name == reduce_order_name(o)) return o;
+  throw InputError(fmt::format("unknown reduction order \"{}\"; known: sequential, pairwise, blocked", name));
+}
+
+const char* exp_via_name(ExpVia v) { return v == ExpVia::fp32 ? "fp32" : "exact"; }
+
+ExpVia exp_via_by_name(std::string_view name) {
+  if (name == "exact") return ExpVia::exact;
+  if (name == "fp32") return ExpVia::fp32;
+  throw InputError(fmt::format("unknown exp evaluation \"{}\"; known: exact, fp32", name));
 }
 
 std::vector<std::string> stage_names() { return {names().begin(), names().end()}; }
@@ -99,8 +158,10 @@ StageSpec& Allocation::spec(std::string_view n) { return spec(stage_by_name(n));
 const StageSpec& Allocation::spec(std::string_view n) const { return spec(stage_by_name(n)); }
 
 std::vector<std::string> allocation_preset_names() {
-  return {"fp64",         "fa_fp32",      "fa_fp16_fp32", "fa_fp16", "pasa_fp16", "fa_fp32_bf16",
-          "fa_bf16_fp32", "fa_bf16",      "pasa_bf16",    "fa_fp8",  "pasa_fp8"};
+  std::vector<std::string> n = {"fp64",         "fa_fp32", "fa_fp16_fp32", "fa_fp16", "pasa_fp16", "fa_fp32_bf16",
+                                "fa_bf16_fp32", "fa_bf16", "pasa_bf16",    "fa_fp8",  "pasa_fp8"};
+  for (const auto& b : strict_bases()) n.push_back(b + std::string(kStrict));
+  return n;
 }
 
 Allocation allocation_preset(std::string_view name) { return preset_or_throw(name, ""); }

@@ -9,7 +9,7 @@
 //   scale     the scaled scores S·scale (the scale factor is rounded to this format too)
 //   max       running and local maxima, their differences (PASA: corrected max and Δm terms)
 //   exp       the argument of exp (x − m) and its result P̃, and the rescaling factors e^{m_old − m_new}
-//   sum       the row sum l (rowsum accumulated in order, and its rescaled update)
+//   sum       the row sum l (a reduction of P, see Reduction; and its rescaled update)
 //   p         P as fed to the P·V GEMM
 //   pv_acc    accumulator of P·V
 //   pv        P·V as written by the GEMM
@@ -19,12 +19,18 @@
 //   shift     PASA's shifting matrix M (Eq. 10)
 //   k_shift   the shifted keys written by PASA's pre-processing GEMM (Eq. 11) or smooth_k's K − mean(K)
 //   mean      PASA's row means S̄' and pseudo-averages F (Eq. 15) and correction terms Δm'; smooth_k's mean of K
+//
+// Reductions (the row sum l in `sum`, the means in `mean`) have their own accumulator: see Reduction.
+// Elementwise steps are computed exactly and rounded once to their stage's format, except the exp stage's
+// `via` option (ExpVia) for hardware that evaluates e^x in fp32 before converting.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pasa/numeric/format.hpp"
@@ -49,9 +55,41 @@ struct GemmModel {
   bool operator==(const GemmModel&) const = default;
 };
 
+// The order in which a reduction adds its n terms x[0..n) (each addition one rounding to the accumulator).
+enum class ReduceOrder {
+  sequential,  // s = x[0]; s = rnd_acc(s + x[i]) for i = 1..n−1
+  pairwise,    // sum(x[0:n]) = rnd_acc(sum(x[0:h]) + sum(x[h:n])), h = n/2; x[0] when n = 1
+  blocked,     // `width` lanes (a warp or a vector unit): lane r sums x[r], x[r+k], ... sequentially (+0 when
+               // empty), then the shuffle-down tree p[r] = rnd_acc(p[r] + p[r+off]), off = k/2, ..., 1
+};
+
+// How a stage reduces a row: accumulate in `acc` (each addition one rounding to acc with the stage's
+// RoundOptions) in `order`, then round the result once to the stage's format. A mean divides the
+// accumulated sum by n in acc (one rounding) before that final rounding, as torch.mean on half tensors does.
+// acc == the stage's format with sequential order is the strict model (every partial sum stored in the stage
+// format); GPUs and NPUs reduce fp16/bf16 in fp32 and round once.
+struct Reduction {
+  std::optional<Format> acc;  // none: the stage's own format (the strict model)
+  ReduceOrder order = ReduceOrder::sequential;
+  int width = 32;  // lanes of the blocked order: a power of two in [1, 1024]
+  bool operator==(const Reduction&) const = default;
+};
+
+// How the exp stage evaluates e^x before rounding to its format.
+enum class ExpVia {
+  exact,  // e^x computed exactly (to ~2 ulp of double) and rounded once: PyTorch's half semantics, ideal
+  fp32,   // the argument rounded to fp32, e^x by the C library's expf (std::exp(float), glibc: < 1 ulp, not
+          // always correctly rounded), the float result rounded to the stage format: CUDA's expf then a cast
+};
+
 struct StageSpec {
+  StageSpec() = default;
+  StageSpec(Format f, RoundOptions r = {}) : format(std::move(f)), round(r) {}  // NOLINT: a format is a stage
   Format format;
   RoundOptions round;  // mode (rne, rz, ru, rd, ro, sr), overflow (ieee, saturate), ftz/daz
+  Reduction reduce;    // used by the stages that reduce (sum, mean)
+  ExpVia via = ExpVia::exact;  // used by the exp stage only
+  const Format& acc() const { return reduce.acc ? *reduce.acc : format; }
   bool operator==(const StageSpec& o) const;
 };
 
@@ -77,8 +115,16 @@ std::vector<std::string> stage_names();
 const std::string& stage_name(Stage s);
 Stage stage_by_name(std::string_view name);  // throws InputError
 
+const char* reduce_order_name(ReduceOrder o);
+ReduceOrder reduce_order_by_name(std::string_view name);  // throws InputError naming the known orders
+const char* exp_via_name(ExpVia v);
+ExpVia exp_via_by_name(std::string_view name);  // throws InputError naming the known values
+
 // Presets: fp64, fa_fp32 (Fig. 1), fa_fp16_fp32 (Fig. 2), fa_fp16 (Fig. 3), pasa_fp16 (Alg. 1),
-// fa_fp32_bf16, fa_bf16_fp32, fa_bf16, pasa_bf16, fa_fp8, pasa_fp8. Throws InputError for unknown names.
+// fa_fp32_bf16, fa_bf16_fp32, fa_bf16, pasa_bf16, fa_fp8, pasa_fp8. Their reductions accumulate in fp32 and
+// round once (hardware practice); where that differs from the strict model (a sum or mean stage narrower than
+// fp32: fa_fp16, pasa_fp16, fa_bf16, pasa_bf16, pasa_fp8), `<preset>_strict` keeps every partial sum in the
+// stage format. Throws InputError for unknown names.
 Allocation allocation_preset(std::string_view name);
 std::vector<std::string> allocation_preset_names();
 

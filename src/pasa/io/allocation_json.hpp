@@ -12,7 +12,10 @@ namespace pasa {
 // JSON: a preset name as a string, or an object
 //   {"preset": "fa_fp16", "name": "...", "gemm": {"model": "ordered|chunked|every_op", "chunk": 16},
 //    "stages": {"max": "fp32", "exp": {"format": "fp16", "round": "rne", "overflow": "saturate",
-//                                      "ftz": false, "daz": false}}}
+//                                      "ftz": false, "daz": false, "via": "exact|fp32"},
+//               "sum": {"format": "fp16", "acc": "fp32", "order": "sequential|pairwise|blocked", "width": 32}}}
+// "acc", "order" and "width" (a power of two in [1, 1024]) are the Reduction of the sum and mean stages;
+// "via" belongs to the exp stage. A stage given as a plain format name reduces in that format, sequentially.
 // Without "preset" every stage must be given. Errors are InputErrors naming the JSON path.
 Allocation allocation_from_json(const nlohmann::json& j, const std::string& json_path);
 nlohmann::json to_json(const Allocation& a);  // the full form (every stage); reads back equal

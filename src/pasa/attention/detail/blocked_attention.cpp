@@ -29,8 +29,10 @@ Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& 
   const Format bf16 = format_by_name("bf16");
   if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 &&
       (in.q.format == bf16 || in.k.format == bf16 || in.v.format == bf16))
-    for (auto& s : a.stages)
+    for (auto& s : a.stages) {
       if (s.format == bf16) s.format = format_by_name("fp16");
+      if (s.reduce.acc == bf16) s.reduce.acc = format_by_name("fp16");
+    }
   return a;
 }
 
@@ -53,9 +55,12 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
   group = Nq / Nkv;
   for (std::size_t i = 0; i < kStageCount; ++i) {
     const StageSpec& sp = alloc.stages[i];
+    const bool plain = sp.round.mode == RoundMode::nearest_even && sp.round.overflow == Overflow::ieee &&
+                       !sp.round.flush_input && !sp.round.flush_output;
     native_[i] = plain_fp64(sp);
-    fp32_[i] = sp.format == format_by_name("fp32") && sp.round.mode == RoundMode::nearest_even &&
-               sp.round.overflow == Overflow::ieee && !sp.round.flush_input && !sp.round.flush_output;
+    fp32_[i] = sp.format == format_by_name("fp32") && plain;
+    acc_native_[i] = sp.acc() == format_by_name("fp64") && plain;
+    acc_fp32_[i] = sp.acc() == format_by_name("fp32") && plain;
   }
   qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm};
   pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm};
@@ -96,6 +101,17 @@ double Run::round_to(Stage s, double x, RandomBits* rng) const {
   if (native(s)) return x;
   const StageSpec& sp = stage(s);
   return round(x, sp.format, sp.round, rng);
+}
+
+void Run::round_acc(Stage s, double* x, std::size_t n, RandomBits* rng) const {
+  const auto i = static_cast<std::size_t>(s);
+  if (acc_native_[i]) return;
+  if (acc_fp32_[i]) {
+    for (std::size_t j = 0; j < n; ++j) x[j] = static_cast<float>(x[j]);
+    return;
+  }
+  const StageSpec& sp = stage(s);
+  round_span(std::span<const double>(x, n), std::span<double>(x, n), sp.acc(), sp.round, rng);
 }
 
 namespace {
@@ -181,9 +197,79 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
   else gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v.data.data() + off, run.D, PV, run.D, rng);
 }
 
-void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
-                     double* out, RandomBits* rng) {
-  std::fill(out, out + rows, 0.0);
+namespace {
+
+// dst[r] = rnd_acc(dst[r] + src[r]) for the rows: one addition of every row's accumulator.
+inline void add_acc(const Run& run, Stage s, double* dst, const double* src, std::size_t rows, RandomBits* rng) {
+  for (std::size_t r = 0; r < rows; ++r) dst[r] += src[r];
+  run.round_acc(s, dst, rows, rng);
+}
+
+// Pairwise order over columns [a, b): dst = x[a] if b − a = 1, else rnd_acc(sum[a, a+h) + sum[a+h, b)) with
+// h = (b − a)/2. scratch holds rows values per recursion level.
+void pairwise_columns(const Run& run, Stage s, const double* T, std::size_t rows, std::size_t st, std::size_t a,
+                      std::size_t b, double* dst, double* scratch, RandomBits* rng) {
+  if (b - a == 1) {
+    std::copy(T + a * st, T + a * st + rows, dst);
+    return;
+  }
+  const std::size_t h = (b - a) / 2;
+  pairwise_columns(run, s, T, rows, st, a, a + h, dst, scratch + rows, rng);
+  pairwise_columns(run, s, T, rows, st, a + h, b, scratch, scratch + rows, rng);
+  add_acc(run, s, dst, scratch, rows, rng);
+}
+
+}  // namespace
+
+void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
+                    std::size_t st, double* out, RandomBits* rng) {
+  if (n == 0) {
+    std::fill(out, out + rows, 0.0);
+    return;
+  }
+  const StageSpec& sp = run.stage(s);
+  const Reduction& red = sp.reduce;
+  thread_local std::vector<double> buffer;
+  switch (red.order) {
+    case ReduceOrder::sequential:  // s = x[0]; s = rnd_acc(s + x[c])
+      std::copy(T, T + rows, out);
+      for (std::size_t c = 1; c < n; ++c) add_acc(run, s, out, T + c * st, rows, rng);
+      break;
+    case ReduceOrder::pairwise: {
+      std::size_t depth = 1;
+      for (std::size_t m = n; m > 1; m = m - m / 2) ++depth;  // the longer half is the second one
+      buffer.resize(rows * depth);
+      pairwise_columns(run, s, T, rows, st, 0, n, out, buffer.data(), rng);
+      break;
+    }
+    case ReduceOrder::blocked: {  // the warp pattern: k strided lanes, then the shuffle-down tree
+      const std::size_t k = static_cast<std::size_t>(red.width);
+      buffer.assign(rows * k, 0.0);  // a lane with no element holds +0
+      double* lanes = buffer.data();
+      for (std::size_t l = 0; l < k && l < n; ++l) {
+        double* p = lanes + l * rows;
+        std::copy(T + l * st, T + l * st + rows, p);
+        for (std::size_t c = l + k; c < n; c += k) add_acc(run, s, p, T + c * st, rows, rng);
+      }
+      for (std::size_t off = k / 2; off >= 1; off /= 2)
+        for (std::size_t l = 0; l < off; ++l) add_acc(run, s, lanes + l * rows, lanes + (l + off) * rows, rows, rng);
+      std::copy(lanes, lanes + rows, out);
+      break;
+    }
+  }
+  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
+    const double dn = static_cast<double>(n);
+    for (std::size_t r = 0; r < rows; ++r) out[r] /= dn;
+    run.round_acc(s, out, rows, rng);
+  }
+  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
+  // is a lone x[0] (a sum of one term: no addition has rounded it).
+  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
+  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
+}
+
+void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
+                 double* out, RandomBits* rng) {
   // Transposed first, so that each step adds one contiguous column to the rows' partial sums.
   thread_local std::vector<double> buffer;
   const std::size_t st = rows + 1;  // an odd stride: a power-of-two one makes the transposition thrash L1
@@ -191,19 +277,14 @@ void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows,
   double* t = buffer.data();  // (a plain pointer: every access to a thread_local goes through a TLS lookup)
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < n; ++c) t[c * st + r] = X[r * ld + c];
-  for (std::size_t c = 0; c < n; ++c) {
-    const double* col = t + c * st;
-    for (std::size_t r = 0; r < rows; ++r) out[r] += col[r];
-    run.round_to(s, out, rows, rng);
-  }
+  reduce_columns(run, s, op, t, rows, n, st, out, rng);
 }
 
 void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
                      RandomBits* rng) {
   for (std::size_t r = 0; r < rows; ++r) alpha[r] = m_old[r] - m_new[r];
   run.round_to(Stage::max, alpha, rows, rng);
-  exp_span(alpha, rows);
-  run.round_to(Stage::exp, alpha, rows, rng);
+  exp_to_stage(run, alpha, rows, rng);
   for (std::size_t r = 0; r < rows; ++r)
     if (m_old[r] == kNegInf) alpha[r] = 0.0;
 }
@@ -273,6 +354,15 @@ void exp_span(double* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);
 }
 
+void exp_to_stage(const Run& run, double* x, std::size_t n, RandomBits* rng) {
+  if (run.stage(Stage::exp).via == ExpVia::fp32) {  // CUDA/PyTorch: expf on the float argument, then a cast
+    for (std::size_t i = 0; i < n; ++i) x[i] = std::exp(static_cast<float>(x[i]));
+  } else {
+    exp_span(x, n);
+  }
+  run.round_to(Stage::exp, x, n, rng);
+}
+
 void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::size_t ld, const double* shift,
               double* P, RandomBits* rng) {
   for (std::size_t r = 0; r < rows; ++r) {
@@ -281,8 +371,7 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
   }
   const std::size_t count = rows == 0 ? 0 : (rows - 1) * ld + n;
   run.round_to(Stage::exp, P, count, rng);
-  exp_span(P, count);
-  run.round_to(Stage::exp, P, count, rng);
+  exp_to_stage(run, P, count, rng);
 }
 
 void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out) {

@@ -1,6 +1,6 @@
 // Machinery shared by the blocked attention algorithms (internal to the library): the allocation bound to
 // rounding kernels, the inputs converted to their engine formats, the two GEMMs of one tile, masks, and
-// row-wise reductions in a stage's format. Every elementwise operation is computed in double and rounded
+// row-wise reductions under a stage's Reduction. Every elementwise operation is computed in double and rounded
 // once to its stage format (exact for operands no wider than the stage; see gemm.hpp for the GEMMs).
 #pragma once
 
@@ -58,6 +58,8 @@ struct Run {
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const;
   double round_to(Stage s, double x, RandomBits* rng) const;
+  // Round n values to the accumulator format of a stage's Reduction (with the stage's RoundOptions).
+  void round_acc(Stage s, double* x, std::size_t n, RandomBits* rng) const;
   // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32. Call set_keys_t_format first
   // when the keys are not in the k format.
   void set_keys_t(std::size_t b, std::size_t hk, const double* keys);
@@ -66,6 +68,7 @@ struct Run {
  private:
   bool native_[kStageCount];
   bool fp32_[kStageCount];  // plain RNE fp32: a float conversion rounds it
+  bool acc_native_[kStageCount], acc_fp32_[kStageCount];  // the same for the reduction's accumulator
 };
 
 // One work item: rows [r0, r1) of query head h in batch b.
@@ -93,9 +96,15 @@ void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t coun
 void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, std::size_t j0, std::size_t n, double* PV,
              RandomBits* rng);
 
-// out[r] = Σ_c X[r·ld + c] accumulated in order over c in stage s (vectorised across rows).
-void rowsum_in_order(const Run& run, Stage s, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
-                     double* out, RandomBits* rng);
+// A reduction of stage s (its Reduction: accumulator, order) over the n columns of a column-major block,
+// vectorised across rows: out[r] = Σ_c T[c·st + r], or that sum divided by n in the accumulator (mean), then
+// rounded once to the stage format.
+enum class ReduceOp { sum, mean };
+void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
+                    std::size_t st, double* out, RandomBits* rng);
+// The same over the n entries of each row of X (rows × n, row stride ld).
+void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
+                 double* out, RandomBits* rng);
 // alpha[r] = round_exp(exp(round_max(m_old[r] − m_new[r]))), or 0 where m_old[r] = −∞ (a row that has
 // seen nothing: its l and O are 0).
 void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
@@ -111,6 +120,8 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
               double* P, RandomBits* rng);
 // e^x in place, vectorisable (see blocked_attention.cpp for its accuracy).
 void exp_span(double* x, std::size_t n);
+// e^x of n arguments, evaluated as the exp stage's `via` says, rounded to the exp stage.
+void exp_to_stage(const Run& run, double* x, std::size_t n, RandomBits* rng);
 
 // Writes one output row (D values, already in the out format) and its lse.
 void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out);

@@ -22,6 +22,12 @@ void advance_running_max(const Run& run, const double* Z, std::size_t rows, std:
   m = mnew;
 }
 
+// e^x rounded to the exp stage for one value (glibc's exp in double, or expf when the exp stage says via fp32).
+double exp_one_to_stage(const Run& run, double x, RandomBits* rng) {
+  const double e = run.stage(Stage::exp).via == ExpVia::fp32 ? std::exp(static_cast<float>(x)) : std::exp(x);
+  return run.round_to(Stage::exp, e, rng);
+}
+
 }  // namespace
 
 void online_softmax_attention(const Run& run, AttentionOutput& out, int threads) {
@@ -37,7 +43,7 @@ void online_softmax_attention(const Run& run, AttentionOutput& out, int threads)
         std::copy(Z.begin() + r * n, Z.begin() + (r + 1) * n, Zrow.begin() + r * run.Skv + j0);
       advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{i−1} − m_i}
       tile_exp(run, Z.data(), rows, n, n, m.data(), E.data(), rng);
-      rowsum_in_order(run, Stage::sum, E.data(), rows, n, n, rs.data(), rng);
+      reduce_rows(run, Stage::sum, ReduceOp::sum, E.data(), rows, n, n, rs.data(), rng);
       rescale_add(run, Stage::sum, d.data(), alpha.data(), rs.data(), rows, 1, rng);  // d'_i = d'_{i−1}·e^{..} + Σ
     }
     normalised_output(run, it, m, d, seen, out, rng, Zrow);
@@ -55,15 +61,15 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
       if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
       for (std::size_t r = 0; r < rows; ++r) mt[r] = run.round_to(Stage::max, row_max(&Z[r * n], n), rng);  // m̃_ij
       tile_exp(run, Z.data(), rows, n, n, mt.data(), P.data(), rng);  // P̃_ij = exp(S − m̃)
-      rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, lt.data(), rng);  // l̃_ij
+      reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, lt.data(), rng);  // l̃_ij
       run.round_to(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
       for (std::size_t r = 0; r < rows; ++r) {
         if (mt[r] == kNegInf) continue;  // nothing visible in this row of the tile: O, l, m unchanged
         seen[r] = 1;
         const double mnew = std::max(m[r], mt[r]);
-        const double eo = m[r] == kNegInf ? 0.0 : run.round_to(Stage::exp, std::exp(run.round_to(Stage::max, m[r] - mnew, rng)), rng);
-        const double en = run.round_to(Stage::exp, std::exp(run.round_to(Stage::max, mt[r] - mnew, rng)), rng);
+        const double eo = m[r] == kNegInf ? 0.0 : exp_one_to_stage(run, run.round_to(Stage::max, m[r] - mnew, rng), rng);
+        const double en = exp_one_to_stage(run, run.round_to(Stage::max, mt[r] - mnew, rng), rng);
         const double lnew = run.round_to(Stage::sum, run.round_to(Stage::sum, eo * l[r], rng) + run.round_to(Stage::sum, en * lt[r], rng), rng);
         const double c_old = run.round_to(Stage::o, l[r] * eo, rng);  // diag(l)·e^{m − m_new}
         double* o = &O[r * D];
@@ -95,7 +101,7 @@ void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std:
       if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
       advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
       tile_exp(run, Z.data(), rows, n, n, m.data(), P.data(), rng);
-      rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);
+      reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);
       run.round_to(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
       rescale_add(run, Stage::sum, l.data(), alpha.data(), rs.data(), rows, 1, rng);

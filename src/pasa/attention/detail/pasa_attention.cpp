@@ -65,8 +65,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       tile_scores(run, it, j0, n, Z.data(), rng);                  // S' = Q_i·K'_jᵀ (Eq. 12)
       if (!opt.alpha_in_M) tile_scale(run, Z.data(), Z.size(), rng);
       // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
-      rowsum_in_order(run, Stage::mean, Z.data(), rows, n, n, mean.data(), rng);
-      for (std::size_t r = 0; r < rows; ++r) mean[r] = run.round_to(Stage::mean, mean[r] / static_cast<double>(n), rng);
+      reduce_rows(run, Stage::mean, ReduceOp::mean, Z.data(), rows, n, n, mean.data(), rng);
       if (run.masked) tile_mask(Z.data(), vis, Z.size());
       // Every step below works on the block's rows at once (one rounding call per step).
       auto rnd = [&](Stage st, std::vector<double>& x) { run.round_to(st, x.data(), rows, rng); };
@@ -113,8 +112,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       rnd(Stage::max, a_old);
       for (std::size_t r = 0; r < rows; ++r) a_old[r] = a_old[r] + dmp_old[r];
       rnd(Stage::max, a_old);
-      exp_span(a_old.data(), rows);
-      rnd(Stage::exp, a_old);
+      exp_to_stage(run, a_old.data(), rows, rng);
       if (printed) {
         // Step 12: P' = exp(S' − m'_j); steps 18/20 rescale it by e^{Δm_j}.
         shift = mloc;
@@ -122,8 +120,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
         rnd(Stage::max, a_new);
         for (std::size_t r = 0; r < rows; ++r) a_new[r] = a_new[r] + dmp_new[r];
         rnd(Stage::max, a_new);
-        exp_span(a_new.data(), rows);
-        rnd(Stage::exp, a_new);
+        exp_to_stage(run, a_new.data(), rows, rng);
       } else {
         // FA2 form: P = exp(S' + Δm'_j − m_j) = exp(S' − (m_j − Δm'_j)), already relative to m_j.
         for (std::size_t r = 0; r < rows; ++r) shift[r] = mnew[r] - dmp_new[r];
@@ -136,7 +133,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
         }
       m = mnew;
       tile_exp(run, Z.data(), rows, n, n, shift.data(), P.data(), rng);
-      rowsum_in_order(run, Stage::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
+      reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
       run.round_to(Stage::p, P.data(), rows * n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
       if (printed) {

@@ -20,7 +20,7 @@ void safe_softmax_attention(const Run& run, AttentionOutput& out, int threads) {
       seen[r] = m[r] != kNegInf;
     }
     tile_exp(run, Zrow.data(), rows, S, S, m.data(), E.data(), rng);
-    rowsum_in_order(run, Stage::sum, E.data(), rows, S, S, d.data(), rng);  // Eq. 8
+    reduce_rows(run, Stage::sum, ReduceOp::sum, E.data(), rows, S, S, d.data(), rng);  // Eq. 8
     normalised_output(run, it, m, d, seen, out, rng, Zrow);                 // Eq. 9 and O = A·V
   });
 }

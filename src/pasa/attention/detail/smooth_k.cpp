@@ -13,12 +13,9 @@ void smooth_k_attention(Run& run, AttentionOutput& out, int threads) {
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
     const double* k = run.k.head(b, h);
     double* mean = &means[bh * D];
-    for (std::size_t s = 0; s < S; ++s) {  // in order over the sequence, vectorised across d
-      for (std::size_t d = 0; d < D; ++d) mean[d] += k[s * D + d];
-      run.round_to(Stage::mean, mean, D, &rng);
-    }
-    for (std::size_t d = 0; d < D; ++d) mean[d] /= static_cast<double>(S);
-    run.round_to(Stage::mean, mean, D, &rng);
+    // [SAGE] mean(K) over the sequence (the mean stage's Reduction; vectorised across d: K is S × D, so
+    // column s of the D × S transpose is row s of K).
+    reduce_columns(run, Stage::mean, ReduceOp::mean, k, D, S, D, mean, &rng);
     std::vector<double> shifted(S * D);
     for (std::size_t s = 0; s < S; ++s)
       for (std::size_t d = 0; d < D; ++d) shifted[s * D + d] = k[s * D + d] - mean[d];
