@@ -9,12 +9,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+
+#include <fmt/format.h>
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/problem_json.hpp"
+#include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/study/paper_tables.hpp"
@@ -371,6 +375,57 @@ TEST_CASE("paper tables: Table 1 and Table 3 agree with the printed values", "[s
   CHECK(t3.rows[3][9] == "0.984497");
 }
 
+TEST_CASE("paper tables: Table 4 standard errors and distances to the paper and the GPU", "[sweep]") {
+  // Hand-made sweep tables holding only the columns Table 4 reads: three seeds of FA-FP16/FP32 at every
+  // Table 4 point, NaN % = base + seed offsets {-0.1, 0, +0.1} (sd 0.1, SE 0.1/sqrt(3)).
+  const fs::path dir = fresh_dir("table4");
+  struct Point { const char* sweep; double x0, am, base; };
+  const Point pts[] = {{"fig9_uniform_x0", 30, 0.5, 100}, {"fig9_uniform_am", 20, 15, 0.12},  {"fig9_uniform_am", 20, 20, 9.0},
+                       {"fig10_hybrid_x0", 30, 10, 100},  {"fig10_hybrid_am", 20, 50, 0.04}, {"fig10_hybrid_am", 20, 100, 1.0}};
+  std::map<std::string, std::string> text;
+  for (const auto& p : pts)
+    for (int seed = 1; seed <= 3; ++seed) {
+      const double nan = p.base == 100 ? 100 : p.base + 0.1 * (seed - 2);
+      text[p.sweep] += fmt::format("{},{},{},FA-FP16/FP32,{}\n", seed, p.x0, p.am, csv_number(nan));
+      text[p.sweep] += fmt::format("{},{},{},PASA-FP16,0\n", seed, p.x0, p.am);
+    }
+  for (const auto& [name, body] : text) {
+    fs::create_directories(dir / name);
+    std::ofstream(dir / name / "results.csv") << "seed,x0,Am,algorithm,nan_pct\n" << body;
+  }
+  auto csv_of = [&](const PaperSweep& s) { return dir / s.name / "results.csv"; };
+  // GPU: row 3 only, on the same seeds.
+  auto gpu = [](int no) {
+    std::map<std::string, double> g;
+    if (no == 3) g = {{"1", 8.85}, {"2", 8.9}, {"3", 9.1}};  // ours 8.9, 9.0, 9.1: differences 0.05, 0.1, 0
+    return g;
+  };
+  const Table t = table4_nan(csv_of, gpu);
+  REQUIRE(t.rows.size() == 6);
+  auto at = [&](std::size_t row, const std::string& name) {
+    const auto it = std::find(t.header.begin(), t.header.end(), name);
+    REQUIRE(it != t.header.end());
+    return t.rows[row][static_cast<std::size_t>(it - t.header.begin())];
+  };
+  const double se = 0.1 / std::sqrt(3.0);
+  CHECK(parse_csv_number(at(2, "nan_pct_mean")) == Approx(9.0).epsilon(1e-14));
+  CHECK(parse_csv_number(at(2, "nan_pct_se")) == Approx(se).epsilon(1e-12));
+  CHECK(at(2, "paper_nan_pct") == "8.14%");
+  CHECK(parse_csv_number(at(2, "paper_distance_se")) == Approx((9.0 - 8.14) / se).epsilon(1e-12));
+  CHECK(parse_csv_number(at(5, "paper_distance_se")) == Approx((1.0 - 1.11) / se).epsilon(1e-12));
+  CHECK(at(0, "nan_pct_se") == "0");
+  CHECK(at(0, "paper_distance_se") == "0");  // 100 % against 100 %: no distance, although SE = 0
+  // GPU, paired by seed: differences (0.05, 0.1, 0), mean 0.05, sd 0.05: sqrt(3) standard errors.
+  const double m = 0.05, sd = 0.05;
+  CHECK(parse_csv_number(at(2, "gpu_nan_pct_mean")) == Approx((8.85 + 8.9 + 9.1) / 3).epsilon(1e-14));
+  CHECK(parse_csv_number(at(2, "gpu_distance_se")) == Approx(m / (sd / std::sqrt(3.0))).epsilon(1e-10));
+  CHECK(at(1, "gpu_nan_pct_mean").empty());
+  CHECK(table4_nan(csv_of).rows[2][static_cast<std::size_t>(std::find(t.header.begin(), t.header.end(), "gpu_distance_se") - t.header.begin())].empty());
+  // A GPU table missing one of our seeds is an error naming the row and the seed.
+  CHECK_THROWS_WITH(table4_nan(csv_of, [](int no) { return no == 3 ? std::map<std::string, double>{{"1", 9.0}} : std::map<std::string, double>{}; }),
+                    Catch::Contains("row 3") && Catch::Contains("seed 2"));
+}
+
 namespace {
 
 // A real sweep small enough for the default test run: (1, 2, 64, 32) inputs; at x0 = 50 the fp16 scores
@@ -447,12 +502,16 @@ TEST_CASE("sweep: a tiny real sweep CSV holds the library metrics bit for bit", 
     // Recompute this case directly from its recorded problem and algorithm JSON.
     const AttentionInputs in = generate_inputs(problem_from_json(json::parse(row[col("problem_json")]), "t"));
     const Golden g = golden_attention(in);
-    const Metrics m = compare_outputs(run_attention(in, algorithm_from_json(json::parse(row[col("algorithm_json")]), "t")).o, g.o);
+    const Metrics m = compare_outputs(run_attention(in, algorithm_from_json(json::parse(row[col("algorithm_json")]), "t")).o, g.o,
+                                      uniform_baseline(in));
     const ScoreStats ss = score_stats(in, format_by_name("fp16"));
     INFO("case " << row[0] << " " << row[col("algorithm")] << " x0=" << row[col("x0")]);
     CHECK(row[rmse] == csv_number(m.rmse));
     CHECK(row[nan_pct] == csv_number(m.nan_pct));
     CHECK(row[max_abs] == csv_number(m.max_abs_err));
+    CHECK(row[col("rmse_uniform_baseline")] == csv_number(m.rmse_uniform_baseline));
+    CHECK(row[col("skill")] == csv_number(m.skill));
+    CHECK(row[col("rmse_centred")] == csv_number(m.rmse_centred));
     CHECK(row[over] == csv_number(static_cast<double>(ss.overflow)));
     if (row[col("x0")] == "50" && row[col("algorithm")] == "FA-FP16/FP32") {
       CHECK(m.nan_pct == 100.0);  // the headline, small: FA-FP16/FP32 overflows ...
