@@ -21,7 +21,7 @@ if (metric eq "rmse") {
   what = "RMSE (Eq. 19)"
 } else {
   unset logscale y; set format y "%g"; set ylabel "skill = 1 - RMSE / RMSE(uniform weights)"
-  set yrange [-1:1.15]; set ytics 0.25; ym = 13; ylo = 15; yhi = 16; nan_y1 = 1.05; nan_y2 = 0.8; nan_y3 = 0.55
+  set yrange [-1:1.1]; set ytics 0.25; ym = 13; ylo = 15; yhi = 16; nan_y1 = -0.55; nan_y2 = -0.75; nan_y3 = -0.95
   what = "skill score against the uniform-weights output"
 }
 set multiplot layout 1,2 title sprintf("Fig. %s: %s, %s inputs, shape (1,16,1280,128); mean over seeds, bars min-max", fig, what, dist)

@@ -170,10 +170,12 @@ TEST_CASE("uniform baseline: skill 0 for the baseline, 1 for the golden; PASA un
   const Metrics of_golden = compare_outputs(g.o, g.o, base);
   CHECK(of_golden.skill == 1);
   CHECK(of_golden.rmse_uniform_baseline == of_base.rmse);
-  // The same order of magnitude as the paper shape's 6.9e-3: V's mean 20 dwarfs the attention's deviation
-  // from it (at most Am = 0.5), so an output carrying no attention still has a "small" RMSE.
-  CHECK(of_base.rmse > 3e-3);
-  CHECK(of_base.rmse < 1.2e-2);
+  // An output carrying no attention still has a "small" RMSE, because V's mean 20 dwarfs the attention's
+  // deviation from it. Upper limit: one-hot weights pick single rows of V, whose RMS deviation from the
+  // mean is Am/sqrt(3) per element, against |O| ~ x0: 0.5/sqrt(3)/20 = 1.44e-2. Lower: the order of the
+  // 6.9e-3 reported at the paper's shape (this shape gives about 1.1e-2).
+  CHECK(of_base.rmse > 5e-3);
+  CHECK(of_base.rmse < 0.5 / std::sqrt(3.0) / 20);
 }
 
 TEST_CASE("score statistics: min/max and fp16/fp8 overflow counts by hand", "[metrics]") {
