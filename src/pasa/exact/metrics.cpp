@@ -47,10 +47,6 @@ bool overflows(DD s, const OverflowThreshold& th) {
   return a.lo > 0 || (a.lo == 0 && th.tie_overflows);
 }
 
-}  // namespace
-
-namespace {
-
 void check_same_shape(const Tensor& t, const char* what, const Tensor& golden) {
   const Shape& a = t.shape;
   const Shape& g = golden.shape;
