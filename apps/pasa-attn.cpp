@@ -14,6 +14,7 @@
 #include "pasa/core/error.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/problem_json.hpp"
+#include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/exact/metrics.hpp"
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
     t0 = std::chrono::steady_clock::now();
     const Golden golden = golden_attention(in, gopt);
     const double t_golden = seconds_since(t0);
-    const Metrics m = compare_outputs(out.o, golden.o);
+    const Metrics m = compare_outputs(out.o, golden.o, uniform_baseline(in, threads));
     const ScoreStats st = score_stats(in, sfmt, threads);
     if (!out_npy.empty()) save_tensor(out_npy, out.o);
     if (!golden_npy.empty()) save_tensor(golden_npy, golden.o);
@@ -184,6 +185,9 @@ int main(int argc, char** argv) {
         {"max abs error", num(m.max_abs_err)},
         {"max rel error", num(m.max_rel_err)},
         {"cosine similarity", fmt::format("{:.17g}", m.cosine)},
+        {"rmse of uniform weights", num(m.rmse_uniform_baseline)},
+        {"rmse centred (mean of V)", num(m.rmse_centred)},
+        {"skill (1 - rmse/uniform)", num(m.skill)},
         {"score min (scaled)", num(st.min)},
         {"score max (scaled)", num(st.max)},
         {"score min/max unscaled", num(st.min_unscaled) + " / " + num(st.max_unscaled)},

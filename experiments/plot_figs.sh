@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Draws the paper's Figs. 9 and 10 (RMSE against x0 and Am, log y axis, NaN outputs marked "NaN" as the
-# paper does) from the CSVs written by pasa-tables, with gnuplot (Debian package gnuplot-nox).
-# Usage: experiments/plot_figs.sh [RESULTS_DIR]   (default: results; writes RESULTS_DIR/fig9.png, fig10.png)
+# paper does, plus the RMSE of the uniform-weights output) and the same panels for the skill score
+# 1 − RMSE / RMSE(uniform weights) from the CSVs written by pasa-tables, with gnuplot (Debian gnuplot-nox).
+# Usage: experiments/plot_figs.sh [RESULTS_DIR]   (default: results; writes RESULTS_DIR/fig9.png, fig10.png,
+# fig9_skill.png, fig10_skill.png)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-results}"
@@ -13,7 +15,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # Split a figure CSV (figure,x0,Am,algorithm,seeds,rmse_mean,rmse_sd,rmse_min,rmse_max,nan_pct_mean,
-# seeds_with_nan) into one file per algorithm, plus the points where some seed's output holds NaN.
+# seeds_with_nan,rmse_uniform_baseline_mean,skill_mean,skill_sd,skill_min,skill_max) into one file per
+# algorithm, plus the points where some seed's output holds NaN.
 split() {  # split CSV PREFIX
   for a in fa32 fa16 pasa; do
     case $a in fa32) label="FA-FP32";; fa16) label="FA-FP16/FP32";; pasa) label="PASA-FP16";; esac
@@ -26,9 +29,12 @@ figure() {  # figure NUMBER DISTRIBUTION X0_CSV AM_CSV FIXED_AM FIXED_X0
   split "$3" "$tmp/x0"
   split "$4" "$tmp/am"
   # (an algorithm without NaN points gives an empty _nan file: gnuplot's warning about it is dropped)
-  gnuplot -e "term='$term'; out='$dir/fig$1.png'; fig='$1'; dist='$2'; am='$5'; x0='$6'; d='$tmp'" experiments/figs.gp 2>&1 \
-    | { grep -v 'Skipping data file with no valid points' || true; } >&2
-  echo "wrote $dir/fig$1.png"
+  for metric in rmse skill; do
+    [[ $metric == rmse ]] && name="fig$1" || name="fig$1_skill"
+    gnuplot -e "term='$term'; out='$dir/$name.png'; fig='$1'; dist='$2'; am='$5'; x0='$6'; d='$tmp'; metric='$metric'" \
+      experiments/figs.gp 2>&1 | { grep -v 'Skipping data file with no valid points' || true; } >&2
+    echo "wrote $dir/$name.png"
+  done
 }
 figure 9 uniform "$dir/fig9_uniform_x0.csv" "$dir/fig9_uniform_am.csv" 0.5 20
 figure 10 hybrid "$dir/fig10_hybrid_x0.csv" "$dir/fig10_hybrid_am.csv" 10 20

@@ -3,10 +3,14 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 
 #include "pasa/core/error.hpp"
+#include "pasa/exact/baseline.hpp"
+#include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
+#include "pasa/inputs/generators.hpp"
 
 using namespace pasa;
 
@@ -56,6 +60,116 @@ TEST_CASE("metrics: NaN and inf elements are counted, not dropped", "[metrics]")
   CHECK(i.inf_pct == 25.0);
   CHECK(i.rmse_finite == Approx(1.0 / std::sqrt(26.0)).epsilon(1e-15));  // ‖(0,0,·,1)‖/‖(3,4,·,1)‖
   CHECK_THROWS_AS(compare_outputs(vec({1, 2, 3, 4}, 1), g), InputError);
+}
+
+TEST_CASE("metrics: uniform-baseline rmse, centred rmse and skill by hand", "[metrics]") {
+  const Tensor g = vec({3, 4}), b = vec({1, 1});
+  const Metrics m = compare_outputs(vec({3, 5}), g, b);
+  CHECK(m.rmse == Approx(0.2).epsilon(1e-15));
+  CHECK(m.rmse_uniform_baseline == Approx(std::sqrt(13.0) / 5).epsilon(1e-15));  // ‖(2, 3)‖ / ‖(3, 4)‖
+  CHECK(m.rmse_centred == Approx(1 / std::sqrt(13.0)).epsilon(1e-15));           // ‖(0, 1)‖ / ‖(2, 3)‖
+  CHECK(m.skill == Approx(1 - 1 / std::sqrt(13.0)).epsilon(1e-15));
+  CHECK(m.skill == Approx(1 - m.rmse / m.rmse_uniform_baseline).epsilon(1e-15));
+  // An output worse than ignoring the scores has negative skill: ‖(3, 3)‖ / ‖(2, 3)‖ > 1.
+  CHECK(compare_outputs(vec({0, 1}), g, b).skill == Approx(1 - std::sqrt(18.0 / 13.0)).epsilon(1e-15));
+  // NaN/inf outputs follow rmse's rule; without a baseline the three fields are NaN.
+  const Tensor g2 = vec({3, 4, 1, 1}, 2), b2 = vec({1, 1, 1, 2}, 2);
+  CHECK(std::isnan(compare_outputs(vec({kNaN, 4, 1, 1}, 2), g2, b2).skill));
+  const Metrics i = compare_outputs(vec({3, 4, kInf, 1}, 2), g2, b2);
+  CHECK(i.rmse_centred == kInf);
+  CHECK(i.skill == -kInf);
+  CHECK(i.rmse_uniform_baseline == Approx(std::sqrt(14.0 / 27.0)).epsilon(1e-15));  // ‖(2,3,0,1)‖/‖(3,4,1,1)‖
+  const Metrics none = compare_outputs(g, g);
+  CHECK((std::isnan(none.rmse_uniform_baseline) && std::isnan(none.rmse_centred) && std::isnan(none.skill)));
+  CHECK_THROWS_WITH(compare_outputs(g, g, g2), Catch::Contains("baseline shape"));
+}
+
+namespace {
+// Independent reference: the mean of V over the keys of row (b, h, i), from the mask definitions in long
+// double (causal aligned to the end: j <= i + Skv − Sq; kv_len; the boolean keep mask; KV head h / group).
+long double reference_mean(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i, std::size_t x) {
+  const std::size_t sq = in.q.shape.S, skv = in.k.shape.S, d = in.q.shape.D, hk = h * in.k.shape.N / in.q.shape.N;
+  long double sum = 0;
+  std::size_t n = 0;
+  for (std::size_t j = 0; j < skv; ++j) {
+    if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(skv) - static_cast<long>(sq)) continue;
+    if (!in.mask.kv_len.empty() && j >= in.mask.kv_len[b]) continue;
+    if (!in.mask.keep.empty() && in.mask.keep[(b * sq + i) * skv + j] == 0) continue;
+    sum += static_cast<long double>(in.v.data[((b * in.v.shape.N + hk) * skv + j) * d + x]);
+    ++n;
+  }
+  return n == 0 ? 0.0L : sum / static_cast<long double>(n);
+}
+}  // namespace
+
+TEST_CASE("uniform baseline: mean of V over the visible keys, with masks and GQA", "[metrics]") {
+  // B = 2, Nq = 4 reading Nkv = 2 KV heads (GQA), Sq = 7 > Skv = 5 (causal: the first two rows see no key),
+  // V with a large mean and full-precision digits so that the sums are not exact in double.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const Format f64 = format_by_name("fp64");
+  auto fill = [&](Shape s, double mean) {
+    Tensor t(s, f64);
+    for (double& x : t.data) x = mean + u(rng);
+    return t;
+  };
+  for (int variant = 0; variant < 3; ++variant) {
+    AttentionInputs in;
+    in.q = fill({2, 4, 7, 3}, 0);
+    in.k = fill({2, 2, 5, 3}, 0);
+    in.v = fill({2, 2, 5, 3}, 1000);
+    if (variant == 0) in.mask.causal = true;
+    if (variant == 1) in.mask.kv_len = {3, 5};
+    if (variant == 2) {
+      in.mask.causal = true;
+      in.mask.kv_len = {5, 4};
+      in.mask.keep.assign(2 * 7 * 5, 1);
+      for (std::size_t e = 0; e < in.mask.keep.size(); e += 3) in.mask.keep[e] = 0;
+    }
+    const Tensor base = uniform_baseline(in, 2);
+    REQUIRE(base.shape == in.q.shape);
+    int mismatches = 0;
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t h = 0; h < 4; ++h)
+        for (std::size_t i = 0; i < 7; ++i)
+          for (std::size_t x = 0; x < 3; ++x) {
+            const double got = base.data[((b * 4 + h) * 7 + i) * 3 + x];
+            const double want = static_cast<double>(reference_mean(in, b, h, i, x));
+            // Both are the exact mean within ~2^-64 relative, rounded to double: at most one ulp apart.
+            if (!(std::abs(got - want) <= std::abs(want) * 0x1p-52)) ++mismatches;
+          }
+    CHECK(mismatches == 0);
+    if (variant == 0) CHECK(base.data[0] == 0);  // row 0 sees no key: 0, as in the golden
+    CHECK(uniform_baseline(in, 1).data == base.data);  // independent of the thread count
+  }
+}
+
+TEST_CASE("uniform baseline: skill 0 for the baseline, 1 for the golden; PASA uniform x0 = 20, Am = 0.5", "[metrics]") {
+  // PASA Eq. 17 inputs, U(19.5, 20.5) in fp16, at a reduced shape (1, 2, 256, 128) instead of the paper's
+  // (1, 16, 1280, 128), where the uniform-weights output has Eq. 19 RMSE 6.9e-3.
+  const Format h = format_by_name("fp16");
+  TensorGen gen;
+  gen.x0 = 20;
+  gen.am = 0.5;
+  AttentionInputs in;
+  in.q = generate_tensor(gen, {1, 2, 256, 128}, h, 1, "q", 2);
+  in.k = generate_tensor(gen, {1, 2, 256, 128}, h, 1, "k", 2);
+  in.v = generate_tensor(gen, {1, 2, 256, 128}, h, 1, "v", 2);
+  const Golden g = golden_attention(in);
+  const Tensor base = uniform_baseline(in, 2);
+  const Metrics of_base = compare_outputs(base, g.o, base);
+  CHECK(of_base.skill == 0);
+  CHECK(of_base.rmse_centred == 1);
+  CHECK(of_base.rmse == of_base.rmse_uniform_baseline);
+  const Metrics of_golden = compare_outputs(g.o, g.o, base);
+  CHECK(of_golden.skill == 1);
+  CHECK(of_golden.rmse_uniform_baseline == of_base.rmse);
+  // An output carrying no attention still has a "small" RMSE, because V's mean 20 dwarfs the attention's
+  // deviation from it. Upper limit: one-hot weights pick single rows of V, whose RMS deviation from the
+  // mean is Am/sqrt(3) per element, against |O| ~ x0: 0.5/sqrt(3)/20 = 1.44e-2. Lower: the order of the
+  // 6.9e-3 reported at the paper's shape (this shape gives about 1.1e-2).
+  CHECK(of_base.rmse > 5e-3);
+  CHECK(of_base.rmse < 0.5 / std::sqrt(3.0) / 20);
 }
 
 TEST_CASE("score statistics: min/max and fp16/fp8 overflow counts by hand", "[metrics]") {

@@ -26,6 +26,10 @@ TEST_CASE("metrics JSON: NaN and inf RMSE are written as strings", "[metrics]") 
   const Metrics i = compare_outputs(vec({3, 4, -kInf, 2}, 2), g);
   CHECK(to_json(n)["rmse"] == "nan");
   CHECK(to_json(i)["rmse"] == "inf");
+  // Without a baseline the skill is NaN, written as a string; with one, a number.
+  CHECK(to_json(n)["skill"] == "nan");
+  const Metrics m = compare_outputs(vec({3, 5}), vec({3, 4}), vec({1, 1}));
+  CHECK(to_json(m)["skill"] == m.skill);
 }
 
 TEST_CASE("score statistics JSON: the fp8 overflow count", "[metrics]") {

@@ -1,13 +1,40 @@
-// The paper's tables (study/paper_tables): Table 1 and Table 3 against the printed values.
+// The paper's tables (study/paper_tables): Table 1 and Table 3 against the printed values; Table 4's standard
+// errors and distances on hand-made sweep tables.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
+
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include "pasa/io/csv.hpp"
 #include "pasa/study/paper_tables.hpp"
 
 using namespace pasa;
+namespace fs = std::filesystem;
+
+namespace {
+// A fresh, empty temporary folder removed at exit.
+fs::path fresh_dir(const std::string& tag) {
+  struct Cleanup {
+    std::vector<fs::path> dirs;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& d : dirs) fs::remove_all(d, ec);
+    }
+  };
+  static Cleanup cleanup;
+  const fs::path d = fs::temp_directory_path() / ("pasa-test-tables-" + std::to_string(::getpid()) + "-" + tag);
+  fs::remove_all(d);
+  cleanup.dirs.push_back(d);
+  return d;
+}
+}  // namespace
 
 TEST_CASE("paper tables: Table 1 and Table 3 agree with the printed values", "[sweep]") {
   // Table 1: our column next to the paper's printed one, equal to the printed digits.
@@ -29,3 +56,55 @@ TEST_CASE("paper tables: Table 1 and Table 3 agree with the printed values", "[s
   }
   CHECK(t3.rows[3][9] == "0.984497");
 }
+
+TEST_CASE("paper tables: Table 4 standard errors and distances to the paper and the GPU", "[sweep]") {
+  // Hand-made sweep tables holding only the columns Table 4 reads: three seeds of FA-FP16/FP32 at every
+  // Table 4 point, NaN % = base + seed offsets {-0.1, 0, +0.1} (sd 0.1, SE 0.1/sqrt(3)).
+  const fs::path dir = fresh_dir("table4");
+  struct Point { const char* sweep; double x0, am, base; };
+  const Point pts[] = {{"fig9_uniform_x0", 30, 0.5, 100}, {"fig9_uniform_am", 20, 15, 0.12},  {"fig9_uniform_am", 20, 20, 9.0},
+                       {"fig10_hybrid_x0", 30, 10, 100},  {"fig10_hybrid_am", 20, 50, 0.04}, {"fig10_hybrid_am", 20, 100, 1.0}};
+  std::map<std::string, std::string> text;
+  for (const auto& p : pts)
+    for (int seed = 1; seed <= 3; ++seed) {
+      const double nan = p.base == 100 ? 100 : p.base + 0.1 * (seed - 2);
+      text[p.sweep] += fmt::format("{},{},{},FA-FP16/FP32,{}\n", seed, p.x0, p.am, csv_number(nan));
+      text[p.sweep] += fmt::format("{},{},{},PASA-FP16,0\n", seed, p.x0, p.am);
+    }
+  for (const auto& [name, body] : text) {
+    fs::create_directories(dir / name);
+    std::ofstream(dir / name / "results.csv") << "seed,x0,Am,algorithm,nan_pct\n" << body;
+  }
+  auto csv_of = [&](const PaperSweep& s) { return dir / s.name / "results.csv"; };
+  // GPU: row 3 only, on the same seeds.
+  auto gpu = [](int no) {
+    std::map<std::string, double> g;
+    if (no == 3) g = {{"1", 8.85}, {"2", 8.9}, {"3", 9.1}};  // ours 8.9, 9.0, 9.1: differences 0.05, 0.1, 0
+    return g;
+  };
+  const Table t = table4_nan(csv_of, gpu);
+  REQUIRE(t.rows.size() == 6);
+  auto at = [&](std::size_t row, const std::string& name) {
+    const auto it = std::find(t.header.begin(), t.header.end(), name);
+    REQUIRE(it != t.header.end());
+    return t.rows[row][static_cast<std::size_t>(it - t.header.begin())];
+  };
+  const double se = 0.1 / std::sqrt(3.0);
+  CHECK(parse_csv_number(at(2, "nan_pct_mean")) == Approx(9.0).epsilon(1e-14));
+  CHECK(parse_csv_number(at(2, "nan_pct_se")) == Approx(se).epsilon(1e-12));
+  CHECK(at(2, "paper_nan_pct") == "8.14%");
+  CHECK(parse_csv_number(at(2, "paper_distance_se")) == Approx((9.0 - 8.14) / se).epsilon(1e-12));
+  CHECK(parse_csv_number(at(5, "paper_distance_se")) == Approx((1.0 - 1.11) / se).epsilon(1e-12));
+  CHECK(at(0, "nan_pct_se") == "0");
+  CHECK(at(0, "paper_distance_se") == "0");  // 100 % against 100 %: no distance, although SE = 0
+  // GPU, paired by seed: differences (0.05, 0.1, 0), mean 0.05, sd 0.05: sqrt(3) standard errors.
+  const double m = 0.05, sd = 0.05;
+  CHECK(parse_csv_number(at(2, "gpu_nan_pct_mean")) == Approx((8.85 + 8.9 + 9.1) / 3).epsilon(1e-14));
+  CHECK(parse_csv_number(at(2, "gpu_distance_se")) == Approx(m / (sd / std::sqrt(3.0))).epsilon(1e-10));
+  CHECK(at(1, "gpu_nan_pct_mean").empty());
+  CHECK(table4_nan(csv_of).rows[2][static_cast<std::size_t>(std::find(t.header.begin(), t.header.end(), "gpu_distance_se") - t.header.begin())].empty());
+  // A GPU table missing one of our seeds is an error naming the row and the seed.
+  CHECK_THROWS_WITH(table4_nan(csv_of, [](int no) { return no == 3 ? std::map<std::string, double>{{"1", 9.0}} : std::map<std::string, double>{}; }),
+                    Catch::Contains("row 3") && Catch::Contains("seed 2"));
+}
+

@@ -9,12 +9,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+
+#include <fmt/format.h>
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/problem_json.hpp"
+#include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/study/paper_tables.hpp"
@@ -298,12 +302,16 @@ TEST_CASE("sweep: a tiny real sweep CSV holds the library metrics bit for bit", 
     // Recompute this case directly from its recorded problem and algorithm JSON.
     const AttentionInputs in = generate_inputs(problem_from_json(json::parse(row[col("problem_json")]), "t"));
     const Golden g = golden_attention(in);
-    const Metrics m = compare_outputs(run_attention(in, algorithm_from_json(json::parse(row[col("algorithm_json")]), "t")).o, g.o);
+    const Metrics m = compare_outputs(run_attention(in, algorithm_from_json(json::parse(row[col("algorithm_json")]), "t")).o, g.o,
+                                      uniform_baseline(in));
     const ScoreStats ss = score_stats(in, format_by_name("fp16"));
     INFO("case " << row[0] << " " << row[col("algorithm")] << " x0=" << row[col("x0")]);
     CHECK(row[rmse] == csv_number(m.rmse));
     CHECK(row[nan_pct] == csv_number(m.nan_pct));
     CHECK(row[max_abs] == csv_number(m.max_abs_err));
+    CHECK(row[col("rmse_uniform_baseline")] == csv_number(m.rmse_uniform_baseline));
+    CHECK(row[col("skill")] == csv_number(m.skill));
+    CHECK(row[col("rmse_centred")] == csv_number(m.rmse_centred));
     CHECK(row[over] == csv_number(static_cast<double>(ss.overflow)));
     if (row[col("x0")] == "50" && row[col("algorithm")] == "FA-FP16/FP32") {
       CHECK(m.nan_pct == 100.0);  // the headline, small: FA-FP16/FP32 overflows ...

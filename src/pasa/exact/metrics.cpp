@@ -47,21 +47,54 @@ bool overflows(DD s, const OverflowThreshold& th) {
   return a.lo > 0 || (a.lo == 0 && th.tie_overflows);
 }
 
-}  // namespace
-
-Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
-  const Shape& a = out.shape;
+void check_same_shape(const Tensor& t, const char* what, const Tensor& golden) {
+  const Shape& a = t.shape;
   const Shape& g = golden.shape;
   if (!(a == g))
-    throw InputError(fmt::format("output shape ({}, {}, {}, {}) differs from the golden's ({}, {}, {}, {})", a.B, a.N,
+    throw InputError(fmt::format("{} shape ({}, {}, {}, {}) differs from the golden's ({}, {}, {}, {})", what, a.B, a.N,
                                  a.S, a.D, g.B, g.N, g.S, g.D));
-  if (out.data.size() != a.size() || golden.data.size() != g.size())
-    throw InputError("output or golden data size does not match its shape");
+  if (t.data.size() != a.size() || golden.data.size() != g.size())
+    throw InputError(fmt::format("{} or golden data size does not match its shape", what));
+}
+
+// A ratio over the finite output elements, under Metrics::rmse's rule for NaN/inf output elements.
+double apply_nonfinite_rule(const Metrics& m, double finite_ratio) {
+  if (m.nan_count > 0) return kNaN;
+  return m.inf_count > 0 ? kInf : finite_ratio;
+}
+
+}  // namespace
+
+Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& baseline) {
+  Metrics m = compare_outputs(out, golden);
+  check_same_shape(baseline, "baseline", golden);
+  // ‖B − G‖², ‖G‖², and ‖O − G‖² over the finite output elements (the numerator of rmse_finite).
+  DD base2, gold2, err2;
+  for (std::size_t idx = 0; idx < golden.data.size(); ++idx) {
+    const double gv = golden.data[idx], bv = baseline.data[idx], o = out.data[idx];
+    if (!std::isfinite(bv)) throw InputError(fmt::format("baseline element {} is not finite ({})", idx, bv));
+    const DD db = two_sum(bv, -gv);  // exact differences
+    base2 = dd_add(base2, dd_mul(db, db));
+    add_square(gold2, gv);
+    if (std::isfinite(o)) {
+      const DD d = two_sum(o, -gv);
+      err2 = dd_add(err2, dd_mul(d, d));
+    }
+  }
+  m.rmse_uniform_baseline = ratio(base2, gold2);
+  m.rmse_centred = apply_nonfinite_rule(m, ratio(err2, base2));
+  m.skill = 1 - m.rmse_centred;
+  return m;
+}
+
+Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
+  check_same_shape(out, "output", golden);
+  const Shape& a = out.shape;
   Metrics m;
+  m.rmse_uniform_baseline = m.rmse_centred = m.skill = kNaN;
   m.elements = a.size();
   m.rows = a.B * a.N * a.S;
   DD err2_fin, gold2_fin, dot, out2_fin;
-  bool any_nan = false;
   for (std::size_t r = 0; r < m.rows; ++r) {
     bool row_bad = false;
     for (std::size_t x = 0; x < a.D; ++x) {
@@ -70,7 +103,7 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
       if (!std::isfinite(gv)) throw InputError(fmt::format("golden element {} is not finite ({})", idx, gv));
       if (std::isnan(o)) {
         ++m.nan_count;
-        row_bad = any_nan = true;
+        row_bad = true;
         continue;
       }
       if (std::isinf(o)) {
@@ -92,7 +125,7 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
   }
   m.rmse_finite = ratio(err2_fin, gold2_fin);
   // With every element finite the whole-output ratio is exactly the finite one.
-  m.rmse = any_nan ? kNaN : (m.inf_count > 0 ? kInf : m.rmse_finite);
+  m.rmse = apply_nonfinite_rule(m, m.rmse_finite);
   const double n = static_cast<double>(m.elements);
   m.nan_pct = 100.0 * static_cast<double>(m.nan_count) / n;
   m.inf_pct = 100.0 * static_cast<double>(m.inf_count) / n;

@@ -24,9 +24,24 @@ struct Metrics {
   // Over the finite elements: max |o − g|, max |o − g|/|g| over g ≠ 0, and cos(o, g) (NaN if a norm is 0);
   // all three NaN when no element is finite.
   double max_abs_err = 0, max_rel_err = 0, cosine = 0;
+  // Against the uniform-weights baseline B (uniform_baseline(): every row the mean of V over its visible
+  // keys, the output that ignores the scores). Eq. 19 has little range when V has a large mean (uniform
+  // x0 = 20, Am = 0.5, shape (1, 16, 1280, 128): B itself has rmse 1.0e-2), so these say how much of the
+  // attention an output keeps:
+  //   rmse_uniform_baseline = ‖B − G‖ / ‖G‖        (Eq. 19 of the baseline; depends on the inputs only)
+  //   rmse_centred          = ‖(O − B) − (G − B)‖ / ‖G − B‖ = ‖O − G‖ / ‖G − B‖: Eq. 19 of the attention's
+  //                           deviation from the row means of V (0 exact, 1 no better than B)
+  //   skill                 = 1 − rmse / rmse_uniform_baseline = 1 − rmse_centred (1 exact, 0 no
+  //                           information from QKᵀ, < 0 worse than ignoring the scores)
+  // rmse_centred and skill follow rmse's NaN/inf rule (NaN if any output element is NaN, else inf/-inf if
+  // any is ±inf); with G = B (e.g. V constant along the keys) rmse_centred is NaN (O = G) or inf.
+  // All three are NaN when compare_outputs is called without the baseline.
+  double rmse_uniform_baseline = 0, rmse_centred = 0, skill = 0;
 };
 
-// Throws InputError when the shapes differ. The golden must be finite.
+// Throws InputError when the shapes differ. The golden (and the baseline) must be finite.
+Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& baseline);
+// The same without the baseline metrics (rmse_uniform_baseline, rmse_centred, skill are NaN).
 Metrics compare_outputs(const Tensor& out, const Tensor& golden);
 
 struct ScoreStats {

@@ -28,7 +28,10 @@ nlohmann::json to_json(const Metrics& m) {
           {"rows_with_nonfinite_pct", m.rows_with_nonfinite_pct},
           {"max_abs_err", num(m.max_abs_err)},
           {"max_rel_err", num(m.max_rel_err)},
-          {"cosine", num(m.cosine)}};
+          {"cosine", num(m.cosine)},
+          {"rmse_uniform_baseline", num(m.rmse_uniform_baseline)},
+          {"rmse_centred", num(m.rmse_centred)},
+          {"skill", num(m.skill)}};
 }
 
 nlohmann::json to_json(const ScoreStats& s) {

@@ -139,10 +139,12 @@ std::vector<double> column_values(const std::vector<const CsvRow*>& rows, std::s
 
 Table figure_data(const PaperSweep& sweep, const SweepConfig& cfg, const fs::path& results_csv) {
   const ResultTable t = read_table(results_csv);
-  const std::size_t rmse = t.col("rmse"), nan = t.col("nan_pct"), x0 = t.col("x0"), am = t.col("Am");
+  const std::size_t rmse = t.col("rmse"), nan = t.col("nan_pct"), x0 = t.col("x0"), am = t.col("Am"),
+                    base = t.col("rmse_uniform_baseline"), skill = t.col("skill");
   Table out;
+  // The skill columns come last so that the RMSE columns keep their positions (experiments/plot_figs.sh).
   out.header = {"figure", "x0", "Am", "algorithm", "seeds", "rmse_mean", "rmse_sd", "rmse_min", "rmse_max", "nan_pct_mean",
-                "seeds_with_nan"};
+                "seeds_with_nan", "rmse_uniform_baseline_mean", "skill_mean", "skill_sd", "skill_min", "skill_max"};
   // Grid points in sweep order, algorithms in config order.
   const auto groups = by_point_and_algorithm(t);
   for (std::size_t g = 0; g < cfg.grid_points(); ++g)
@@ -153,16 +155,33 @@ Table figure_data(const PaperSweep& sweep, const SweepConfig& cfg, const fs::pat
       const Stats r = stats_of(column_values(rows, rmse));
       const std::vector<double> nans = column_values(rows, nan);
       const Stats n = stats_of(nans);
+      const Stats b = stats_of(column_values(rows, base));
+      const Stats k = stats_of(column_values(rows, skill));  // over the seeds whose output is finite, as rmse
       std::size_t with_nan = 0;
       for (std::size_t i = 0; i < rows.size(); ++i)
         if (nans[i] > 0 || !std::isfinite(parse_csv_number((*rows[i])[rmse]))) ++with_nan;
       out.rows.push_back({sweep.figure, (*rows[0])[x0], (*rows[0])[am], a.label, std::to_string(rows.size()), csv_number(r.mean),
-                          csv_number(r.sd), csv_number(r.min), csv_number(r.max), csv_number(n.mean), std::to_string(with_nan)});
+                          csv_number(r.sd), csv_number(r.min), csv_number(r.max), csv_number(n.mean), std::to_string(with_nan),
+                          csv_number(b.mean), csv_number(k.mean), csv_number(k.sd), csv_number(k.min), csv_number(k.max)});
     }
   return out;
 }
 
-Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_of) {
+namespace {
+
+// (ours − theirs) in units of se; 0 when they agree exactly, ±inf when they differ with se = 0.
+double distance_in_se(double diff, double se) {
+  if (diff == 0) return 0;
+  return se > 0 ? diff / se : std::copysign(INFINITY, diff);
+}
+
+double percent_value(const std::string& printed) {  // "8.14%" -> 8.14
+  return parse_csv_number(printed.substr(0, printed.find('%')));
+}
+
+}  // namespace
+
+Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_of, const GpuNanPcts& gpu_nan_pcts) {
   // Appendix E, Table 4 (FA-FP16/FP32): distribution, x0, Am, printed NaN percentage, panel holding it.
   struct Printed { const char* dist; const char* x0; const char* am; const char* nan; const char* sweep; };
   const Printed printed[] = {{"uniform", "30", "0.5", "100%", "fig9_uniform_x0"}, {"uniform", "20", "15", "0.12%", "fig9_uniform_am"},
@@ -170,26 +189,55 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
                              {"hybrid", "20", "50", "0.04%", "fig10_hybrid_am"},  {"hybrid", "20", "100", "1.11%", "fig10_hybrid_am"}};
   const char* kFa16 = "FA-FP16/FP32";
   Table out;
-  out.header = {"no", "distribution", "x0", "Am", "seeds", "nan_pct_mean", "nan_pct_min", "nan_pct_max", "paper_nan_pct",
-                "overflow", "paper_overflow", "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
+  out.header = {"no", "distribution", "x0", "Am", "seeds", "nan_pct_mean", "nan_pct_se", "nan_pct_min", "nan_pct_max",
+                "paper_nan_pct", "paper_distance_se", "gpu_nan_pct_mean", "gpu_distance_se", "overflow", "paper_overflow",
+                "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
   int no = 0;
   for (const auto& p : printed) {
+    ++no;
     const PaperSweep& sweep = *std::find_if(paper_sweeps().begin(), paper_sweeps().end(), [&](const PaperSweep& s) { return s.name == p.sweep; });
-    const ResultTable t = read_table(results_csv_of(sweep));
-    const std::size_t x0 = t.col("x0"), am = t.col("Am"), alg = t.col("algorithm"), nan = t.col("nan_pct");
+    const fs::path csv = results_csv_of(sweep);
+    const ResultTable t = read_table(csv);
+    const std::size_t x0 = t.col("x0"), am = t.col("Am"), alg = t.col("algorithm"), nan = t.col("nan_pct"), seed = t.col("seed");
     std::map<std::string, std::vector<double>> nan_by_alg;
+    std::map<std::string, double> fa16_by_seed;
     for (const auto& r : t.rows)
-      if (parse_csv_number(r[x0]) == std::stod(p.x0) && parse_csv_number(r[am]) == std::stod(p.am))
+      if (parse_csv_number(r[x0]) == std::stod(p.x0) && parse_csv_number(r[am]) == std::stod(p.am)) {
         nan_by_alg[r[alg]].push_back(parse_csv_number(r[nan]));
+        if (r[alg] == kFa16) fa16_by_seed[r[seed]] = parse_csv_number(r[nan]);
+      }
     if (nan_by_alg[kFa16].empty())
-      throw InputError(fmt::format("{}: no {} rows at x0 = {}, Am = {} (Table 4 needs them)", results_csv_of(sweep).string(), kFa16, p.x0, p.am));
+      throw InputError(fmt::format("{}: no {} rows at x0 = {}, Am = {} (Table 4 needs them)", csv.string(), kFa16, p.x0, p.am));
     const Stats s = stats_of(nan_by_alg[kFa16]);
+    // Standard error of the mean over the seeds: how far the seed mean may be from the generator's expected
+    // NaN % (the paper's value is a sample from the same generator family, its own error unknown).
+    const double se = s.sd / std::sqrt(static_cast<double>(s.n));
+    // GPU on identical inputs: paired by seed, the distance is the mean difference over the standard error
+    // of the per-seed differences (the generator's spread cancels; what remains is the arithmetic).
+    std::string gpu_mean, gpu_dist;
+    if (gpu_nan_pcts) {
+      const std::map<std::string, double> gpu = gpu_nan_pcts(no);
+      if (!gpu.empty()) {
+        std::vector<double> g, diff;
+        for (const auto& [seed_text, ours] : fa16_by_seed) {
+          const auto it = gpu.find(seed_text);
+          if (it == gpu.end())
+            throw InputError(fmt::format("Table 4 row {}: no GPU NaN % for seed {} (the GPU must run the same seeds)", no, seed_text));
+          g.push_back(it->second);
+          diff.push_back(ours - it->second);
+        }
+        const Stats d = stats_of(diff);
+        gpu_mean = csv_number(stats_of(g).mean);
+        gpu_dist = csv_number(distance_in_se(d.mean, d.sd / std::sqrt(static_cast<double>(d.n))));
+      }
+    }
     auto max_of = [&](const char* label) {
       const auto& v = nan_by_alg[label];
       return v.empty() ? std::string("") : csv_number(*std::max_element(v.begin(), v.end()));
     };
-    out.rows.push_back({std::to_string(++no), p.dist, p.x0, p.am, std::to_string(s.n), csv_number(s.mean), csv_number(s.min),
-                        csv_number(s.max), p.nan, s.max > 0 ? "YES" : "NO", "YES", max_of("PASA-FP16"), max_of("FA-FP32")});
+    out.rows.push_back({std::to_string(no), p.dist, p.x0, p.am, std::to_string(s.n), csv_number(s.mean), csv_number(se),
+                        csv_number(s.min), csv_number(s.max), p.nan, csv_number(distance_in_se(s.mean - percent_value(p.nan), se)),
+                        gpu_mean, gpu_dist, s.max > 0 ? "YES" : "NO", "YES", max_of("PASA-FP16"), max_of("FA-FP32")});
   }
   return out;
 }

@@ -2,12 +2,14 @@
 // paper gives one (README "Reproducing the paper"):
 //   Table 1  format ranges (precision = unit roundoff 2^-p, overflow boundary = largest finite value)
 //   Table 3  optimal β (the β solver, fp16, n = 128)
-//   Table 4  NaN % of FA-FP16/FP32 on the uniform / hybrid benchmarks (from the Fig. 9/10 sweeps)
+//   Table 4  NaN % of FA-FP16/FP32 on the uniform / hybrid benchmarks (from the Fig. 9/10 sweeps), with
+//            the distance to the paper's value in standard errors of the seed mean
 //   fig9_*.csv, fig10_*.csv  the data behind Figs. 9 and 10 (RMSE over seeds, NaN marks)
 #pragma once
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,8 +40,16 @@ const std::vector<PaperSweep>& paper_sweeps();
 // max over the seeds, mean NaN %, and how many seeds gave a non-finite output (drawn as "NaN" marks).
 Table figure_data(const PaperSweep&, const SweepConfig&, const std::filesystem::path& results_csv);
 
-// Table 4 from the finished figure sweeps (each of its six points lies on one of the four panels).
-Table table4_nan(const std::function<std::filesystem::path(const PaperSweep&)>& results_csv_of);
+// Per-seed NaN % of FA-FP16/FP32 measured on a GPU on the toolkit's own inputs for Table 4 row `no` (1..6),
+// keyed by the seed as the sweep's "seed" column writes it; an empty map: not measured for that row.
+using GpuNanPcts = std::function<std::map<std::string, double>(int no)>;
+
+// Table 4 from the finished figure sweeps (each of its six points lies on one of the four panels): per row
+// the seed mean of FA-FP16/FP32's NaN %, its standard error (sd / sqrt(seeds)), min, max, the paper's
+// value and (mean − paper) / SE; with gpu_nan_pcts, the GPU's seed mean and the paired distance
+// mean(ours − GPU) / SE(ours − GPU) (columns left empty without it).
+Table table4_nan(const std::function<std::filesystem::path(const PaperSweep&)>& results_csv_of,
+                 const GpuNanPcts& gpu_nan_pcts = {});
 
 struct ReproduceOptions {
   std::filesystem::path repo = ".";       // where configs/ is

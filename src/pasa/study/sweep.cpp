@@ -18,6 +18,7 @@
 #include "pasa/numeric/format.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/problem_json.hpp"
+#include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/io/algorithm_json.hpp"
@@ -141,6 +142,7 @@ SweepBackend library_backend() {
     go.threads = threads;
     const Golden golden = golden_attention(in, go);  // once per (grid point, seed), shared by the algorithms
     const double golden_s = seconds_since(t0);
+    const Tensor baseline = uniform_baseline(in, threads);  // the output that ignores the scores
     const json scores = to_json(score_stats(in, format_by_name(cfg.score_format), threads));
     std::vector<double> problem_values;
     for (const auto& l : *score_leaves) problem_values.push_back(leaf_value(scores, l.second));
@@ -149,7 +151,7 @@ SweepBackend library_backend() {
       const AlgorithmSpec spec = algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a));
       const auto t1 = std::chrono::steady_clock::now();
       const AttentionOutput out = run_attention(in, spec, threads);
-      const json m = to_json(compare_outputs(out.o, golden.o));
+      const json m = to_json(compare_outputs(out.o, golden.o, baseline));
       const double seconds = seconds_since(t1);
       std::vector<double> values = problem_values;
       for (const auto& l : *metric_leaves) values.push_back(leaf_value(m, l.second));
