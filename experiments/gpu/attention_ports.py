@@ -92,16 +92,21 @@ def fa2(q, k, v, s_dtype, lp):
 
 def pasa(q, k, v, lp=F16):
     """PASA [PASA Alg. 1] as printed (P' = exp(S' − m'_j) with the local max, rescaled by e^{Δm_j}; m_0 = 0),
-    every tensor in lp; GEMMs accumulate in fp32 and write lp (Fig. 3)."""
+    every tensor in fp16; GEMMs accumulate in fp32 and write fp16 (Fig. 3). The same steps, in the same
+    order, as the toolkit's pasa engine with form "printed" (src/pasa/attention/detail/pasa_attention.cpp)."""
     B, H, S, D = q.shape
     dev = q.device
-    c = lambda x: torch.tensor(x, dtype=lp, device=dev)  # a constant rounded once to lp
+    if lp != F16:
+        sys.exit("attention_ports: the PASA port runs in fp16 (bf16 inputs are converted first, PASA §2.2)")
+    # Constants rounded once from float64 to fp16 by NumPy (correctly rounded; torch converts a double to
+    # half through float, a double rounding).
+    c = lambda x: torch.from_numpy(np.array(x, dtype=np.float64).astype(np.float16)).to(dev)
     n = S2
-    # shift: M = (I − β/s2·J)/α [Eq. 10], 1/α = 1/sqrt(D) folded in; computed in float64, rounded once to lp
+    # shift: M = (I − β/s2·J)/α [Eq. 10], 1/α = 1/sqrt(D) folded in; computed in float64, rounded once to fp16
     inv_alpha = 1.0 / math.sqrt(D)
-    M = torch.full((n, n), -BETA / n * inv_alpha, dtype=torch.float64, device=dev)
-    M.fill_diagonal_(((1.0 - BETA / n) * inv_alpha))
-    M = M.to(lp)
+    M64 = np.full((n, n), -BETA / n * inv_alpha, dtype=np.float64)
+    np.fill_diagonal(M64, (1.0 - BETA / n) * inv_alpha)
+    M = torch.from_numpy(M64.astype(np.float16)).to(dev)
     if k.shape[2] % n:
         sys.exit("attention_ports: PASA port needs the KV length to be a multiple of s2 = 128")
     # k_shift: K' = M·K_j per block [Eq. 11] (the paper writes Kᵀ·M, the transpose of the same product);

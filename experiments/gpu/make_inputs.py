@@ -8,7 +8,8 @@ What it does
   the GPU from torch.Generator(device).manual_seed(seed), in the order q, k, v:
     uniform [PASA Eq. 17]: U(x0 - Am, x0 + Am)                      (torch.rand in float64)
     hybrid  [PASA Eq. 18]: N(x0, 1) + N(0, Am^2) * Bernoulli(0.001)  (torch.randn / torch.rand < 0.001, float64)
-  The float64 values are rounded to nearest (RNE) once to fp16 and once to bf16:
+  The float64 values are converted to fp16 and to bf16 by tensor.to(dtype) (round to nearest even; torch goes
+  through float32 on the way, which does not matter here: both sides read the same stored values):
     DIR/<case>/{q,k,v}.npy       float16 (B, N, S, D)
     DIR/<case>/{q,k,v}_bf16.npy  uint16 bit patterns of bf16 (NumPy has no bfloat16)
   and DIR/manifest.json lists every case: name, generator, x0, Am, seed, shape, dtype, files.
@@ -110,8 +111,8 @@ def main():
             gen.manual_seed(seed)
             for t in ("q", "k", "v"):
                 x = draw(kind, x0, am, shape, gen, a.device)
-                h = x.to(torch.float16)  # RNE, once
-                b = x.to(torch.bfloat16)  # RNE, once
+                h = x.to(torch.float16)  # RNE (via float32)
+                b = x.to(torch.bfloat16)  # RNE (via float32)
                 if not torch.isfinite(h).all():
                     sys.exit(f"make_inputs: case {name}: {t} overflows fp16")
                 np.save(os.path.join(d, f"{t}.npy"), h.cpu().numpy())
