@@ -4,9 +4,10 @@ one of the 2^32 float32 bit patterns, for pasa-hwcompare's conversions check of 
 
 What it does
   For every format, converts all float32 bit patterns 0x00000000 .. 0xFFFFFFFF (in input order, chunks of
-  2^27) with tensor.to(dtype) on the GPU (round to nearest even; for float8_e4m3fn, which has no inf, and
-  float8_e5m2 PyTorch's documented overflow behaviour applies: see pasa-hwcompare's report) and writes the
-  result bits as raw little-endian files:
+  2^27) with tensor.to(dtype) on the GPU (round to nearest even, no saturation: PyTorch's
+  c10/util/Float8_e4m3fn.h maps |x| >= 480 (after RNE: every |x| > 464), inf and NaN to 0x7F|sign, a NaN;
+  Float8_e5m2.h maps overflow to inf; pasa-hwcompare compares with pasa's Overflow::ieee and also counts
+  the saturate choice) and writes the result bits as raw little-endian files:
     DIR/conv_fp16.bin  2^32 uint16 (8 GiB)      DIR/conv_bf16.bin      2^32 uint16 (8 GiB)
     DIR/conv_fp8_e4m3.bin  2^32 uint8 (4 GiB)   DIR/conv_fp8_e5m2.bin  2^32 uint8 (4 GiB)
   (24 GiB in all; --first/--count convert a sub-range instead: the file then holds `count` results for
