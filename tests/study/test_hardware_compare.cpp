@@ -58,7 +58,7 @@ std::vector<double> fp16_values(std::size_t n, double x0, double am, std::uint64
 void write_case(const fs::path& gpu, const Shape& sh) {
   const fs::path d = gpu / "c1";
   fs::create_directories(d);
-  const std::vector<std::size_t> shape = {sh.b, sh.n, sh.s, sh.d};
+  const std::vector<std::size_t> shape = {sh.B, sh.N, sh.S, sh.D};
   const char* names[3] = {"q.npy", "k.npy", "v.npy"};
   for (int t = 0; t < 3; ++t)
     write_npy(d / names[t], make_npy(fp16_values(sh.size(), 1.0, 0.5, 11 + t), shape, NpyDtype::f16));
@@ -106,7 +106,7 @@ TEST_CASE("hwcompare attention: the toolkit's own output is identical; perturbat
   in.v.data = fp16_values(sh.size(), 1.0, 0.5, 13);
   const AttentionOutput o = run_attention(in, spec, 2);
   REQUIRE(o.o.format == format_by_name("fp16"));
-  const std::vector<std::size_t> shape = {sh.b, sh.n, sh.s, sh.d};
+  const std::vector<std::size_t> shape = {sh.B, sh.N, sh.S, sh.D};
   const fs::path out_file = t.dir / "c1" / "out_pasa_fp16.npy";
   write_npy(out_file, make_npy(o.o.data, shape, NpyDtype::f16));
 
