@@ -25,6 +25,7 @@
 #include <boost/random/normal_distribution.hpp>
 
 #include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/gemm.hpp"
 #include "reference/reference_attention.hpp"
 
 using namespace pasa;
@@ -122,6 +123,10 @@ std::string known_defect(const Allocation& a) {
   auto fmt_of = [&](Stage s) { return a.spec(s).format.name; };
   // The engine's exp (exp_one, about 2 ulp of double) is not correctly rounded in fp64.
   if (fmt_of(Stage::exp) == "fp64") return "exp stage fp64: engine's exp is not correctly rounded at 53 bits";
+  // PASA's M (Eq. 10) is formed in double ((1 − β/n) rounded, then ×α⁻¹ rounded) before its one rounding to
+  // shift: at 53 bits that is two or three roundings of the exact entry (MPFR: the reference's single
+  // rounding is the correct one). Seen only in the lse when exp is narrower (a row-wise score shift).
+  if (a.spec(Stage::shift).format.p == 53) return "shift stage fp64: engine forms PASA's M in double (double rounding)";
   for (std::size_t i = 0; i < kStageCount; ++i) {
     const StageSpec& s = a.stages[i];
     const bool wide = s.format.p > 11;  // fp32/tf32/fp64: exact results of the engine's double ops may not be doubles
@@ -316,4 +321,34 @@ TEST_CASE("reference emulator: larger sweep", "[reference][long]") {
           else CHECK_NOFAIL(o.mismatched == 0);
           ++k;
         }
+}
+
+TEST_CASE("reference emulator: fp64 allocation apart from exp", "[reference]") {
+  // The fp64 preset differs through the engine's exp (not correctly rounded at 53 bits): with the exp stage
+  // in fp32 every other fp64 stage must give the reference's bits (PASA's M aside, see known_defect).
+  Tally t;
+  int k = 0;
+  for (const char* alg : kAlgorithms) {
+    Config c{alg, "fp64", "exp", "fp32"};
+    const Shape6& s = k % 2 ? kWide : kSmall;
+    const AttentionInputs in = make_inputs(s, k % 4, 60000 + static_cast<std::uint64_t>(k));
+    check_config(c, s, in, t);
+    ++k;
+  }
+}
+
+TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (issue 14's RZ example)", "[reference]") {
+  // fp16 operands 256·256 + 2^-24·(−2^-24) into an fp32 round-toward-zero accumulator: the exact sum is
+  // 65536 − 2^-48, whose RZ rounding to fp32 is 65536 − 2^-8 = 65535.99609375 (by hand).
+  const double a[] = {256.0, std::ldexp(1.0, -24)}, b[] = {256.0, -std::ldexp(1.0, -24)};
+  StageSpec acc{format_by_name("fp32"), {}}, out{format_by_name("fp64"), {}};
+  acc.round.mode = RoundMode::toward_zero;
+  const GemmModel ordered{GemmKind::ordered, 16};
+  CHECK(reference::reference_dot(ordered, acc, out, a, 1, b, 1, 2) == 65535.99609375);
+  // The engine: acc formed in double (65536 exactly) and then rounded, a double rounding (issue 14 item 1,
+  // round1's fix). Reported, not failing, until that fix is merged.
+  const GemmSpec g{format_by_name("fp16"), format_by_name("fp16"), acc, out, ordered};
+  double c = 0;
+  gemm(g, 1, 1, 2, a, 2, b, 1, &c, 1);
+  CHECK_NOFAIL(c == 65535.99609375);
 }
