@@ -22,7 +22,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCREEN = "[#test_reference_emulator],[#test_algorithms],[#test_golden]"  # quick screen, stops at the first failure (-a)
+SCREEN = "[#test_reference_emulator],[#test_algorithms],[#test_golden],[#test_golden_claim]"  # quick screen, stops at the first failure (-a)
 
 
 def parse_mutants(path):
