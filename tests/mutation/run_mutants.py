@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--build-dir", default=None, help="default: <source>/build-mutation")
     ap.add_argument("--mutants", default=os.path.join(HERE, "mutants.txt"))
     ap.add_argument("--only", nargs="*", default=None, help="run only these mutants (by name)")
+    ap.add_argument("--shard", default=None, help="K/N: run only the mutants whose index %% N == K")
     ap.add_argument("--report", default=None, help="write the markdown table here too")
     ap.add_argument("--screen-only", action="store_true", help="skip the whole default run for screen survivors")
     ap.add_argument("--jobs", default="2")
@@ -92,6 +93,10 @@ def main():
         if unknown:
             sys.exit(f"unknown mutants: {', '.join(sorted(unknown))}")
         mutants = [m for m in mutants if m["name"] in a.only]
+
+    if a.shard:
+        k, n = (int(x) for x in a.shard.split("/"))
+        mutants = [m for i, m in enumerate(mutants) if i % n == k]
 
     restorer = Restorer()
 
