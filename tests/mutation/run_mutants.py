@@ -22,7 +22,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCREEN = "[#test_reference_emulator],[#test_algorithms],[#test_golden],[#test_golden_claim]"  # quick screen, stops at the first failure (-a)
+# Quick screen, in order, each stopping at its first failure (-a): the fast, sharp tests first.
+SCREEN = ["[#test_reference_emulator]", "[#test_golden_claim]", "[#test_algorithms],[#test_golden]"]
 
 
 def parse_mutants(path):
@@ -134,10 +135,14 @@ def main():
             if rc != 0:
                 verdict, detail = "stillborn", "build failed"
             else:
-                rc, out, _ = run([tests, "-a", "--filenames-as-tags", SCREEN + "~[long]"], src, a.timeout)
-                if rc != 0:
-                    failed = [l.split("FAILED")[0].strip() for l in out.splitlines() if "FAILED:" in l][:1]
-                    verdict, detail = "killed", "screen (reference/algorithms/golden tests)"
+                killer = None
+                for tags in SCREEN:
+                    rc, out, _ = run([tests, "-a", "--filenames-as-tags", tags + "~[long]"], src, a.timeout)
+                    if rc != 0:
+                        killer = tags
+                        break
+                if killer:
+                    verdict, detail = "killed", killer.replace("[#", "").replace("]", "")
                 elif a.screen_only:
                     verdict, detail = "survived", "screen only"
                 else:
