@@ -93,7 +93,8 @@ def main():
         unknown = set(a.only) - {m["name"] for m in mutants}
         if unknown:
             sys.exit(f"unknown mutants: {', '.join(sorted(unknown))}")
-        mutants = [m for m in mutants if m["name"] in a.only]
+        by_name = {m["name"]: m for m in mutants}
+        mutants = [by_name[n] for n in a.only]  # in the order given
 
     if a.shard:
         k, n = (int(x) for x in a.shard.split("/"))
