@@ -112,6 +112,31 @@ AttentionInputs cancelling(std::uint64_t seed, double bias) {
   return in;
 }
 
+// fp64 inputs, keys in pairs that differ by one ulp in one component, V opposite within a pair: the exact
+// output is ~2^-49 of Σp|v|/Σp, so the golden's own error (~2^-96 of it, from the scores) is visible above
+// the final rounding, and a bound that claims too many bits fails.
+AttentionInputs near_cancelling_fp64(std::uint64_t seed) {
+  const std::size_t S = 8, D = 32;
+  const Format f = format_by_name("fp64");
+  AttentionInputs in;
+  in.q = Tensor({1, 1, 1, D}, f);
+  in.k = Tensor({1, 1, S, D}, f);
+  in.v = Tensor({1, 1, S, D}, f);
+  boost::random::mt19937_64 eng(seed);
+  boost::random::uniform_real_distribution<double> u(-1, 1);
+  for (double& x : in.q.data) x = 30 + u(eng);
+  for (std::size_t j = 0; j < S; j += 2) {
+    for (std::size_t d = 0; d < D; ++d) {
+      in.k.at(0, 0, j, d) = in.k.at(0, 0, j + 1, d) = 30 + u(eng);
+      in.v.at(0, 0, j, d) = u(eng);
+      in.v.at(0, 0, j + 1, d) = -in.v.at(0, 0, j, d);
+    }
+    in.k.at(0, 0, j + 1, 0) = std::nextafter(in.k.at(0, 0, j, 0), 100.0);
+  }
+  in.scale = 0.1;
+  return in;
+}
+
 }  // namespace
 
 TEST_CASE("golden's guaranteed bits hold against 256-bit MPFR on stress cases", "[golden]") {
@@ -126,6 +151,10 @@ TEST_CASE("golden's guaranteed bits hold against 256-bit MPFR on stress cases", 
     AttentionInputs in = cancelling(72, 2.0);
     in.scale = 3.1;  // score spread ~ hundreds: many weights below 2^-100; low parts in s − m
     CHECK(claim_violations(in, &bits) == 0);
+    CHECK(bits >= 60);
+  }
+  SECTION("near-total cancellation in fp64: the golden's own error is visible") {
+    CHECK(claim_violations(near_cancelling_fp64(75), &bits) == 0);
     CHECK(bits >= 60);
   }
   SECTION("one-signed V, large bias: the bound is relative") {
