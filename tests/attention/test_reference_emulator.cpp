@@ -1,0 +1,354 @@
+// The engine (run_attention) against the independent reference emulator (tests/reference/, issue 14 item 2):
+// the same output bits and lse on small random cases with tails (Sq, Skv not multiples of s1, s2), GQA,
+// causal and kv_len masks and a hidden row, two batches; for every preset and algorithm, every stage given
+// another format in turn, every deterministic rounding mode (rne, rz, ru, rd, ro) on every stage, every GEMM
+// model, and PASA's options. Stochastic rounding is left out of bit equality: it consumes the engine's
+// random stream in the engine's order, which the reference (a plain re-statement) does not reproduce.
+//
+// Known engine defects (issue 14 item 1, being fixed by `round1`) make some configurations differ; they are
+// listed by known_defect() below and checked with CHECK_NOFAIL (reported, not failing) so that the lead can
+// re-enable them after the merge by emptying that function. Set PASA_REFEMU_REPORT=1 to print every
+// configuration's result.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/normal_distribution.hpp>
+
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/gemm.hpp"
+#include "reference/reference_attention.hpp"
+
+using namespace pasa;
+
+namespace {
+
+const char* const kAlgorithms[] = {"safe_softmax", "online_softmax", "fa1", "fa2", "pasa", "smooth_k"};
+const char* const kFormats[] = {"fp16", "bf16", "fp32", "fp8_e4m3", "fp8_e5m2"};
+constexpr RoundMode kModes[] = {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos,
+                                RoundMode::toward_neg, RoundMode::odd};
+
+Tensor normal_tensor(Shape sh, const Format& f, double mean, double sd, std::uint64_t seed) {
+  Tensor t(sh, f);
+  boost::random::mt19937_64 eng(seed);
+  boost::random::normal_distribution<double> n(mean, sd);
+  for (double& x : t.data) x = round(n(eng), f);
+  return t;
+}
+
+struct Shape6 {
+  std::size_t B, Nq, Nkv, Sq, Skv, D, s1, s2;
+};
+
+// Masks by kind: 0 none, 1 causal, 2 kv_len, 3 causal + kv_len + a hidden row and a hidden stripe (keep).
+AttentionInputs make_inputs(const Shape6& s, int mask_kind, std::uint64_t seed, const char* fmt = "fp16",
+                            double bias = 2.0) {
+  const Format f = format_by_name(fmt);
+  AttentionInputs in;
+  in.q = normal_tensor({s.B, s.Nq, s.Sq, s.D}, f, bias, 1.0, seed * 3 + 1);
+  in.k = normal_tensor({s.B, s.Nkv, s.Skv, s.D}, f, bias, 1.0, seed * 3 + 2);
+  in.v = normal_tensor({s.B, s.Nkv, s.Skv, s.D}, f, 0.0, 1.0, seed * 3 + 3);
+  if (mask_kind == 1 || mask_kind == 3) in.mask.causal = true;
+  if (mask_kind >= 2) {
+    in.mask.kv_len.assign(s.B, s.Skv);
+    in.mask.kv_len[s.B - 1] = s.Skv / 2 + 1;
+  }
+  if (mask_kind == 3) {
+    in.mask.keep.assign(s.B * s.Sq * s.Skv, 1);
+    for (std::size_t j = 0; j < s.Skv; ++j) in.mask.keep[(0 * s.Sq + s.Sq - 1) * s.Skv + j] = 0;  // hidden row
+    for (std::size_t i = 0; i < s.Sq; ++i) in.mask.keep[(1 * s.Sq + i) * s.Skv + 0] = 0;          // key 0 of batch 1
+  }
+  return in;
+}
+
+bool same_bits(double a, double b) {
+  return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+struct Config {
+  std::string algorithm, preset;
+  std::string stage;    // the stage changed ("" for none)
+  std::string format;   // its format ("" keeps the preset's)
+  RoundMode mode = RoundMode::nearest_even;
+  GemmModel gemm;
+  PasaOptions pasa;
+  std::string inputs = "fp16";
+
+  Config(std::string alg, std::string pre, std::string st = "", std::string f = "",
+         RoundMode m = RoundMode::nearest_even)
+      : algorithm(std::move(alg)), preset(std::move(pre)), stage(std::move(st)), format(std::move(f)), mode(m) {}
+
+  std::string name() const {
+    std::string n = algorithm + " " + preset;
+    if (!stage.empty()) n += " " + stage + "=" + (format.empty() ? "(preset)" : format) + "/" + round_mode_name(mode);
+    if (gemm.kind == GemmKind::chunked) n += " gemm=chunked" + std::to_string(gemm.chunk);
+    if (gemm.kind == GemmKind::every_op) n += " gemm=every_op";
+    if (algorithm == "pasa" && !(pasa == PasaOptions{}))
+      n += " pasa(beta=" + std::to_string(pasa.beta) + ",alpha_in_M=" + std::to_string(pasa.alpha_in_M) +
+           ",m0_zero=" + std::to_string(pasa.m0_zero) + ",form=" + pasa.form +
+           ",bf16_to_fp16=" + std::to_string(pasa.bf16_to_fp16) + ")";
+    if (inputs != "fp16") n += " inputs=" + inputs;
+    return n;
+  }
+
+  AlgorithmSpec spec(const Shape6& s) const {
+    AlgorithmSpec sp;
+    sp.name = algorithm;
+    sp.alloc = allocation_preset(preset);
+    sp.alloc.gemm = gemm;
+    if (!stage.empty()) {
+      StageSpec& st = sp.alloc.spec(stage);
+      if (!format.empty()) st.format = format_by_name(format);
+      st.round.mode = mode;
+    }
+    sp.s1 = s.s1;
+    sp.s2 = s.s2;
+    sp.pasa = pasa;
+    return sp;
+  }
+};
+
+// Configurations where the engine is known to differ from the reference, with the cause (see the report in
+// tests/mutation/REPORT.md). Empty this after round1's fix of issue 14 item 1 is merged, then re-run.
+std::string known_defect(const Allocation& a) {
+  auto fmt_of = [&](Stage s) { return a.spec(s).format.name; };
+  // The engine's exp (exp_one, about 2 ulp of double) is not correctly rounded in fp64.
+  if (fmt_of(Stage::exp) == "fp64") return "exp stage fp64: engine's exp is not correctly rounded at 53 bits";
+  // PASA's M (Eq. 10) is formed in double ((1 − β/n) rounded, then ×α⁻¹ rounded) before its one rounding to
+  // shift: at 53 bits that is two or three roundings of the exact entry (MPFR: the reference's single
+  // rounding is the correct one). Seen only in the lse when exp is narrower (a row-wise score shift).
+  if (a.spec(Stage::shift).format.p == 53) return "shift stage fp64: engine forms PASA's M in double (double rounding)";
+  for (std::size_t i = 0; i < kStageCount; ++i) {
+    const StageSpec& s = a.stages[i];
+    const bool wide = s.format.p > 11;  // fp32/tf32/fp64: exact results of the engine's double ops may not be doubles
+    if (s.round.mode != RoundMode::nearest_even && wide)
+      return "non-RNE mode on a " + s.format.name + " stage (" + stage_name(static_cast<Stage>(i)) +
+             "): engine rounds its double result again (double rounding)";
+  }
+  return "";
+}
+
+std::string hexf(double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%a", x);
+  return b;
+}
+
+struct Outcome {
+  std::size_t mismatched = 0, total = 0;
+  std::string first;
+};
+
+Outcome compare(const AttentionInputs& in, const AlgorithmSpec& spec) {
+  const AttentionOutput e = run_attention(in, spec, 1);
+  const AttentionOutput r = reference::reference_attention(in, spec);
+  Outcome o;
+  o.total = e.o.data.size() + e.lse.size();
+  for (std::size_t i = 0; i < e.o.data.size(); ++i)
+    if (!same_bits(e.o.data[i], r.o.data[i])) {
+      if (o.mismatched++ == 0)
+        o.first = "o[" + std::to_string(i) + "]: engine " + std::to_string(e.o.data[i]) + " (" +
+                  hexf(e.o.data[i]) + "), reference " + std::to_string(r.o.data[i]) + " (" + hexf(r.o.data[i]) + ")";
+    }
+  for (std::size_t i = 0; i < e.lse.size(); ++i)
+    if (!same_bits(e.lse[i], r.lse[i])) {
+      if (o.mismatched++ == 0)
+        o.first = "lse[" + std::to_string(i) + "]: engine " + std::to_string(e.lse[i]) + ", reference " +
+                  std::to_string(r.lse[i]);
+    }
+  return o;
+}
+
+// Runs one configuration on the inputs: equal bits required, or (a known defect) reported without failing.
+struct Tally {
+  std::size_t cases = 0, equal = 0, known_failing = 0, known_passing = 0;
+};
+
+void check_config(const Config& c, const Shape6& s, const AttentionInputs& in, Tally& t) {
+  const AlgorithmSpec spec = c.spec(s);
+  Allocation eff = spec.alloc;
+  const Outcome o = compare(in, spec);
+  const std::string defect = known_defect(eff);
+  ++t.cases;
+  const bool eq = o.mismatched == 0;
+  if (eq) ++t.equal;
+  if (!defect.empty()) (eq ? t.known_passing : t.known_failing)++;
+  static const bool report = std::getenv("PASA_REFEMU_REPORT") != nullptr;
+  if (report)
+    std::cout << (eq ? "EQUAL    " : "DIFFERENT") << (defect.empty() ? "        " : " [known]") << " " << c.name()
+              << " : " << o.mismatched << "/" << o.total << (eq ? "" : " first " + o.first) << "\n";
+  INFO(c.name() << ": " << o.mismatched << " of " << o.total << " values differ; first " << o.first);
+  if (defect.empty()) {
+    CHECK(o.mismatched == 0);
+  } else {
+    INFO("known defect: " << defect);
+    CHECK_NOFAIL(o.mismatched == 0);
+  }
+}
+
+// Small shapes with tails and GQA: Sq = 5 (s1 = 2), Skv = 11 (s2 = 4, a tail of 3), 4 query heads on 2 KV heads;
+// and one with Sq > Skv (causal hides the first rows completely).
+const Shape6 kSmall{2, 4, 2, 5, 11, 8, 2, 4};
+const Shape6 kWide{2, 2, 1, 7, 5, 4, 3, 2};
+
+// The base preset per algorithm for the stage sweeps: every stage in fp16 but the GEMM accumulators.
+std::string base_preset(const std::string& algorithm) { return algorithm == "pasa" ? "pasa_fp16" : "fa_fp16"; }
+
+}  // namespace
+
+TEST_CASE("reference emulator: every preset and algorithm, bit for bit", "[reference]") {
+  Tally t;
+  int k = 0;
+  for (const auto& preset : allocation_preset_names())
+    for (const char* alg : kAlgorithms) {
+      const Shape6& s = k % 2 ? kWide : kSmall;
+      const AttentionInputs in = make_inputs(s, k % 4, 100 + static_cast<std::uint64_t>(k));
+      check_config(Config{alg, preset}, s, in, t);
+      ++k;
+    }
+  std::cout << "[reference] presets: " << t.cases << " cases, " << t.equal << " equal, " << t.known_failing
+            << " known-failing\n";
+}
+
+TEST_CASE("reference emulator: each stage in another format", "[reference]") {
+  Tally t;
+  int k = 0;
+  for (const char* alg : kAlgorithms)
+    for (const auto& stage : stage_names())
+      for (const char* f : kFormats) {
+        Config c{alg, base_preset(alg), stage, f};
+        if (allocation_preset(c.preset).spec(stage).format == format_by_name(f)) continue;
+        const AttentionInputs in = make_inputs(kSmall, k % 4, 1000 + static_cast<std::uint64_t>(k));
+        check_config(c, kSmall, in, t);
+        ++k;
+      }
+  std::cout << "[reference] stage formats: " << t.cases << " cases, " << t.equal << " equal, " << t.known_failing
+            << " known-failing\n";
+}
+
+TEST_CASE("reference emulator: each stage in every deterministic rounding mode", "[reference]") {
+  Tally t;
+  int k = 0;
+  for (const char* alg : kAlgorithms)
+    for (const auto& stage : stage_names())
+      for (RoundMode m : kModes) {
+        if (m == RoundMode::nearest_even) continue;  // the presets' own mode
+        const AttentionInputs in = make_inputs(kSmall, k % 4, 5000 + static_cast<std::uint64_t>(k));
+        check_config(Config{alg, base_preset(alg), stage, "", m}, kSmall, in, t);
+        ++k;
+      }
+  std::cout << "[reference] rounding modes: " << t.cases << " cases, " << t.equal << " equal, " << t.known_failing
+            << " known-failing\n";
+}
+
+TEST_CASE("reference emulator: every GEMM model", "[reference]") {
+  Tally t;
+  int k = 0;
+  const GemmModel models[] = {{GemmKind::ordered, 16}, {GemmKind::chunked, 3}, {GemmKind::chunked, 16},
+                              {GemmKind::every_op, 16}};
+  for (const char* preset : {"fa_fp16", "fa_fp32", "fa_bf16", "pasa_fp16", "fa_fp8"})
+    for (const char* alg : kAlgorithms)
+      for (const GemmModel& g : models) {
+        Config c{alg, preset};
+        c.gemm = g;
+        const AttentionInputs in = make_inputs(kSmall, k % 4, 9000 + static_cast<std::uint64_t>(k));
+        check_config(c, kSmall, in, t);
+        ++k;
+      }
+  std::cout << "[reference] GEMM models: " << t.cases << " cases, " << t.equal << " equal, " << t.known_failing
+            << " known-failing\n";
+}
+
+TEST_CASE("reference emulator: PASA's options", "[reference]") {
+  Tally t;
+  int k = 0;
+  std::vector<PasaOptions> opts;
+  for (double beta : {0.0, 0.5, 0.984497, 0.999})
+    for (bool aim : {true, false})
+      for (bool m0 : {false, true})
+        for (const char* form : {"fa2", "printed"}) opts.push_back(PasaOptions{beta, aim, m0, true, form});
+  for (const PasaOptions& o : opts)
+    for (const char* preset : {"pasa_fp16", "pasa_bf16"}) {
+      Config c{"pasa", preset};
+      c.pasa = o;
+      const Shape6& s = k % 2 ? kWide : kSmall;
+      const AttentionInputs in = make_inputs(s, k % 4, 20000 + static_cast<std::uint64_t>(k));
+      check_config(c, s, in, t);
+      ++k;
+    }
+  // bf16 inputs: the bf16 → fp16 mapping of §2.2, on and off.
+  for (bool map : {true, false}) {
+    Config c{"pasa", "pasa_bf16"};
+    c.pasa.bf16_to_fp16 = map;
+    c.inputs = "bf16";
+    const AttentionInputs in = make_inputs(kSmall, 3, 30000 + map, "bf16");
+    check_config(c, kSmall, in, t);
+  }
+  std::cout << "[reference] PASA options: " << t.cases << " cases, " << t.equal << " equal, " << t.known_failing
+            << " known-failing\n";
+}
+
+TEST_CASE("reference emulator: larger sweep", "[reference][long]") {
+  // Larger shapes, more seeds and input offsets, every preset × algorithm × GEMM model × mode on all stages.
+  Tally t;
+  int k = 0;
+  const Shape6 s{2, 4, 2, 19, 45, 16, 8, 16};
+  const GemmModel models[] = {{GemmKind::ordered, 16}, {GemmKind::chunked, 4}, {GemmKind::every_op, 16}};
+  for (const auto& preset : allocation_preset_names())
+    for (const char* alg : kAlgorithms)
+      for (const GemmModel& g : models)
+        for (RoundMode m : kModes) {
+          Config c{alg, preset};
+          c.gemm = g;
+          const AttentionInputs in = make_inputs(s, k % 4, 40000 + static_cast<std::uint64_t>(k), "fp16", k % 3 * 4.0);
+          AlgorithmSpec sp = c.spec(s);
+          for (auto& st : sp.alloc.stages) st.round.mode = m;
+          const Outcome o = compare(in, sp);
+          const std::string defect = known_defect(sp.alloc);
+          ++t.cases;
+          INFO(c.name() << " all stages " << round_mode_name(m) << ": " << o.mismatched << " of " << o.total
+                        << " differ; first " << o.first);
+          if (defect.empty()) CHECK(o.mismatched == 0);
+          else CHECK_NOFAIL(o.mismatched == 0);
+          ++k;
+        }
+}
+
+TEST_CASE("reference emulator: fp64 allocation apart from exp", "[reference]") {
+  // The fp64 preset differs through the engine's exp (not correctly rounded at 53 bits): with the exp stage
+  // in fp32 every other fp64 stage must give the reference's bits (PASA's M aside, see known_defect).
+  Tally t;
+  int k = 0;
+  for (const char* alg : kAlgorithms) {
+    Config c{alg, "fp64", "exp", "fp32"};
+    const Shape6& s = k % 2 ? kWide : kSmall;
+    const AttentionInputs in = make_inputs(s, k % 4, 60000 + static_cast<std::uint64_t>(k));
+    check_config(c, s, in, t);
+    ++k;
+  }
+}
+
+TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (issue 14's RZ example)", "[reference]") {
+  // fp16 operands 256·256 + 2^-24·(−2^-24) into an fp32 round-toward-zero accumulator: the exact sum is
+  // 65536 − 2^-48, whose RZ rounding to fp32 is 65536 − 2^-8 = 65535.99609375 (by hand).
+  const double a[] = {256.0, std::ldexp(1.0, -24)}, b[] = {256.0, -std::ldexp(1.0, -24)};
+  StageSpec acc{format_by_name("fp32"), {}}, out{format_by_name("fp64"), {}};
+  acc.round.mode = RoundMode::toward_zero;
+  const GemmModel ordered{GemmKind::ordered, 16};
+  CHECK(reference::reference_dot(ordered, acc, out, a, 1, b, 1, 2) == 65535.99609375);
+  // The engine: acc formed in double (65536 exactly) and then rounded, a double rounding (issue 14 item 1,
+  // round1's fix). Reported, not failing, until that fix is merged.
+  const GemmSpec g{format_by_name("fp16"), format_by_name("fp16"), acc, out, ordered};
+  double c = 0;
+  gemm(g, 1, 1, 2, a, 2, b, 1, &c, 1);
+  CHECK_NOFAIL(c == 65535.99609375);
+}

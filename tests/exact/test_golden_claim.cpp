@@ -1,0 +1,179 @@
+// The golden's claim tested (issue 14 item 3, the part mutation testing needs): before its final rounding to
+// double every output satisfies |O − O_exact| <= 2^-guaranteed_bits · Σp|v|/Σp, so after it
+// |O − O_exact| <= 2^-guaranteed_bits · Σp|v|/Σp + ulp(O)/2. Checked against an independent 256-bit MPFR
+// evaluation (weights e^{s − lse}, no max shift) on cases chosen to stress the bound: large bias (scores
+// ~1e4, so the exp argument's low part matters), cancellation in Σp·v (mixed-sign V with a near-zero
+// weighted mean, so p's low part matters), tiny weights, and a negative scale.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+#include <mpfr.h>
+
+#include "pasa/exact/golden.hpp"
+#include "pasa/numeric/round.hpp"
+
+using namespace pasa;
+
+namespace {
+
+Tensor uniform(Shape s, double lo, double hi, std::uint64_t seed) {
+  const Format f = format_by_name("fp16");
+  Tensor t(s, f);
+  boost::random::mt19937_64 eng(seed);
+  boost::random::uniform_real_distribution<double> u(lo, hi);
+  for (double& x : t.data) x = pasa::round(u(eng), f);
+  return t;
+}
+
+struct Exact {
+  std::vector<double> o, yard;  // O_exact rounded to double, and Σp|v|/Σp
+};
+
+// 256-bit MPFR, no mask: s_j = scale·q·k_j, lse = log Σ e^{s_j}, O = Σ e^{s_j − lse}·v_j.
+Exact exact_attention(const AttentionInputs& in) {
+  const Shape& qs = in.q.shape;
+  const std::size_t Skv = in.k.shape.S, D = qs.D, g = qs.N / in.k.shape.N;
+  Exact r;
+  r.o.assign(qs.size(), 0);
+  r.yard.assign(qs.size(), 0);
+  mpfr_t sc, tmp, den, lse, w, num, acc;
+  mpfr_inits2(256, sc, tmp, den, lse, w, num, acc, static_cast<mpfr_ptr>(nullptr));
+  if (in.scale != 0) mpfr_set_d(sc, in.scale, MPFR_RNDN);
+  else mpfr_set_ui(sc, D, MPFR_RNDN), mpfr_rec_sqrt(sc, sc, MPFR_RNDN);
+  std::vector<mpfr_t> s(Skv);
+  for (auto& x : s) mpfr_init2(x, 256);
+  for (std::size_t b = 0; b < qs.B; ++b)
+    for (std::size_t h = 0; h < qs.N; ++h)
+      for (std::size_t i = 0; i < qs.S; ++i) {
+        mpfr_set_zero(den, 1);
+        for (std::size_t j = 0; j < Skv; ++j) {
+          mpfr_set_zero(s[j], 1);
+          for (std::size_t x = 0; x < D; ++x) {
+            mpfr_set_d(tmp, in.q.at(b, h, i, x), MPFR_RNDN);
+            mpfr_mul_d(tmp, tmp, in.k.at(b, h / g, j, x), MPFR_RNDN);
+            mpfr_add(s[j], s[j], tmp, MPFR_RNDN);
+          }
+          mpfr_mul(s[j], s[j], sc, MPFR_RNDN);
+          mpfr_exp(tmp, s[j], MPFR_RNDN);
+          mpfr_add(den, den, tmp, MPFR_RNDN);
+        }
+        mpfr_log(lse, den, MPFR_RNDN);
+        const std::size_t row = (b * qs.N + h) * qs.S + i;
+        for (std::size_t x = 0; x < D; ++x) {
+          mpfr_set_zero(num, 1);
+          mpfr_set_zero(acc, 1);
+          for (std::size_t j = 0; j < Skv; ++j) {
+            mpfr_sub(w, s[j], lse, MPFR_RNDN);
+            mpfr_exp(w, w, MPFR_RNDN);
+            const double v = in.v.at(b, h / g, j, x);
+            mpfr_mul_d(tmp, w, v, MPFR_RNDN);
+            mpfr_add(num, num, tmp, MPFR_RNDN);
+            mpfr_mul_d(tmp, w, std::abs(v), MPFR_RNDN);
+            mpfr_add(acc, acc, tmp, MPFR_RNDN);
+          }
+          r.o[row * D + x] = mpfr_get_d(num, MPFR_RNDN);
+          r.yard[row * D + x] = mpfr_get_d(acc, MPFR_RNDN);
+        }
+      }
+  for (auto& x : s) mpfr_clear(x);
+  mpfr_clears(sc, tmp, den, lse, w, num, acc, static_cast<mpfr_ptr>(nullptr));
+  return r;
+}
+
+// Returns how many elements break the claim.
+std::size_t claim_violations(const AttentionInputs& in, int* bits = nullptr) {
+  const Golden g = golden_attention(in);
+  const Exact r = exact_attention(in);
+  if (bits) *bits = g.guaranteed_bits;
+  std::size_t bad = 0;
+  for (std::size_t e = 0; e < r.o.size(); ++e) {
+    // The claim before the final rounding, the half ulp of that rounding, and the reference's own rounding.
+    const double half_ulp = std::ldexp(std::abs(r.o[e]), -53) * 2.0;
+    const double allowed = std::ldexp(r.yard[e], -g.guaranteed_bits) + half_ulp + 0x1p-900;
+    if (!(std::abs(g.o.data[e] - r.o[e]) <= allowed)) ++bad;
+  }
+  return bad;
+}
+
+// V mixed sign with a weighted mean near 0: cancellation in Σp·v, |O| ≪ Σp|v|.
+AttentionInputs cancelling(std::uint64_t seed, double bias) {
+  AttentionInputs in;
+  in.q = uniform({1, 2, 4, 16}, bias - 0.5, bias + 0.5, seed);
+  in.k = uniform({1, 1, 48, 16}, bias - 0.5, bias + 0.5, seed + 1);
+  in.v = uniform({1, 1, 48, 16}, -1.0, 1.0, seed + 2);
+  // Make each V column's unweighted sum 0 up to fp16 rounding: v_j ← v_j − v_{j+24} pairs with opposite signs.
+  for (std::size_t j = 0; j < 24; ++j)
+    for (std::size_t x = 0; x < 16; ++x) in.v.at(0, 0, j + 24, x) = -in.v.at(0, 0, j, x);
+  return in;
+}
+
+// fp64 inputs, keys in pairs that differ by one ulp in one component, V opposite within a pair: the exact
+// output is ~2^-49 of Σp|v|/Σp, so the golden's own error (~2^-96 of it, from the scores) is visible above
+// the final rounding, and a bound that claims too many bits fails.
+AttentionInputs near_cancelling_fp64(std::uint64_t seed) {
+  const std::size_t S = 8, D = 32;
+  const Format f = format_by_name("fp64");
+  AttentionInputs in;
+  in.q = Tensor({1, 1, 1, D}, f);
+  in.k = Tensor({1, 1, S, D}, f);
+  in.v = Tensor({1, 1, S, D}, f);
+  boost::random::mt19937_64 eng(seed);
+  boost::random::uniform_real_distribution<double> u(-1, 1);
+  for (double& x : in.q.data) x = 30 + u(eng);
+  for (std::size_t j = 0; j < S; j += 2) {
+    for (std::size_t d = 0; d < D; ++d) {
+      in.k.at(0, 0, j, d) = in.k.at(0, 0, j + 1, d) = 30 + u(eng);
+      in.v.at(0, 0, j, d) = u(eng);
+      in.v.at(0, 0, j + 1, d) = -in.v.at(0, 0, j, d);
+    }
+    in.k.at(0, 0, j + 1, 0) = std::nextafter(in.k.at(0, 0, j, 0), 100.0);
+  }
+  in.scale = 0.1;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("golden's guaranteed bits hold against 256-bit MPFR on stress cases", "[golden]") {
+  int bits = 0;
+  SECTION("large bias (scores ~1e3), cancellation in Σp·v") {
+    AttentionInputs in = cancelling(71, 30.0);
+    in.scale = 0.1;  // not a power of two: the scores (and s − m) have low parts
+    CHECK(claim_violations(in, &bits) == 0);
+    CHECK(bits >= 60);
+  }
+  SECTION("moderate bias, cancellation, tiny weights (explicit large scale)") {
+    AttentionInputs in = cancelling(72, 2.0);
+    in.scale = 3.1;  // score spread ~ hundreds: many weights below 2^-100; low parts in s − m
+    CHECK(claim_violations(in, &bits) == 0);
+    CHECK(bits >= 60);
+  }
+  SECTION("near-total cancellation in fp64: the golden's own error is visible") {
+    CHECK(claim_violations(near_cancelling_fp64(75), &bits) == 0);
+    CHECK(bits >= 60);
+  }
+  SECTION("one-signed V, large bias: the bound is relative") {
+    AttentionInputs in = cancelling(73, 20.0);
+    for (double& v : in.v.data) v = std::abs(v) + 1.0;
+    in.scale = 0.3;
+    CHECK(claim_violations(in, &bits) == 0);
+    CHECK(bits >= 60);
+  }
+}
+
+TEST_CASE("golden's guaranteed bits with a negative scale", "[golden][!mayfail]") {
+  // Issue 14: the fast path's bound drops the Dot2 error term when the scale is negative (no fabs on
+  // scale_dd.hi); being fixed by round1. [!mayfail] until then: remove the tag after the merge.
+  int bits_pos = 0, bits_neg = 0;
+  AttentionInputs in = cancelling(74, 30.0);
+  in.scale = 0.01;
+  CHECK(claim_violations(in, &bits_pos) == 0);
+  in.scale = -0.01;
+  CHECK(claim_violations(in, &bits_neg) == 0);
+  CHECK(bits_neg <= bits_pos + 2);  // the same magnitudes: the same bound, whatever the sign
+}

@@ -1,0 +1,645 @@
+// The reference emulator (see reference_attention.hpp). Written for clarity, not speed: one query row at a
+// time, one rounding per statement.
+#include "reference_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <mpfr.h>
+
+#include "pasa/numeric/round.hpp"
+
+namespace pasa::reference {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Any sum of a few products of doubles is exact in 4400 bits (doubles span 2^-1074 .. 2^1024).
+constexpr mpfr_prec_t kExactPrec = 4400;
+// Quotients and exponentials: round-to-odd at 256 bits keeps the sticky information, so one later rounding
+// to p <= 53 bits (any mode, subnormals included) equals the rounding of the exact value.
+constexpr mpfr_prec_t kOddPrec = 256;
+
+struct Big {
+  mpfr_t v;
+  explicit Big(mpfr_prec_t p = kExactPrec) {
+    mpfr_init2(v, p);
+    mpfr_set_zero(v, 1);
+  }
+  ~Big() { mpfr_clear(v); }
+  Big(const Big&) = delete;
+  Big& operator=(const Big&) = delete;
+  void set(double x) { mpfr_set_d(v, x, MPFR_RNDN); }  // exact: 53 bits into kExactPrec or kOddPrec
+};
+
+void require_exact(int ternary, const char* what) {
+  if (ternary != 0) throw std::logic_error(std::string("reference: inexact ") + what + " at 4400 bits");
+}
+
+// Round-to-odd at the variable's precision from a round-toward-zero result and its ternary value.
+void make_odd(mpfr_t y, int ternary) {
+  if (ternary == 0 || !mpfr_regular_p(y)) return;
+  if (mpfr_min_prec(y) < mpfr_get_prec(y)) {  // last significand bit is 0: move it to 1, away from zero
+    if (mpfr_sgn(y) > 0) mpfr_nextabove(y);
+    else mpfr_nextbelow(y);
+  }
+}
+
+// The value an out-of-range magnitude becomes: IEEE 754 §7.4 for the ieee policy (E4M3FN has no infinity:
+// NaN), or ±max_finite when saturating.
+double overflow_value(bool neg, const Format& f, const RoundOptions& o) {
+  const bool to_max = o.overflow == Overflow::saturate || o.mode == RoundMode::toward_zero ||
+                      o.mode == RoundMode::odd || (o.mode == RoundMode::toward_pos && neg) ||
+                      (o.mode == RoundMode::toward_neg && !neg);
+  if (to_max) return neg ? -f.max_finite() : f.max_finite();
+  return f.has_infinity() ? (neg ? -kInf : kInf) : kNaN;
+}
+
+// One rounding of an MPFR value that is not a double: MPFR at precision p with the exponent range of the
+// format (mpfr_check_range brings a p-bit result of unbounded exponent into it, mpfr_subnormalize gives
+// gradual underflow without double rounding); then the format's overflow and flush conventions.
+double mpfr_round_to(mpfr_srcptr x, const Format& f, const RoundOptions& o) {
+  if (!f.subnormals) throw std::invalid_argument("reference: formats without subnormals are not supported");
+  const bool neg = mpfr_signbit(x) != 0;
+  // |x| < 2^emin  <=>  MPFR exponent (x = m·2^E, m in [1/2, 1)) E <= emin.
+  if (o.flush_input && mpfr_get_exp(x) <= f.emin()) return neg ? -0.0 : 0.0;
+  const mpfr_rnd_t rnd = o.mode == RoundMode::nearest_even ? MPFR_RNDN
+                         : o.mode == RoundMode::toward_pos ? MPFR_RNDU
+                         : o.mode == RoundMode::toward_neg ? MPFR_RNDD
+                                                           : MPFR_RNDZ;  // rz, and ro's first step
+  mpfr_t y;
+  mpfr_init2(y, f.p);
+  int t = mpfr_set(y, x, rnd);
+  const mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
+  mpfr_set_emin(f.emin() - f.p + 2);  // smallest subnormal 2^(emin−p+1) = 0.5·2^(emin−p+2)
+  mpfr_set_emax(f.emax + 8);          // never overflows inside MPFR; the format's convention is applied below
+  t = mpfr_check_range(y, t, rnd);
+  t = mpfr_subnormalize(y, t, rnd);
+  double r = mpfr_get_d(y, MPFR_RNDN);  // exact: p <= 53 bits, inf only beyond double's range
+  mpfr_set_emin(old_emin);
+  mpfr_set_emax(old_emax);
+  mpfr_clear(y);
+  if (o.mode == RoundMode::odd && t != 0) {  // round to odd: toward zero, then the last bit set if inexact
+    const double a = std::fabs(r);
+    const int e = a == 0 ? f.emin() : std::max(std::ilogb(a), f.emin());
+    const double quantum = std::ldexp(1.0, e - (f.p - 1));
+    if (std::fmod(a / quantum, 2.0) == 0.0) r = neg ? -(a + quantum) : a + quantum;
+  }
+  if (std::fabs(r) > f.max_finite()) return overflow_value(neg, f, o);
+  if (o.flush_output && std::fabs(r) < f.min_normal()) r = neg ? -0.0 : 0.0;
+  return r;
+}
+
+void no_stochastic(const StageSpec& s) {
+  if (s.round.mode == RoundMode::stochastic)
+    throw std::invalid_argument("reference: stochastic rounding is not reproduced (it follows the engine's stream)");
+}
+
+// One rounding of an exact double.
+double rnd(const StageSpec& s, double x) {
+  no_stochastic(s);
+  return pasa::round(x, s.format, s.round);
+}
+
+// One rounding of an exact (or round-to-odd) MPFR value: by pasa::round when it is a double, else by MPFR.
+double rnd(const StageSpec& s, mpfr_srcptr x) {
+  no_stochastic(s);
+  if (mpfr_nan_p(x)) return kNaN;
+  if (mpfr_inf_p(x)) return pasa::round(mpfr_sgn(x) > 0 ? kInf : -kInf, s.format, s.round);
+  if (mpfr_zero_p(x)) return mpfr_signbit(x) ? -0.0 : 0.0;
+  const double d = mpfr_get_d(x, MPFR_RNDN);
+  if (std::isfinite(d) && mpfr_cmp_d(x, d) == 0) return pasa::round(d, s.format, s.round);
+  return mpfr_round_to(x, s.format, s.round);
+}
+
+}  // namespace
+
+Reduction reduction_of(const StageSpec& s) {
+  const Order order = s.reduce.order == ReduceOrder::sequential ? Order::sequential
+                      : s.reduce.order == ReduceOrder::pairwise ? Order::pairwise
+                                                                : Order::blocked;
+  return Reduction{s.reduce.acc.value_or(s.format), order, s.reduce.width};
+}
+
+double ref_add(const StageSpec& s, double x, double y) {
+  thread_local Big a, b, r;
+  a.set(x);
+  b.set(y);
+  require_exact(mpfr_add(r.v, a.v, b.v, MPFR_RNDZ), "sum");  // RNDZ: an exact zero sum is +0, as in IEEE RNE
+  return rnd(s, r.v);
+}
+
+double ref_mul(const StageSpec& s, double x, double y) {
+  thread_local Big a, b, r;
+  a.set(x);
+  b.set(y);
+  require_exact(mpfr_mul(r.v, a.v, b.v, MPFR_RNDZ), "product");
+  return rnd(s, r.v);
+}
+
+double ref_div(const StageSpec& s, double x, double y) {
+  thread_local Big a, b, r(kOddPrec);
+  a.set(x);
+  b.set(y);
+  make_odd(r.v, mpfr_div(r.v, a.v, b.v, MPFR_RNDZ));
+  return rnd(s, r.v);
+}
+
+double ref_exp(const StageSpec& s, double x) {
+  // "via": "fp32": the float argument's expf (libm's, what CUDA and PyTorch call), then one cast.
+  if (s.via == ExpVia::fp32) return pasa::round(static_cast<double>(std::exp(static_cast<float>(x))), s.format, s.round);
+  thread_local Big a, r(kOddPrec);
+  a.set(x);
+  make_odd(r.v, mpfr_exp(r.v, a.v, MPFR_RNDZ));
+  return rnd(s, r.v);
+}
+
+double reference_dot(const GemmModel& model, const StageSpec& acc, const StageSpec& out, const double* a,
+                     std::size_t sa, const double* b, std::size_t sb, std::size_t k) {
+  thread_local Big prod, group, sum, cc;
+  double c = 0.0;  // the accumulator, a value of acc's format
+  switch (model.kind) {
+    case GemmKind::ordered:  // acc ← round_acc(acc + a·b), one rounding per step (an FMA chain)
+      for (std::size_t t = 0; t < k; ++t) {
+        prod.set(a[t * sa]);
+        cc.set(b[t * sb]);
+        require_exact(mpfr_mul(prod.v, prod.v, cc.v, MPFR_RNDZ), "product");
+        cc.set(c);
+        require_exact(mpfr_add(sum.v, cc.v, prod.v, MPFR_RNDZ), "sum");
+        c = rnd(acc, sum.v);
+      }
+      break;
+    case GemmKind::every_op:  // product rounded to acc, then the sum rounded to acc
+      for (std::size_t t = 0; t < k; ++t) c = ref_add(acc, c, ref_mul(acc, a[t * sa], b[t * sb]));
+      break;
+    case GemmKind::chunked:  // a group's exact products summed exactly (the wide adder), added with one rounding
+      for (std::size_t t0 = 0; t0 < k; t0 += static_cast<std::size_t>(model.chunk)) {
+        mpfr_set_zero(group.v, 1);
+        for (std::size_t t = t0; t < std::min(k, t0 + static_cast<std::size_t>(model.chunk)); ++t) {
+          prod.set(a[t * sa]);
+          cc.set(b[t * sb]);
+          require_exact(mpfr_mul(prod.v, prod.v, cc.v, MPFR_RNDZ), "product");
+          require_exact(mpfr_add(group.v, group.v, prod.v, MPFR_RNDZ), "group sum");
+        }
+        cc.set(c);
+        require_exact(mpfr_add(sum.v, cc.v, group.v, MPFR_RNDZ), "sum");
+        c = rnd(acc, sum.v);
+      }
+      break;
+  }
+  return rnd(out, c);  // the GEMM's output, rounded once
+}
+
+namespace {
+
+double ref_sub(const StageSpec& s, double x, double y) { return ref_add(s, x, -y); }
+
+// The reduction of issue 13's spec over x in accumulator acc (the stage's rounding options), unrounded to
+// the stage. Every lane, and the sequential sum, starts at +0 and rounds each addition (so a first element
+// wider than acc is rounded when it enters, as today's engine does).
+double accumulate(const std::vector<double>& x, std::size_t lo, std::size_t hi, const Reduction& red,
+                  const StageSpec& acc) {
+  switch (red.order) {
+    case Order::sequential: {
+      double s = 0.0;
+      for (std::size_t i = lo; i < hi; ++i) s = ref_add(acc, s, x[i]);
+      return s;
+    }
+    case Order::pairwise: {
+      if (hi - lo == 1) return x[lo];
+      const std::size_t h = lo + (hi - lo) / 2;
+      return ref_add(acc, accumulate(x, lo, h, red, acc), accumulate(x, h, hi, red, acc));
+    }
+    case Order::blocked: {
+      const auto k = static_cast<std::size_t>(red.width);
+      std::vector<double> lane(k, 0.0);
+      for (std::size_t r = 0; r < k; ++r)
+        for (std::size_t i = lo + r; i < hi; i += k) lane[r] = ref_add(acc, lane[r], x[i]);
+      for (std::size_t off = k / 2; off >= 1; off /= 2)  // shuffle-down tree
+        for (std::size_t r = 0; r < off; ++r) lane[r] = ref_add(acc, lane[r], lane[r + off]);
+      return lane[0];
+    }
+  }
+  return kNaN;
+}
+
+// A row sum in stage s: accumulated in acc, then rounded once to s.
+double reduce_sum(const std::vector<double>& x, const StageSpec& s) {
+  const Reduction red = reduction_of(s);
+  const StageSpec acc{red.acc, s.round};
+  return rnd(s, accumulate(x, 0, x.size(), red, acc));
+}
+
+// A mean in stage s: the sum in acc, divided by n in acc (one rounding), then rounded once to s.
+double reduce_mean(const std::vector<double>& x, const StageSpec& s) {
+  const Reduction red = reduction_of(s);
+  const StageSpec acc{red.acc, s.round};
+  const double sum = accumulate(x, 0, x.size(), red, acc);
+  return rnd(s, ref_div(acc, sum, static_cast<double>(x.size())));
+}
+
+double max_of(const std::vector<double>& x) {  // NaN ignored; −inf for an empty or fully hidden row
+  double m = -kInf;
+  for (double v : x)
+    if (v > m) m = v;
+  return m;
+}
+
+// PASA's bf16 → fp16 mapping (§2.2), the only change an algorithm makes to its allocation.
+Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& spec) {
+  Allocation a = spec.alloc;
+  const Format bf16 = format_by_name("bf16");
+  if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 &&
+      (in.q.format == bf16 || in.k.format == bf16 || in.v.format == bf16))
+    for (auto& s : a.stages)
+      if (s.format == bf16) s.format = format_by_name("fp16");
+  return a;
+}
+
+class Reference {
+ public:
+  Reference(const AttentionInputs& in, const AlgorithmSpec& spec)
+      : in_(in), spec_(spec), a_(effective_allocation(in, spec)) {
+    for (const auto& s : a_.stages) no_stochastic(s);
+    B = in.q.shape.B, Nq = in.q.shape.N, Nkv = in.k.shape.N, Sq = in.q.shape.S, Skv = in.k.shape.S;
+    D = in.q.shape.D;
+    group = Nq / Nkv;
+    // The inputs as the matrix engine sees them: each element rounded once to its stage.
+    q_ = in.q.data;
+    k_ = in.k.data;
+    v_ = in.v.data;
+    for (double& x : q_) x = rnd(st(Stage::q), x);
+    for (double& x : k_) x = rnd(st(Stage::k), x);
+    for (double& x : v_) x = rnd(st(Stage::v), x);
+    keys_ = k_;
+    scale_ = rnd(st(Stage::scale), in.effective_scale());
+  }
+
+  AttentionOutput run() {
+    out_.o = Tensor(in_.q.shape, st(Stage::out).format);
+    out_.lse.assign(B * Nq * Sq, -kInf);
+    if (spec_.name == "pasa") pasa_keys();
+    if (spec_.name == "smooth_k") smooth_keys();
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t h = 0; h < Nq; ++h)
+        for (std::size_t r = 0; r < Sq; ++r) {
+          if (spec_.name == "safe_softmax") safe_softmax_row(b, h, r);
+          else if (spec_.name == "online_softmax") online_softmax_row(b, h, r);
+          else if (spec_.name == "fa1") fa1_row(b, h, r);
+          else if (spec_.name == "fa2" || spec_.name == "smooth_k") fa2_row(b, h, r);
+          else if (spec_.name == "pasa") pasa_row(b, h, r);
+          else throw std::invalid_argument("reference: unknown algorithm " + spec_.name);
+        }
+    return out_;
+  }
+
+ private:
+  const StageSpec& st(Stage s) const { return a_.spec(s); }
+  double R(Stage s, double x) const { return rnd(st(s), x); }
+  double add(Stage s, double x, double y) const { return ref_add(st(s), x, y); }
+  double sub(Stage s, double x, double y) const { return ref_sub(st(s), x, y); }
+  double mul(Stage s, double x, double y) const { return ref_mul(st(s), x, y); }
+  double div(Stage s, double x, double y) const { return ref_div(st(s), x, y); }
+  double exp(Stage s, double x) const { return ref_exp(st(s), x); }
+
+  std::size_t kv_index(std::size_t b, std::size_t hk, std::size_t j) const { return ((b * Nkv + hk) * Skv + j) * D; }
+  std::size_t q_index(std::size_t b, std::size_t h, std::size_t r) const { return ((b * Nq + h) * Sq + r) * D; }
+
+  // Whether a key block [j0, j1) has any key visible to any row of the query block (s1 rows) holding row r:
+  // engines work on (query block × key block) tiles and skip the tiles a mask hides completely.
+  bool tile_visible(std::size_t b, std::size_t r, std::size_t j0, std::size_t j1) const {
+    const std::size_t r0 = r / spec_.s1 * spec_.s1, r1 = std::min(Sq, r0 + spec_.s1);
+    for (std::size_t i = r0; i < r1; ++i)
+      for (std::size_t j = j0; j < j1; ++j)
+        if (visible(in_, b, i, j)) return true;
+    return false;
+  }
+
+  // S = Q·Kᵀ through the QKᵀ GEMM for keys [j0, j0 + n) (unscaled, unmasked).
+  std::vector<double> scores(std::size_t b, std::size_t h, std::size_t r, std::size_t j0, std::size_t n) const {
+    std::vector<double> s(n);
+    for (std::size_t c = 0; c < n; ++c)
+      s[c] = reference_dot(a_.gemm, st(Stage::qk_acc), st(Stage::s), &q_[q_index(b, h, r)], 1,
+                           &keys_[kv_index(b, h / group, j0 + c)], 1, D);
+    return s;
+  }
+  // Z = round_scale(S·scale), hidden keys −inf.
+  std::vector<double> logits(std::size_t b, std::size_t h, std::size_t r, std::size_t j0, std::size_t n) const {
+    std::vector<double> z = scores(b, h, r, j0, n);
+    for (std::size_t c = 0; c < n; ++c) z[c] = mul(Stage::scale, z[c], scale_);
+    mask(b, r, j0, z);
+    return z;
+  }
+  void mask(std::size_t b, std::size_t r, std::size_t j0, std::vector<double>& z) const {
+    for (std::size_t c = 0; c < z.size(); ++c)
+      if (!visible(in_, b, r, j0 + c)) z[c] = -kInf;
+  }
+  // P̃ = round_exp(exp(round_exp(z − m))); m = −∞ (nothing visible yet) counts as 0.
+  double p_tilde(double z, double m) const { return exp(Stage::exp, sub(Stage::exp, z, m == -kInf ? 0.0 : m)); }
+  // P·V for D columns: Σ_c p[c]·V[j0 + c][d] through the P·V GEMM.
+  std::vector<double> pv(std::size_t b, std::size_t h, const std::vector<double>& p, std::size_t j0) const {
+    std::vector<double> o(D);
+    for (std::size_t d = 0; d < D; ++d)
+      o[d] = reference_dot(a_.gemm, st(Stage::pv_acc), st(Stage::pv), p.data(), 1, &v_[kv_index(b, h / group, j0) + d],
+                           D, p.size());
+    return o;
+  }
+  void write(std::size_t b, std::size_t h, std::size_t r, const std::vector<double>& o, double lse) {
+    std::copy(o.begin(), o.end(), out_.o.data.begin() + static_cast<std::ptrdiff_t>(q_index(b, h, r)));
+    out_.lse[(b * Nq + h) * Sq + r] = lse;
+  }
+  void write_empty(std::size_t b, std::size_t h, std::size_t r) { write(b, h, r, std::vector<double>(D, 0.0), -kInf); }
+
+  // Last pass of the 3-pass and online softmax (Eq. 9): a = e^{z − m}/d rounded to div, then p, and O = P·V
+  // as one GEMM over the whole row, rounded to out.
+  void normalised_output(std::size_t b, std::size_t h, std::size_t r, const std::vector<double>& z, double m, double d) {
+    std::vector<double> p(Skv);
+    for (std::size_t c = 0; c < Skv; ++c) p[c] = R(Stage::p, div(Stage::div, p_tilde(z[c], m), d));
+    std::vector<double> o = pv(b, h, p, 0);
+    for (double& x : o) x = R(Stage::out, x);
+    write(b, h, r, o, m + std::log(d));
+  }
+
+  // The row's logits over every key (−∞ where hidden or in a skipped tile).
+  std::vector<double> whole_row(std::size_t b, std::size_t h, std::size_t r) const {
+    std::vector<double> z(Skv, -kInf);
+    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, Skv - j0);
+      if (!tile_visible(b, r, j0, j0 + n)) continue;
+      const std::vector<double> t = logits(b, h, r, j0, n);
+      std::copy(t.begin(), t.end(), z.begin() + static_cast<std::ptrdiff_t>(j0));
+    }
+    return z;
+  }
+
+  // 3-pass safe softmax: m = max z (Eq. 7), d = Σ e^{z − m} (Eq. 8), then Eq. 9.
+  void safe_softmax_row(std::size_t b, std::size_t h, std::size_t r) {
+    const std::vector<double> z = whole_row(b, h, r);
+    const double m = R(Stage::max, max_of(z));
+    if (m == -kInf) return write_empty(b, h, r);
+    std::vector<double> e(Skv);
+    for (std::size_t c = 0; c < Skv; ++c) e[c] = p_tilde(z[c], m);
+    const double d = reduce_sum(e, st(Stage::sum));
+    normalised_output(b, h, r, z, m, d);
+  }
+
+  // Running-max step: m_new = round_max(max(m, rowmax z)); alpha = e^{m − m_new} (0 when m = −∞).
+  double running_max(double& m, const std::vector<double>& z, bool& seen) const {
+    const double mloc = max_of(z);
+    if (mloc != -kInf) seen = true;
+    const double mnew = R(Stage::max, std::max(m, mloc));
+    const double alpha = m == -kInf ? 0.0 : exp(Stage::exp, sub(Stage::max, m, mnew));
+    m = mnew;
+    return alpha;
+  }
+
+  // 2-pass online softmax: d'_i = d'_{i−1}·e^{m_{i−1} − m_i} + Σ_c e^{z_c − m_i} by blocks, then Eq. 9.
+  void online_softmax_row(std::size_t b, std::size_t h, std::size_t r) {
+    double m = -kInf, d = 0.0;
+    bool seen = false;
+    std::vector<double> zrow(Skv, -kInf);
+    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, Skv - j0);
+      if (!tile_visible(b, r, j0, j0 + n)) continue;
+      const std::vector<double> z = logits(b, h, r, j0, n);
+      std::copy(z.begin(), z.end(), zrow.begin() + static_cast<std::ptrdiff_t>(j0));
+      const double alpha = running_max(m, z, seen);
+      std::vector<double> e(n);
+      for (std::size_t c = 0; c < n; ++c) e[c] = p_tilde(z[c], m);
+      const double rs = reduce_sum(e, st(Stage::sum));
+      d = add(Stage::sum, mul(Stage::sum, alpha, d), rs);
+    }
+    if (!seen) return write_empty(b, h, r);
+    normalised_output(b, h, r, zrow, m, d);
+  }
+
+  // [FA1, Alg. 1]: m̃, P̃ = e^{S − m̃}, l̃; m_new = max(m, m̃); l_new = e^{m − m_new}·l + e^{m̃ − m_new}·l̃;
+  // O ← diag(l_new)⁻¹(diag(l)·e^{m − m_new}·O + e^{m̃ − m_new}·P̃V).
+  void fa1_row(std::size_t b, std::size_t h, std::size_t r) {
+    double m = -kInf, l = 0.0;
+    bool seen = false;
+    std::vector<double> O(D, 0.0);
+    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, Skv - j0);
+      if (!tile_visible(b, r, j0, j0 + n)) continue;
+      const std::vector<double> z = logits(b, h, r, j0, n);
+      const double mt = R(Stage::max, max_of(z));
+      if (mt == -kInf) continue;  // nothing visible in this row of the tile: O, l, m unchanged
+      seen = true;
+      std::vector<double> p(n);
+      for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], mt);
+      const double lt = reduce_sum(p, st(Stage::sum));
+      for (double& x : p) x = R(Stage::p, x);
+      const std::vector<double> PV = pv(b, h, p, j0);
+      const double mnew = std::max(m, mt);
+      const double eo = m == -kInf ? 0.0 : exp(Stage::exp, sub(Stage::max, m, mnew));
+      const double en = exp(Stage::exp, sub(Stage::max, mt, mnew));
+      const double lnew = add(Stage::sum, mul(Stage::sum, eo, l), mul(Stage::sum, en, lt));
+      const double c_old = mul(Stage::o, l, eo);
+      for (std::size_t d = 0; d < D; ++d) {
+        const double kept = mul(Stage::o, c_old, O[d]);
+        const double added = mul(Stage::o, en, PV[d]);
+        O[d] = div(Stage::div, add(Stage::o, kept, added), lnew);
+      }
+      m = mnew;
+      l = lnew;
+    }
+    if (!seen) return write_empty(b, h, r);
+    for (double& x : O) x = R(Stage::out, x);
+    write(b, h, r, O, m + std::log(l));
+  }
+
+  // [FA2, Alg. 1]: m_j = max(m_{j−1}, rowmax S_j), P̃ = e^{S_j − m_j}, l_j = e^{m_{j−1} − m_j}·l_{j−1} + rowsum P̃,
+  // O_j = e^{m_{j−1} − m_j}·O_{j−1} + P̃V; O = O/l, lse = m + log l (+ smooth_k's scale·q·mean(K)).
+  void fa2_row(std::size_t b, std::size_t h, std::size_t r) {
+    double m = -kInf, l = 0.0;
+    bool seen = false;
+    std::vector<double> O(D, 0.0);
+    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, Skv - j0);
+      if (!tile_visible(b, r, j0, j0 + n)) continue;
+      const std::vector<double> z = logits(b, h, r, j0, n);
+      const double alpha = running_max(m, z, seen);
+      std::vector<double> p(n);
+      for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], m);
+      const double rs = reduce_sum(p, st(Stage::sum));
+      for (double& x : p) x = R(Stage::p, x);
+      const std::vector<double> PV = pv(b, h, p, j0);
+      l = add(Stage::sum, mul(Stage::sum, alpha, l), rs);
+      for (std::size_t d = 0; d < D; ++d) O[d] = add(Stage::o, mul(Stage::o, alpha, O[d]), PV[d]);
+    }
+    if (!seen) return write_empty(b, h, r);
+    for (double& x : O) x = R(Stage::out, div(Stage::div, x, l));
+    double lse = m + std::log(l);
+    if (spec_.name == "smooth_k") lse += lse_shift_[(b * Nq + h) * Sq + r];
+    write(b, h, r, O, lse);
+  }
+
+  // SageAttention's smooth K: K − mean(K) over the sequence per (batch, kv head, d), in k_shift; the lse
+  // adds back scale·(q·mean(K)) computed in fp64 (sum in order over d).
+  void smooth_keys() {
+    std::vector<double> means(B * Nkv * D);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t hk = 0; hk < Nkv; ++hk)
+        for (std::size_t d = 0; d < D; ++d) {
+          std::vector<double> col(Skv);
+          for (std::size_t j = 0; j < Skv; ++j) col[j] = k_[kv_index(b, hk, j) + d];
+          const double mean = reduce_mean(col, st(Stage::mean));
+          means[(b * Nkv + hk) * D + d] = mean;
+          for (std::size_t j = 0; j < Skv; ++j) keys_[kv_index(b, hk, j) + d] = sub(Stage::k_shift, col[j], mean);
+        }
+    lse_shift_.assign(B * Nq * Sq, 0.0);
+    const double scale = in_.effective_scale();
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t h = 0; h < Nq; ++h)
+        for (std::size_t r = 0; r < Sq; ++r) {
+          double dot = 0;
+          for (std::size_t d = 0; d < D; ++d) dot += q_[q_index(b, h, r) + d] * means[(b * Nkv + h / group) * D + d];
+          lse_shift_[(b * Nq + h) * Sq + r] = scale * dot;
+        }
+  }
+
+  // [PASA, Eq. 10] M = (I − β/n·J)·α⁻¹ for a block of n keys, each entry the exact value rounded once to shift
+  // (α⁻¹ = the scale with alpha_in_M, else 1).
+  std::vector<double> shifting_matrix(std::size_t n) const {
+    const double inv_alpha = spec_.pasa.alpha_in_M ? in_.effective_scale() : 1.0;
+    Big num, nn, ia, e(kOddPrec);
+    std::vector<double> M(n * n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t t = 0; t < n; ++t) {
+        // ((δ_it·n − β)·α⁻¹)/n: numerator exact, the quotient round-to-odd at 256 bits.
+        num.set(i == t ? static_cast<double>(n) : 0.0);
+        nn.set(spec_.pasa.beta);
+        require_exact(mpfr_sub(num.v, num.v, nn.v, MPFR_RNDZ), "shift numerator");
+        ia.set(inv_alpha);
+        require_exact(mpfr_mul(num.v, num.v, ia.v, MPFR_RNDZ), "shift numerator");
+        make_odd(e.v, mpfr_div_ui(e.v, num.v, static_cast<unsigned long>(n), MPFR_RNDZ));
+        M[i * n + t] = rnd(st(Stage::shift), e.v);
+      }
+    return M;
+  }
+
+  // [PASA, Alg. 1, steps 1–2, Eq. 11]: K'_j = M·K_j for each block of keys, through the pre-processing GEMM
+  // (accumulator qk_acc, output k_shift).
+  void pasa_keys() {
+    const std::size_t s2 = spec_.s2;
+    const std::vector<double> M_full = shifting_matrix(std::min(s2, Skv));
+    const std::vector<double> M_tail = Skv % s2 ? shifting_matrix(Skv % s2) : std::vector<double>{};
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t hk = 0; hk < Nkv; ++hk)
+        for (std::size_t j0 = 0; j0 < Skv; j0 += s2) {
+          const std::size_t n = std::min(s2, Skv - j0);
+          const std::vector<double>& M = n == std::min(s2, Skv) ? M_full : M_tail;
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t d = 0; d < D; ++d)
+              keys_[kv_index(b, hk, j0 + i) + d] = reference_dot(a_.gemm, st(Stage::qk_acc), st(Stage::k_shift),
+                                                                 &M[i * n], 1, &k_[kv_index(b, hk, j0) + d], D, n);
+        }
+    // Inva = β/(1 − β) (Theorem 2.1), one rounding to mean.
+    Big one_minus(kExactPrec), bb, q(kOddPrec);
+    bb.set(spec_.pasa.beta);
+    mpfr_set_ui(one_minus.v, 1, MPFR_RNDN);
+    require_exact(mpfr_sub(one_minus.v, one_minus.v, bb.v, MPFR_RNDZ), "1 - beta");
+    make_odd(q.v, mpfr_div(q.v, bb.v, one_minus.v, MPFR_RNDZ));
+    inva_ = rnd(st(Stage::mean), q.v);
+  }
+
+  // [PASA, Alg. 1] for one query row, steps 3–22.
+  void pasa_row(std::size_t b, std::size_t h, std::size_t r) {
+    const PasaOptions& o = spec_.pasa;
+    if (!(o.beta >= 0 && o.beta < 1)) throw std::invalid_argument("reference: beta outside [0, 1)");
+    const bool printed = o.form == "printed";
+    double m = o.m0_zero ? 0.0 : -kInf, l = 0.0, F = 0.0;
+    bool seen = false;
+    std::vector<double> O(D, 0.0);
+    std::size_t j = 0;  // blocks processed
+    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, Skv - j0);
+      if (!tile_visible(b, r, j0, j0 + n)) continue;
+      ++j;
+      // Eq. 12: S' = Q·K'ᵀ (scaled through M, or here when α is not in M).
+      std::vector<double> z = scores(b, h, r, j0, n);
+      if (!o.alpha_in_M)
+        for (double& x : z) x = mul(Stage::scale, x, scale_);
+      // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
+      const double mean = reduce_mean(z, st(Stage::mean));
+      mask(b, r, j0, z);
+      // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
+      double F_old, F_new;
+      if (j == 1) {
+        F_old = F_new = mean;
+      } else {
+        F_old = F;
+        const double weighted = mul(Stage::mean, static_cast<double>(j - 1), F);
+        const double total = add(Stage::mean, weighted, mean);
+        F_new = div(Stage::mean, total, static_cast<double>(j));
+      }
+      // Step 15, Eq. 13–14: Δm'_{j−1} = Inva·(F^{j−1} − F^j), Δm'_j = Inva·(S̄'_j − F^j) (0 when β = 0).
+      double dm_old = 0.0, dm_new = 0.0;
+      if (inva_ != 0) {
+        dm_old = mul(Stage::mean, inva_, sub(Stage::mean, F_old, F_new));
+        dm_new = mul(Stage::mean, inva_, sub(Stage::mean, mean, F_new));
+      }
+      F = F_new;
+      // Step 12: local max m'_j; step 16: m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j).
+      const double mloc = max_of(z);
+      if (mloc != -kInf) seen = true;
+      const double cand_old = add(Stage::max, m, dm_old);
+      const double cand_new = add(Stage::max, mloc, dm_new);
+      const double mnew = std::max(cand_old, cand_new);
+      // Step 17: e^{Δm_{j−1}}, Δm_{j−1} = (m_{j−1} − m_j) + Δm'_{j−1}.
+      double e_old = exp(Stage::exp, add(Stage::max, sub(Stage::max, m, mnew), dm_old));
+      double e_new = 0.0, shift;
+      if (printed) {
+        // Step 12: P' = e^{S' − m'_j}; Δm_j = (m'_j − m_j) + Δm'_j.
+        shift = mloc;
+        e_new = exp(Stage::exp, add(Stage::max, sub(Stage::max, mloc, mnew), dm_new));
+      } else {
+        // FA2 form: P = e^{S' − (m_j − Δm'_j)}.
+        shift = sub(Stage::max, mnew, dm_new);
+      }
+      if (mnew == -kInf) {  // nothing visible yet: P = 0, l and O stay 0
+        shift = -kInf;
+        e_old = e_new = 0.0;
+      }
+      m = mnew;
+      std::vector<double> p(n);
+      for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], shift);
+      double rs = reduce_sum(p, st(Stage::sum));  // l'_j
+      for (double& x : p) x = R(Stage::p, x);
+      std::vector<double> PV = pv(b, h, p, j0);  // step 19
+      if (printed) {  // steps 18/20: the new block's terms scaled by e^{Δm_j}
+        rs = mul(Stage::sum, e_new, rs);
+        for (double& x : PV) x = mul(Stage::o, e_new, x);
+      }
+      // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + l'_j; step 20: O_j = e^{Δm_{j−1}}·O_{j−1} + P'V.
+      l = add(Stage::sum, mul(Stage::sum, e_old, l), rs);
+      for (std::size_t d = 0; d < D; ++d) O[d] = add(Stage::o, mul(Stage::o, e_old, O[d]), PV[d]);
+    }
+    if (!seen) return write_empty(b, h, r);
+    // Step 22: O = O/l; the running max is relative to Inva·F, so the lse (fp64) adds it back.
+    for (double& x : O) x = R(Stage::out, div(Stage::div, x, l));
+    const double frame = m + inva_ * F;
+    write(b, h, r, O, frame + std::log(l));
+  }
+
+  const AttentionInputs& in_;
+  const AlgorithmSpec& spec_;
+  Allocation a_;
+  std::size_t B = 0, Nq = 0, Nkv = 0, Sq = 0, Skv = 0, D = 0, group = 1;
+  std::vector<double> q_, k_, v_, keys_, lse_shift_;
+  double scale_ = 0, inva_ = 0;
+  AttentionOutput out_;
+};
+
+}  // namespace
+
+AttentionOutput reference_attention(const AttentionInputs& in, const AlgorithmSpec& spec) {
+  return Reference(in, spec).run();
+}
+
+}  // namespace pasa::reference
