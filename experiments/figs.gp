@@ -1,15 +1,17 @@
 # One figure of the paper (Fig. 9 or 10) in two panels; called by plot_figs.sh with term, out, fig, dist,
 # am, x0, d (folder of per-algorithm CSVs: {x0,am}_{fa32,fa16,pasa}[_nan].csv) and metric:
 #   "rmse"   RMSE (PASA Eq. 19), log y axis, with the RMSE of the uniform-weights output (every row the
-#            mean of V: the output that ignores the scores) as a dashed line
+#            mean of V: the output that ignores the scores) as a dashed line, and the H100's RMSE where
+#            measured ({x0,am}_gpu_{fa32,fa16,pasa}.csv from results/hardware/hw_summary.csv: column 6,
+#            rmse_gpu_mean) as open markers; the GPU's PASA is Alg. 1 as printed (configs/hardware/)
 #   "skill"  skill score 1 − RMSE / RMSE(uniform weights): 1 exact, 0 no information from QKᵀ, < 0 worse
 #            than ignoring the scores (linear y axis, clipped at −1)
 eval "set terminal ".term
 set output out
 set datafile separator ","
 set datafile missing "nan"
-set key below horizontal
-set bmargin 5
+set key below horizontal maxrows 2
+set bmargin 7
 set grid ytics
 # Columns of the figure CSVs (pasa-tables): 6 rmse_mean, 8/9 rmse_min/max, 12 rmse_uniform_baseline_mean,
 # 13 skill_mean, 15/16 skill_min/max.
@@ -33,11 +35,15 @@ do for [panel in "x0 am"] {
   }
   f(a) = sprintf("%s/%s_%s.csv", d, panel, a)
   g(a) = sprintf("%s/%s_%s_nan.csv", d, panel, a)
+  h(a) = sprintf("%s/%s_gpu_%s.csv", d, panel, a)
   if (metric eq "rmse") {
     plot f("fa32") using col:ym:ylo:yhi with yerrorlines lw 2 pt 7 lc rgb "#1f77b4" title "FA-FP32", \
          f("fa16") using col:ym:ylo:yhi with yerrorlines lw 2 pt 5 lc rgb "#d62728" title "FA-FP16/FP32", \
          f("pasa") using col:ym:ylo:yhi with yerrorlines lw 2 pt 9 lc rgb "#2ca02c" title "PASA-FP16", \
          f("fa32") using col:12 with lines dt 2 lw 2 lc rgb "#555555" title "uniform weights (mean of V)", \
+         h("fa32") using col:6 with points pt 6 ps 2.2 lw 2 lc rgb "#1f77b4" title "FA-FP32, H100", \
+         h("fa16") using col:6 with points pt 4 ps 2.2 lw 2 lc rgb "#d62728" title "FA-FP16/FP32, H100", \
+         h("pasa") using col:6 with points pt 8 ps 2.2 lw 2 lc rgb "#2ca02c" title "PASA-FP16 as printed, H100", \
          g("fa16") using col:(nan_y1):("NaN") with labels rotate by 90 tc rgb "#d62728" font ",11" notitle, \
          g("pasa") using col:(nan_y2):("NaN") with labels rotate by 90 tc rgb "#2ca02c" font ",11" notitle, \
          g("fa32") using col:(nan_y3):("NaN") with labels rotate by 90 tc rgb "#1f77b4" font ",11" notitle

@@ -25,9 +25,26 @@ split() {  # split CSV PREFIX
   done
 }
 
+# The GPU's RMSE (seed means on the same distributions, torch's draws: results/hardware/hw_summary.csv, written
+# by experiments/gpu/summarize.py) at the panel's points, one file per config; empty where not measured.
+hw="$dir/hardware/hw_summary.csv"
+split_gpu() {  # split_gpu DISTRIBUTION PANEL(x0|am) FIXED_VALUE PREFIX
+  for a in fa32 fa16 pasa; do
+    case $a in fa32) label=fa_fp32;; fa16) label=fa_fp16_fp32;; pasa) label=pasa_fp16;; esac
+    if [[ -f $hw ]]; then
+      awk -F, -v g="$1" -v p="$2" -v v="$3" -v l="$label" \
+        'NR > 1 && $1 == g && $4 == l && ((p == "x0" && $3 + 0 == v + 0) || (p == "am" && $2 + 0 == v + 0))' "$hw" > "$4_gpu_$a.csv"
+    else
+      : > "$4_gpu_$a.csv"
+    fi
+  done
+}
+
 figure() {  # figure NUMBER DISTRIBUTION X0_CSV AM_CSV FIXED_AM FIXED_X0
   split "$3" "$tmp/x0"
   split "$4" "$tmp/am"
+  split_gpu "$2" x0 "$5" "$tmp/x0"
+  split_gpu "$2" am "$6" "$tmp/am"
   # (an algorithm without NaN points gives an empty _nan file: gnuplot's warning about it is dropped)
   for metric in rmse skill; do
     [[ $metric == rmse ]] && name="fig$1" || name="fig$1_skill"

@@ -4,17 +4,18 @@
 #   experiments/gpu/run_all.sh WORK PASA_BIN OUT [SEEDS] [PART]
 #
 #   WORK      scratch folder for the inputs, the GPU outputs and the conversion files (~3 GB + 24 GiB)
-#   PASA_BIN  folder holding pasa-hwcompare (a -DPASA_STATIC=ON build runs without Debian dev packages)
+#   PASA_BIN  folder holding pasa-hwcompare (a -DPASA_STATIC=ON -DPASA_ARCH=x86-64-v3 build runs
+#             without Debian dev packages on any x86 server since 2015)
 #   OUT       folder for what comes back (small): hw_attention.csv, hw_conversions.csv, gpu_info.json,
 #             manifest.json, run_all.log
 #   SEEDS     seeds 1..SEEDS per grid point (default 3)
 #   PART      all (default), attention (inputs, ports, hwcompare attention: ~7 min) or conversions (~3 min);
 #             two calls (attention, then conversions) keep each under a 10-minute command limit
 # Run from the repository root. Expected times on an H100 with 16 cores (3 seeds, 90 cases):
-#   make_inputs.py        ~1 min     (90 cases x 6 tensors, fp16 + bf16 .npy, 2.8 GB)
-#   attention_ports.py    ~2-3 min   (90 cases x 6 labels; mostly .npy I/O)
+#   make_inputs.py        ~10 s      (90 cases x 6 tensors, fp16 + bf16 .npy, 2.8 GB)
+#   attention_ports.py    ~10 s      (90 cases x 6 labels; mostly .npy I/O)
 #   conversions.py        ~1-2 min   (4 x 2^32 conversions; 24 GiB written)
-#   hwcompare attention   ~2-4 min   (per case one golden ~0.5 s + 6 emulated runs ~0.1-0.3 s each)
+#   hwcompare attention   ~4 min     (per case 2 goldens + 6 emulated runs: ~27 CPU-s; 8 processes x 2 threads)
 #   hwcompare conversions ~1 min     (4 x 2^32 roundings on 16 threads, reading the 24 GiB back)
 set -euo pipefail
 if [ $# -lt 3 ]; then echo "usage: $0 WORK PASA_BIN OUT [SEEDS] [all|attention|conversions]" >&2; exit 2; fi
@@ -37,9 +38,8 @@ if [ "$PART" != conversions ]; then
   step python3 "$HERE/attention_ports.py" --dir "$WORK/attn"
   cp "$WORK/attn/gpu_info.json" "$OUT/gpu_info.json"
   cp "$WORK/attn/manifest.json" "$OUT/manifest.json"
-  # exit status 3: some GPU output missing (listed in the log and in the CSV's status column)
-  step "$BIN/pasa-hwcompare" attention --gpu-dir "$WORK/attn" --configs "$ROOT/configs/hardware" \
-       --out "$OUT/hw_attention.csv" --threads "$THREADS" || echo "run_all: hwcompare attention failed" | tee -a "$LOG"
+  # 8 processes of 2 threads (one of 16 scales poorly); exit status 1: a shard failed (see OUT/shard_*.log)
+  step "$HERE/shard_compare.sh" "$WORK/attn" "$BIN" "$OUT" 8 || echo "run_all: hwcompare attention failed" | tee -a "$LOG"
 fi
 if [ "$PART" != attention ]; then
   step python3 "$HERE/conversions.py" --out "$WORK/conv"
