@@ -1,6 +1,9 @@
 #include "pasa/numeric/double_double.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <vector>
 
 #include <mpfr.h>
 
@@ -76,6 +79,51 @@ DD exp_dd(DD t) {
   const long q = (k >= 0) ? k / 1024 : -((-k + 1023) / 1024);  // floor(k / 1024)
   const DD res = dd_mul(T.pow2[static_cast<std::size_t>(k - q * 1024)], e);
   return {std::ldexp(res.hi, static_cast<int>(q)), std::ldexp(res.lo, static_cast<int>(q))};
+}
+
+
+namespace {
+// Sign of (the value of e[0..n)) − b, exactly.
+int expansion_compare(const double* e, int n, double b) {
+  thread_local std::vector<double> t;
+  t.assign(e, e + n);
+  t.push_back(0.0);
+  int m = n;
+  expansion_add(t.data(), m, -b);
+  return m == 0 ? 0 : (t[m - 1] > 0.0 ? 1 : -1);  // nonoverlapping: the largest component has the sign
+}
+double expansion_approx(const double* e, int n) {
+  double a = 0.0;
+  for (int i = 0; i < n; ++i) a += e[i];
+  return a;
+}
+}  // namespace
+
+DD expansion_to_dd(const double* e, int n) {
+  if (n <= 1) return {n == 0 ? 0.0 : e[0], 0.0};
+  double hi = expansion_approx(e, n);
+  if (hi == 0.0) hi = e[n - 1];
+  thread_local std::vector<double> r;
+  r.resize(n + 1);
+  int m = 0;
+  for (;;) {  // move hi by one double until |x − hi| <= ulp(hi)/2: a few steps from the approximation
+    std::copy(e, e + n, r.begin());
+    m = n;
+    expansion_add(r.data(), m, -hi);  // R = x − hi, exactly
+    const double half = std::ldexp(1.0, std::ilogb(hi) - 53);
+    if (expansion_compare(r.data(), m, half) > 0) hi = std::nextafter(hi, INFINITY);
+    else if (expansion_compare(r.data(), m, -half) < 0) hi = std::nextafter(hi, -INFINITY);
+    else break;
+  }
+  // lo: R itself where it is a multiple k·w of w = ulp(hi)/4, else an approximation of R strictly between
+  // the same two multiples (every breakpoint of a <= 53-bit grid near hi is hi plus such a multiple).
+  const double w = std::ldexp(1.0, std::ilogb(hi) - 54);
+  const double ra = expansion_approx(r.data(), m);
+  double k = std::clamp(std::floor(ra / w), -2.0, 2.0);
+  while (expansion_compare(r.data(), m, k * w) < 0) k -= 1.0;
+  while (expansion_compare(r.data(), m, (k + 1.0) * w) >= 0) k += 1.0;
+  if (expansion_compare(r.data(), m, k * w) == 0) return {hi, k * w};
+  return {hi, std::clamp(ra, std::nextafter(k * w, INFINITY), std::nextafter((k + 1.0) * w, -INFINITY))};
 }
 
 }  // namespace pasa
