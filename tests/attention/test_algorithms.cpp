@@ -300,25 +300,30 @@ TEST_CASE("GEMM models round each step once, every mode, against MPFR", "[algori
 }
 
 TEST_CASE("GEMM: the double-rounding cases of issue 14", "[algorithms][gemm]") {
+  // Each value by hand and by MPFR's single rounding of the exact result (gemm_reference).
   const Format fp16 = format_by_name("fp16"), fp32 = format_by_name("fp32"), bf16 = format_by_name("bf16");
-  auto run = [](const GemmSpec& g, std::vector<double> A, std::vector<double> B) {
+  auto check = [](const GemmSpec& g, std::vector<double> A, std::vector<double> B, double by_hand) {
     double c = 0;
     gemm(g, 1, 1, A.size(), A.data(), A.size(), B.data(), 1, &c, 1);
-    return c;
+    INFO("model " << static_cast<int>(g.model.kind) << " acc " << g.acc.format.name << " engine " << c);
+    CHECK(c == by_hand);
+    CHECK(gemm_reference(g, A, B, 0, 0, 1, A.size()) == by_hand);
   };
-  // fp32 RZ accumulator, fp16 operands: 256·256 + 2^-24·(−2^-24) = 65536 − 2^-48, RZ: 65536 − 2^-8.
+  // fp32 RZ accumulator, fp16 operands: 256·256 + 2^-24·(−2^-24) = 65536 − 2^-48, RZ: 65536 − 2^-8 (through
+  // double: 65536).
   const StageSpec rz32{fp32, RoundOptions{RoundMode::toward_zero}};
-  CHECK(run(GemmSpec{fp16, fp16, rz32, rz32, GemmModel{GemmKind::ordered, 16}}, {256, 0x1p-24}, {256, -0x1p-24}) ==
-        65535.99609375);
+  for (GemmKind kind : {GemmKind::ordered, GemmKind::chunked})
+    check(GemmSpec{fp16, fp16, rz32, rz32, GemmModel{kind, 16}}, {256, 0x1p-24}, {256, -0x1p-24}, 65535.99609375);
   // chunked, RNE fp32 accumulator, fp16 inputs: 64 + 2^-17 + 2^-18 − 2^-48 is below the fp32 midpoint
   // 64 + 3·2^-18 (which RN to double reaches, and which ties to 64 + 2^-16).
   const StageSpec rne32{fp32, {}};
-  CHECK(run(GemmSpec{fp16, fp16, rne32, rne32, GemmModel{GemmKind::chunked, 16}}, {8, 0x1p-9, 0x1p-9, 0x1p-24},
-            {8, 0x1p-8, 0x1p-9, -0x1p-24}) == 64 + 0x1p-17);
-  // fp32 operands into a bf16 RNE accumulator: 1 + 3·2^-8 − 2^-60 is below bf16's midpoint: 1 + 2^-7.
+  check(GemmSpec{fp16, fp16, rne32, rne32, GemmModel{GemmKind::chunked, 16}}, {8, 0x1p-9, 0x1p-9, 0x1p-24},
+        {8, 0x1p-8, 0x1p-9, -0x1p-24}, 64 + 0x1p-17);
+  // fp32 operands into a bf16 RNE accumulator: 1 + 3·2^-8 − 2^-60 is below bf16's midpoint: 1 + 2^-7
+  // (through double: the tie 1 + 3·2^-8, to even 1.015625).
   const StageSpec rneb{bf16, {}};
-  CHECK(run(GemmSpec{fp32, fp32, rneb, rneb, GemmModel{GemmKind::chunked, 16}}, {1, 3 * 0x1p-8, 0x1p-30},
-            {1, 1, -0x1p-30}) == 1.0078125);
+  check(GemmSpec{fp32, fp32, rneb, rneb, GemmModel{GemmKind::chunked, 16}}, {1, 3 * 0x1p-8, 0x1p-30}, {1, 1, -0x1p-30},
+        1.0078125);
 }
 
 TEST_CASE("every preset runs every algorithm with an error its formats explain", "[algorithms]") {

@@ -5,9 +5,9 @@
 // model, and PASA's options. Stochastic rounding is left out of bit equality: it consumes the engine's
 // random stream in the engine's order, which the reference (a plain re-statement) does not reproduce.
 //
-// Known engine defects (issue 14 item 1, being fixed by `round1`) make some configurations differ; they are
-// listed by known_defect() below and checked with CHECK_NOFAIL (reported, not failing) so that the lead can
-// re-enable them after the merge by emptying that function. Set PASA_REFEMU_REPORT=1 to print every
+// Known engine defects make some configurations differ; they are listed by known_defect() below and checked
+// with CHECK_NOFAIL (reported, not failing). Since issue 14 item 1 (one rounding of the exact result in
+// every mode) only the fp64 exp stage remains. Set PASA_REFEMU_REPORT=1 to print every
 // configuration's result.
 #include <catch2/catch.hpp>
 
@@ -118,15 +118,11 @@ struct Config {
 };
 
 // Configurations where the engine is known to differ from the reference, with the cause (see the report in
-// tests/mutation/REPORT.md). Empty this after round1's fix of issue 14 item 1 is merged, then re-run.
+// tests/mutation/REPORT.md).
 std::string known_defect(const Allocation& a) {
   auto fmt_of = [&](Stage s) { return a.spec(s).format.name; };
   // The engine's exp (exp_one, about 2 ulp of double) is not correctly rounded in fp64.
   if (fmt_of(Stage::exp) == "fp64") return "exp stage fp64: engine's exp is not correctly rounded at 53 bits";
-  // PASA's M (Eq. 10) is formed in double ((1 − β/n) rounded, then ×α⁻¹ rounded) before its one rounding to
-  // shift: at 53 bits that is two or three roundings of the exact entry (MPFR: the reference's single
-  // rounding is the correct one). Seen only in the lse when exp is narrower (a row-wise score shift).
-  if (a.spec(Stage::shift).format.p == 53) return "shift stage fp64: engine forms PASA's M in double (double rounding)";
   return "";
 }
 
@@ -261,6 +257,35 @@ TEST_CASE("reference emulator: every GEMM model", "[reference]") {
             << " known-failing\n";
 }
 
+TEST_CASE("reference emulator: every GEMM model in every deterministic mode on every stage", "[reference]") {
+  // Each step of every GEMM model (and every other stage) one rounding of its exact result in rz, ru, rd
+  // and ro too: fp32 accumulators (fa_fp32, and the fp16 presets' fp32 accumulators) are where rounding
+  // through double once gave other bits.
+  Tally t;
+  int k = 0;
+  const GemmModel models[] = {{GemmKind::ordered, 16}, {GemmKind::chunked, 3}, {GemmKind::every_op, 16}};
+  for (const char* preset : {"fa_fp16", "fa_fp32", "pasa_fp16"})
+    for (const char* alg : kAlgorithms)
+      for (const GemmModel& g : models)
+        for (RoundMode m : kModes) {
+          if (m == RoundMode::nearest_even) continue;
+          if ((std::string(preset) == "pasa_fp16") != (std::string(alg) == "pasa")) continue;
+          Config c{alg, preset};
+          c.gemm = g;
+          AlgorithmSpec sp = c.spec(kSmall);
+          for (auto& st : sp.alloc.stages) st.round.mode = m;
+          const AttentionInputs in = make_inputs(kSmall, k % 4, 70000 + static_cast<std::uint64_t>(k), "fp16", k % 3 * 2.0);
+          const Outcome o = compare(in, sp);
+          ++t.cases;
+          if (o.mismatched == 0) ++t.equal;
+          INFO(c.name() << " all stages " << round_mode_name(m) << ": " << o.mismatched << " of " << o.total
+                        << " differ; first " << o.first);
+          CHECK(o.mismatched == 0);
+          ++k;
+        }
+  std::cout << "[reference] GEMM models x modes: " << t.cases << " cases, " << t.equal << " equal\n";
+}
+
 TEST_CASE("reference emulator: PASA's options", "[reference]") {
   Tally t;
   int k = 0;
@@ -338,10 +363,9 @@ TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (issue 14's
   acc.round.mode = RoundMode::toward_zero;
   const GemmModel ordered{GemmKind::ordered, 16};
   CHECK(reference::reference_dot(ordered, acc, out, a, 1, b, 1, 2) == 65535.99609375);
-  // The engine: acc formed in double (65536 exactly) and then rounded, a double rounding (issue 14 item 1,
-  // round1's fix). Reported, not failing, until that fix is merged.
+  // The engine: one rounding of the exact sum (it once formed 65536 in double and rounded that).
   const GemmSpec g{format_by_name("fp16"), format_by_name("fp16"), acc, out, ordered};
   double c = 0;
   gemm(g, 1, 1, 2, a, 2, b, 1, &c, 1);
-  CHECK_NOFAIL(c == 65535.99609375);
+  CHECK(c == 65535.99609375);
 }
