@@ -53,6 +53,8 @@ void check_all_options(double hi, double lo, const Format& f) {
         INFO(f.name << " mode " << round_mode_name(m) << " " << overflow_name(ov) << " daz " << (fl & 1) << " ftz "
                     << (fl >> 1) << " hi " << hi << " (" << std::hexfloat << hi << ") lo " << lo << std::defaultfloat);
         REQUIRE(same(got, want));
+        // The fast path of the engines: round-to-odd to 53 bits, then round(), for p <= 51.
+        if (sticky_fold_rounds_once(f, o)) REQUIRE(same(round(sticky_fold(hi, lo), f, o), want));
       }
 }
 
@@ -158,4 +160,41 @@ TEST_CASE("round_sum: stochastic rounding uses the exact distance", "[round][rou
   for (int i = 0; i < n; ++i) sum_quanta += (round_sum(1.0, 0x1p-54, format_by_name("fp64"), sr, &rng) - 1.0) / 0x1p-52;
   const double mean = sum_quanta / n;  // binomial(n, 1/4): sd of the mean 0.0022
   CHECK(std::fabs(mean - 0.25) < 0.012);
+}
+
+TEST_CASE("exact_quotient: one rounding of a/b in every mode, against MPFR", "[round][round_sum]") {
+  // MPFR's quotient at 4000 bits rounded to odd (sticky for any later rounding to <= 53 bits), rounded once
+  // by test::mpfr_round_to; the engine's q + lo by round_sum, and by round(sticky_fold) where that applies.
+  boost::random::mt19937_64 eng(15);
+  boost::random::uniform_real_distribution<double> uni(1.0, 2.0);
+  boost::random::uniform_int_distribution<int> expo(-20, 20), coin(0, 3);
+  mpfr_t x, y;
+  mpfr_inits2(4000, x, y, nullptr);
+  const Format ops[] = {format_by_name("fp16"), format_by_name("fp32"), format_by_name("fp64")};
+  for (const Format& f : formats()) {
+    if (f.p < 8 && f.emax < 20) continue;  // fp8: the quotients below are mostly out of range
+    for (int i = 0; i < 300; ++i) {
+      const Format& of = ops[static_cast<std::size_t>(i) % 3];
+      double a = round(std::ldexp(uni(eng), expo(eng)) * (coin(eng) ? 1 : -1), of);
+      double b = round(std::ldexp(uni(eng), expo(eng) / 2) * (coin(eng) ? 1 : -1), of);
+      if (i % 7 == 0) b = static_cast<double>(3 + i % 5);  // small integers: Eq. 15's j, a mean's n
+      if (i % 11 == 0) a = round(b * round(std::ldexp(uni(eng), 3), f), of);  // exact or near-exact quotients
+      if (!std::isfinite(a) || !std::isfinite(b)) continue;
+      const DD qd = exact_quotient(a, b);
+      mpfr_set_d(x, a, MPFR_RNDN);
+      const int t = mpfr_div_d(x, x, b, MPFR_RNDZ);
+      if (t != 0 && mpfr_min_prec(x) < mpfr_get_prec(x)) {
+        if (mpfr_sgn(x) > 0) mpfr_nextabove(x);
+        else mpfr_nextbelow(x);
+      }
+      for (RoundMode m : kDeterministic) {
+        const RoundOptions o{m};
+        const double want = test::mpfr_round_to(x, f, o);
+        INFO(f.name << " " << round_mode_name(m) << " a " << std::hexfloat << a << " b " << b << std::defaultfloat);
+        REQUIRE(same(round_sum(qd.hi, qd.lo, f, o), want));
+        if (sticky_fold_rounds_once(f, o)) REQUIRE(same(round(sticky_fold(qd.hi, qd.lo), f, o), want));
+      }
+    }
+  }
+  mpfr_clears(x, y, nullptr);
 }

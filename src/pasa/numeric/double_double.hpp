@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace pasa {
 
@@ -37,16 +38,19 @@ inline DD two_prod(double a, double b) {
 // position relative to every even double (0, ±ulp(q)/2, ±ulp(q)/4: the only places where the rounding of
 // q + lo to a <= 53-bit grid can change), so one rounding of q + lo is one rounding of a/b in every
 // deterministic mode; stochastic rounding sees the distance to within 2^-52 of a quantum.
+// Written with selects only (no early return, no libm call), so that loops over it vectorise.
 inline DD exact_quotient(double a, double b) {
   const double q = a / b;
-  if (!std::isfinite(q) || q == 0.0) return {q, 0.0};
   const double r = std::fma(-q, b, a);
-  if (r == 0.0) return {q, 0.0};
-  double lo = r / b;
+  const double lo = r / b;
   const double e = std::fma(-lo, b, r);  // r − lo·b with the exact sign
-  if (e != 0.0 && (std::bit_cast<unsigned long long>(lo) & 1) == 0)
-    lo = std::nextafter(lo, (e > 0) == (b > 0) ? INFINITY : -INFINITY);
-  return {q, lo};
+  // Round lo to odd: an even lo of an inexact quotient steps one bit pattern toward the exact one (+1 away
+  // from zero when the exact residual quotient lies beyond lo, else −1).
+  const std::uint64_t u = std::bit_cast<std::uint64_t>(lo);
+  const bool away = ((e > 0) == (b > 0)) != std::signbit(lo);
+  const double odd = e != 0.0 && (u & 1) == 0 && lo != 0.0 ? std::bit_cast<double>(away ? u + 1 : u - 1) : lo;
+  const bool exact = !std::isfinite(q) || q == 0.0 || r == 0.0 || !std::isfinite(lo);
+  return {q, exact ? 0.0 : odd};
 }
 // One step of Dot2 (Ogita, Rump, Oishi 2005): hi += a·b rounded; returns the exact errors of the product
 // and of the sum, which the caller gathers in its low word (hi + Σ returned == Σ a·b up to O(u²)).

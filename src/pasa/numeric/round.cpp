@@ -138,7 +138,8 @@ double round(double x, const Format& f, const RoundOptions& o, RandomBits* rng) 
 // target subnormals included (q is the subnormal quantum there, hi·2^-q is then a scaling up, exact).
 double round_sum(double hi, double lo, const Format& f, const RoundOptions& o, RandomBits* rng) {
   if (!std::isfinite(hi)) return round(hi, f, o, rng);  // ±inf, NaN: the residual of such a sum is meaningless
-  if (lo == 0.0 || hi == 0.0 || std::isnan(lo)) return round(hi + lo, f, o, rng);
+  if (lo == 0.0) return round(hi, f, o, rng);  // (hi itself: −0 + +0 would lose an exact −0's sign)
+  if (hi == 0.0 || std::isnan(lo)) return round(hi + lo, f, o, rng);
   if (o.mode == RoundMode::stochastic && rng == nullptr)
     throw std::invalid_argument("stochastic rounding needs a seeded random source");
   const std::uint64_t draw = o.mode == RoundMode::stochastic ? rng->next() : 0;
