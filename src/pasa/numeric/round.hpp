@@ -62,14 +62,16 @@ double round_sum(double hi, double lo, const Format& fmt, const RoundOptions& op
 // proved algorithms using rounding to odd", IEEE TC 57(4)]. Cheap and branch-light, so that hot loops keep
 // the vectorised RNE kernels and float conversions; stochastic rounding needs round_sum (exact distance).
 // The neighbour toward lo is one step of hi's bit pattern: +1 (away from zero) when lo has hi's sign, else
-// −1 (toward zero; from a power of two this is the top of the binade below). Written with selects only, so
-// that loops over it vectorise. (hi = 0 with lo != 0 does not come from two_sum/two_prod: lo then is x.)
+// −1 (toward zero; from a power of two this is the top of the binade below). Integer arithmetic only, so
+// that loops over it vectorise. hi = 0 is returned as is (two_sum, two_prod and exact_quotient give lo = 0
+// with it).
 inline double sticky_fold(double hi, double lo) {
-  const std::uint64_t u = std::bit_cast<std::uint64_t>(hi);
-  const std::uint64_t step = std::signbit(lo) == std::signbit(hi) ? 1 : ~std::uint64_t{0};
-  const bool fold = lo != 0.0 && (u & 1) == 0 && std::fabs(hi) < 0x1p1023;
-  const double folded = hi == 0.0 ? lo : std::bit_cast<double>(u + step);
-  return fold ? folded : hi;
+  constexpr std::uint64_t kMag = 0x7FFFFFFFFFFFFFFFull, kTop = 0x7FE0000000000000ull;  // kTop: 2^1023
+  const std::uint64_t u = std::bit_cast<std::uint64_t>(hi), l = std::bit_cast<std::uint64_t>(lo);
+  const std::uint64_t um = u & kMag;
+  const bool fold = lo != 0.0 && (u & 1) == 0 && um < kTop && um != 0;
+  const std::int64_t step = static_cast<std::int64_t>(u ^ l) < 0 ? -1 : 1;  // signs differ: toward zero
+  return std::bit_cast<double>(fold ? u + static_cast<std::uint64_t>(step) : u);
 }
 inline bool sticky_fold_rounds_once(const Format& f, const RoundOptions& o) {
   return f.p <= 51 && o.mode != RoundMode::stochastic;
