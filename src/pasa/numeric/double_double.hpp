@@ -47,10 +47,14 @@ inline DD exact_quotient(double a, double b) {
   // Round lo to odd: an even lo of an inexact quotient steps one bit pattern toward the exact one (+1 away
   // from zero when the exact residual quotient lies beyond lo, else −1).
   const std::uint64_t u = std::bit_cast<std::uint64_t>(lo);
-  const bool away = ((e > 0) == (b > 0)) != std::signbit(lo);
-  const double odd = e != 0.0 && (u & 1) == 0 && lo != 0.0 ? std::bit_cast<double>(away ? u + 1 : u - 1) : lo;
-  const bool exact = !std::isfinite(q) || q == 0.0 || r == 0.0 || !std::isfinite(lo);
-  return {q, exact ? 0.0 : odd};
+  const bool away = ((e > 0) == (b > 0)) != (static_cast<std::int64_t>(u) < 0);
+  const std::int64_t step = away ? 1 : -1;
+  const bool bump = (e != 0.0) & ((u & 1) == 0) & (lo != 0.0);
+  const double odd = std::bit_cast<double>(bump ? u + static_cast<std::uint64_t>(step) : u);
+  constexpr double kMax = 0x1.fffffffffffffp1023;
+  // q infinite or NaN, q = 0, or an exact quotient: no residual.
+  const bool finite = (std::fabs(q) <= kMax) & (q != 0.0) & (r != 0.0) & (std::fabs(lo) <= kMax);
+  return {q, finite ? odd : 0.0};
 }
 // One step of Dot2 (Ogita, Rump, Oishi 2005): hi += a·b rounded; returns the exact errors of the product
 // and of the sum, which the caller gathers in its low word (hi + Σ returned == Σ a·b up to O(u²)).

@@ -298,7 +298,11 @@ void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, cons
     });
     return;
   }
-  run.round_each(s, acc, rows * width, rng, [&](std::size_t i) { return two_prod(alpha[i / width], acc[i]); });
+  for (std::size_t r = 0; r < rows; ++r) {  // row by row: a constant factor keeps the loop vectorised
+    double* x = acc + r * width;
+    const double a = alpha[r];
+    run.round_each(s, x, width, rng, [&](std::size_t d) { return two_prod(a, x[d]); });
+  }
   run.round_each(s, acc, rows * width, rng, [&](std::size_t i) { return two_sum(acc[i], add[i]); });
 }
 

@@ -160,7 +160,10 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       if (printed) {
         // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + e^{Δm_j}·l'_j; step 20: O_j = e^{Δm_j}·(P'V) + e^{Δm_{j−1}}·O_{j−1}.
         once(Stage::sum, rs, [&](std::size_t r) { return two_prod(a_new[r], rs[r]); });
-        run.round_each(Stage::o, PV.data(), PV.size(), rng, [&](std::size_t i) { return two_prod(a_new[i / D], PV[i]); });
+        for (std::size_t r = 0; r < rows; ++r) {
+          double* pv = &PV[r * D];
+          run.round_each(Stage::o, pv, D, rng, [&](std::size_t d) { return two_prod(a_new[r], pv[d]); });
+        }
       }
       rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
       rescale_add(run, Stage::o, O.data(), a_old.data(), PV.data(), rows, D, rng);
