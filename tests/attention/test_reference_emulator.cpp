@@ -5,9 +5,9 @@
 // model, and PASA's options. Stochastic rounding is left out of bit equality: it consumes the engine's
 // random stream in the engine's order, which the reference (a plain re-statement) does not reproduce.
 //
-// Known engine defects make some configurations differ; they are listed by known_defect() below and checked
-// with CHECK_NOFAIL (reported, not failing). Since issue 14 item 1 (one rounding of the exact result in
-// every mode) only the fp64 exp stage remains. Set PASA_REFEMU_REPORT=1 to print every
+// Known engine defects would be listed by known_defect() below and checked with CHECK_NOFAIL (reported, not
+// failing); since issue 14 item 1 (one rounding of the exact result in every mode, a correctly rounded exp
+// for stages wider than fp32) there are none. Set PASA_REFEMU_REPORT=1 to print every
 // configuration's result.
 #include <catch2/catch.hpp>
 
@@ -117,14 +117,8 @@ struct Config {
   }
 };
 
-// Configurations where the engine is known to differ from the reference, with the cause (see the report in
-// tests/mutation/REPORT.md).
-std::string known_defect(const Allocation& a) {
-  auto fmt_of = [&](Stage s) { return a.spec(s).format.name; };
-  // The engine's exp (exp_one, about 2 ulp of double) is not correctly rounded in fp64.
-  if (fmt_of(Stage::exp) == "fp64") return "exp stage fp64: engine's exp is not correctly rounded at 53 bits";
-  return "";
-}
+// Configurations where the engine is known to differ from the reference, with the cause.
+std::string known_defect(const Allocation&) { return ""; }
 
 std::string hexf(double x) {
   char b[64];
@@ -341,9 +335,26 @@ TEST_CASE("reference emulator: larger sweep", "[reference][long]") {
         }
 }
 
+TEST_CASE("reference emulator: the exp stage in fp64, every deterministic mode", "[reference]") {
+  // e^x correctly rounded at 53 bits (exp_dd with Ziv's test, MPFR near breakpoints) in every mode.
+  Tally t;
+  int k = 0;
+  for (const char* alg : kAlgorithms)
+    for (RoundMode m : kModes)
+      for (const char* preset : {"fp64", "fa_fp16"}) {
+        if (std::string(alg) == "pasa" && std::string(preset) == "fa_fp16") preset = "pasa_fp16";
+        Config c{alg, preset, "exp", "fp64", m};
+        const Shape6& s = k % 2 ? kWide : kSmall;
+        const AttentionInputs in = make_inputs(s, k % 4, 65000 + static_cast<std::uint64_t>(k));
+        check_config(c, s, in, t);
+        ++k;
+      }
+  std::cout << "[reference] exp in fp64: " << t.cases << " cases, " << t.equal << " equal\n";
+}
+
 TEST_CASE("reference emulator: fp64 allocation apart from exp", "[reference]") {
-  // The fp64 preset differs through the engine's exp (not correctly rounded at 53 bits): with the exp stage
-  // in fp32 every other fp64 stage must give the reference's bits (PASA's M aside, see known_defect).
+  // With the exp stage in fp32 every other fp64 stage must give the reference's bits (the presets case
+  // covers the fp64 exp stage itself, correctly rounded).
   Tally t;
   int k = 0;
   for (const char* alg : kAlgorithms) {

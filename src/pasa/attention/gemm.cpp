@@ -179,7 +179,8 @@ void sgemm_every_op_narrow(std::size_t m, std::size_t n, std::size_t k, const fl
 // exponents, unlike a double-double whose low word would itself round when a group spans more than ~106
 // bits, e.g. bf16/fp32 products of very different sizes) and reduced to an equivalent hi + lo. Rounding
 // through double (RN to 53 bits, then to the accumulator) is NOT one rounding for directed modes, RO, SR,
-// or p > 25 (53 < 2p + 2 [Figueroa 1995]); this is why every step goes through round_sum.
+// or p > 25 (53 < 2p + 2 [Figueroa 1995]); this is why every step goes through round_sum (or its
+// equivalent for p <= 51 deterministic modes: sticky_fold, then round_span).
 void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
                    const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   const bool acc_native = native(g.acc, fp64());

@@ -1,6 +1,8 @@
 #include "pasa/numeric/double_double.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -78,9 +80,36 @@ DD exp_dd(DD t) {
   const long k = static_cast<long>(kd);
   const long q = (k >= 0) ? k / 1024 : -((-k + 1023) / 1024);  // floor(k / 1024)
   const DD res = dd_mul(T.pow2[static_cast<std::size_t>(k - q * 1024)], e);
-  return {std::ldexp(res.hi, static_cast<int>(q)), std::ldexp(res.lo, static_cast<int>(q))};
+  // ×2^q as a product with a power of two (exact: on [-635, 0.5] both words stay normal; ldexp is a libm call).
+  const double scale = std::bit_cast<double>(static_cast<std::uint64_t>(q + 1023) << 52);
+  return {res.hi * scale, res.lo * scale};
 }
 
+
+DD exp_odd(double x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0.0) return {std::exp(x), 0.0};
+  mpfr_t a, y, t, lo;
+  mpfr_inits2(256, a, y, nullptr);
+  mpfr_init2(t, 2400);  // y − hi exactly
+  mpfr_init2(lo, 53);
+  auto to_odd = [](mpfr_t v, int ternary) {
+    if (ternary != 0 && mpfr_regular_p(v) && mpfr_min_prec(v) < mpfr_get_prec(v)) {
+      if (mpfr_sgn(v) > 0) mpfr_nextabove(v);
+      else mpfr_nextbelow(v);
+    }
+  };
+  mpfr_set_d(a, x, MPFR_RNDN);
+  to_odd(y, mpfr_exp(y, a, MPFR_RNDZ));
+  const double hi = mpfr_get_d(y, MPFR_RNDN);
+  double l = 0.0;
+  if (std::isfinite(hi) && hi != 0.0) {
+    mpfr_sub_d(t, y, hi, MPFR_RNDN);
+    to_odd(lo, mpfr_set(lo, t, MPFR_RNDZ));
+    l = mpfr_get_d(lo, MPFR_RNDN);
+  }
+  mpfr_clears(a, y, t, lo, nullptr);
+  return {hi, l};
+}
 
 namespace {
 // Sign of (the value of e[0..n)) − b, exactly.

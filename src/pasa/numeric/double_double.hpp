@@ -132,6 +132,10 @@ namespace pasa {
 // Taylor polynomial whose first terms are evaluated in double-double). Below -635 the low word would be
 // subnormal; callers drop such terms (they are < 2^-916 relative to the row maximum).
 DD exp_dd(DD t);
+// e^x as hi + lo for one rounding by round_sum to any format of at most 53 bits: MPFR's e^x rounded to odd
+// at 256 bits, hi = RN(it), lo = the rest rounded to odd at 53 bits (both keep the value on the same side of
+// every breakpoint of such a grid [Boldo & Melquiond 2008]). Slow (MPFR): the fallback of exact roundings.
+DD exp_odd(double x);
 inline constexpr double kExpDDMin = -635.0;
 inline constexpr double kExpDDRelErr = 0x1p-98;
 

@@ -351,9 +351,43 @@ void exp_span(double* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);
 }
 
+// e^x rounded once to a stage of more than 24 bits, where exp_one's ~2 ulp of double cannot decide the
+// rounding. Ziv's strategy: exp_dd (relative error < 2^-98) decides it when both ends of an interval of
+// ±2^-95·|e^x| around it round alike (rounding is monotone, so e^x, inside, rounds the same); otherwise (e^x
+// within 2^-95 of a breakpoint, or outside exp_dd's range) MPFR's e^x, rounded to odd (exp_odd).
+double exp_rounded_wide(double x, const StageSpec& sp, RandomBits* rng) {
+  DD e{};
+  if (x >= -635.0 && x <= 0.5) {
+    e = exp_dd(DD{x, 0.0});
+    if (sp.format.p == 53 && sp.format.emin() <= -1022 && sp.round.mode == RoundMode::nearest_even) {
+      // hi is RN(e^x) unless lo lies within the error bound of ±ulp(hi)/2 (e.hi is normal here).
+      const double half_ulp = std::bit_cast<double>((std::bit_cast<std::uint64_t>(e.hi) & 0x7FF0000000000000ull) -
+                                                    (53ull << 52));
+      if (std::fabs(std::fabs(e.lo) - half_ulp) > 0x1p-95 * e.hi) {
+        const bool plain = sp.round.overflow == Overflow::ieee && !sp.round.flush_input && !sp.round.flush_output;
+        return plain ? e.hi : round(e.hi, sp.format, sp.round);
+      }
+    }
+    if (sp.round.mode != RoundMode::stochastic) {
+      const double w = 0x1p-95 * e.hi;
+      const DD below = two_sum(e.hi, e.lo - w), above = two_sum(e.hi, e.lo + w);
+      const double r = round_sum(below.hi, below.lo, sp.format, sp.round);
+      if (r == round_sum(above.hi, above.lo, sp.format, sp.round)) return r;
+      e = exp_odd(x);
+    }
+  } else {
+    e = exp_odd(x);
+  }
+  return round_sum(e.hi, e.lo, sp.format, sp.round, rng);
+}
+
 void exp_to_stage(const Run& run, double* x, std::size_t n, RandomBits* rng) {
-  if (run.stage(Stage::exp).via == ExpVia::fp32) {  // CUDA/PyTorch: expf on the float argument, then a cast
+  const StageSpec& sp = run.stage(Stage::exp);
+  if (sp.via == ExpVia::fp32) {  // CUDA/PyTorch: expf on the float argument, then a cast
     for (std::size_t i = 0; i < n; ++i) x[i] = std::exp(static_cast<float>(x[i]));
+  } else if (sp.format.p > 24) {
+    for (std::size_t i = 0; i < n; ++i) x[i] = exp_rounded_wide(x[i], sp, rng);
+    return;
   } else {
     exp_span(x, n);
   }

@@ -177,7 +177,10 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
               double* P, RandomBits* rng);
 // e^x in place, vectorisable (see blocked_attention.cpp for its accuracy).
 void exp_span(double* x, std::size_t n);
-// e^x of n arguments, evaluated as the exp stage's `via` says, rounded to the exp stage.
+// e^x rounded once to a stage of more than 24 bits (correctly rounded, every mode; see the .cpp).
+double exp_rounded_wide(double x, const StageSpec& sp, RandomBits* rng);
+// e^x of n arguments, evaluated as the exp stage's `via` says, rounded to the exp stage (correctly rounded
+// for stages of more than 24 bits).
 void exp_to_stage(const Run& run, double* x, std::size_t n, RandomBits* rng);
 
 // Writes one output row (D values, already in the out format) and its lse.

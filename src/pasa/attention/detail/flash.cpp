@@ -24,7 +24,9 @@ void advance_running_max(const Run& run, const double* Z, std::size_t rows, std:
 
 // e^x rounded to the exp stage for one value (glibc's exp in double, or expf when the exp stage says via fp32).
 double exp_one_to_stage(const Run& run, double x, RandomBits* rng) {
-  const double e = run.stage(Stage::exp).via == ExpVia::fp32 ? std::exp(static_cast<float>(x)) : std::exp(x);
+  const StageSpec& sp = run.stage(Stage::exp);
+  if (sp.via == ExpVia::exact && sp.format.p > 24) return exp_rounded_wide(x, sp, rng);
+  const double e = sp.via == ExpVia::fp32 ? std::exp(static_cast<float>(x)) : std::exp(x);
   return run.round_to(Stage::exp, e, rng);
 }
 
