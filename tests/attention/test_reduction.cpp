@@ -305,6 +305,9 @@ TEST_CASE("every reduction order equals MPFR in every deterministic rounding mod
             auto rows = test_rows(n, seed++);
             for (auto& row : rows)  // terms of fp32 width too, so that fp32 accumulators' sums are not doubles
               for (std::size_t i = 0; i < row.size(); i += 3) row[i] = round(row[i] * (1 + 0x1p-20), format_by_name("fp32"));
+            std::vector<double> spread(n);  // 1 − 2^-60 + 3·2^-70 ...: sums whose double is a tie or exact
+            for (std::size_t i = 0; i < n; ++i) spread[i] = i % 3 == 0 ? 1.0 : (i % 3 == 1 ? -0x1p-60 : 3 * 0x1p-70);
+            rows.push_back(spread);
             const std::vector<double> got = Harness(s).run(rows, op);
             for (std::size_t i = 0; i < rows.size(); ++i) {
               const double want = ref.stage(rows[i], s, op == detail::ReduceOp::mean);

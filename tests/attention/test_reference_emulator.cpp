@@ -297,6 +297,17 @@ TEST_CASE("reference emulator: PASA's options", "[reference]") {
       check_config(c, s, in, t);
       ++k;
     }
+  // M with α⁻¹ folded in (entries that are not doubles) and Inva, in every mode of an fp64 shift or mean stage
+  // (at 53 bits a directed rounding of the double nearest the exact entry is wrong half the time).
+  for (RoundMode m : kModes)
+    for (const char* stage : {"shift", "mean"}) {
+      Config c{"pasa", "fp64", stage, "fp64", m};  // every stage fp64: M's last bit reaches the output
+      c.pasa.alpha_in_M = true;
+      c.pasa.beta = 0.75;
+      const AttentionInputs in = make_inputs(kSmall, k % 4, 20000 + static_cast<std::uint64_t>(k));
+      check_config(c, kSmall, in, t);
+      ++k;
+    }
   // bf16 inputs: the bf16 → fp16 mapping of §2.2, on and off.
   for (bool map : {true, false}) {
     Config c{"pasa", "pasa_bf16"};
