@@ -5,6 +5,10 @@
 #include <cmath>
 #include <limits>
 
+#include <boost/multiprecision/cpp_int.hpp>
+#include <mpfr.h>
+
+#include "../support/mpfr_round.hpp"
 #include "pasa/analysis/beta_solver.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/format.hpp"
@@ -27,6 +31,24 @@ double sig(double x, int digits) {
 struct Table3Row {
   double inva0, inva_r0, rel_err0_pct, beta, beta_digit, inva, inva_r, inva_digit;
 };
+
+// Appendix C's f(β) = b·n/(a·(a − b·n)) + (1 − a)/a evaluated separately: b = fl(β/n) and
+// a = fl(1 − β/n) + b with the two roundings done by MPFR on the exact quotients (round to nearest even,
+// the format's range), the rest in exact rational arithmetic; rounded to double once at the end.
+double appendix_c_invariance(double beta, unsigned n, const Format& tp) {
+  using boost::multiprecision::cpp_rational;
+  mpfr_t x;
+  mpfr_init2(x, 200);
+  mpfr_set_d(x, beta, MPFR_RNDN);
+  mpfr_div_ui(x, x, n, MPFR_RNDN);  // β/n to 200 bits: exact enough for a correct rounding to <= 53 bits
+  const double b = test::mpfr_round_to(x, tp, {});
+  mpfr_ui_sub(x, 1, x, MPFR_RNDN);
+  const double a_entry = test::mpfr_round_to(x, tp, {});
+  mpfr_clear(x);
+  const cpp_rational br(b), a = cpp_rational(a_entry) + br, bn = br * n;
+  const cpp_rational f = bn / (a * (a - bn)) + (1 - a) / a;
+  return static_cast<double>(f);
+}
 
 }  // namespace
 
@@ -85,7 +107,7 @@ TEST_CASE("beta solver hand-computed fp16 values", "[beta]") {
   CHECK(practical_invariance(0.96875, 128, h) == Approx(31.0 / 32 / (a * 127 * 0x1p-12) + 0x1p-12 / a).epsilon(1e-15));
 }
 
-TEST_CASE("beta solver result is a fixed point of Eq. 22", "[beta]") {
+TEST_CASE("beta solver result is a fixed point of Eq. 22, with f evaluated independently", "[beta]") {
   for (const char* name : {"fp16", "bf16", "fp32", "fp8_e5m2"}) {
     const Format tp = format_by_name(name);
     for (std::size_t n : {std::size_t{16}, std::size_t{64}, std::size_t{128}}) {
@@ -93,8 +115,10 @@ TEST_CASE("beta solver result is a fixed point of Eq. 22", "[beta]") {
         INFO(name << " n=" << n << " beta0=" << b0);
         const BetaRow r = solve_beta(b0, n, tp);
         const double f = practical_invariance(r.beta, n, tp);
-        CHECK(f / (1 + f) == Approx(r.beta).epsilon(1e-8));
-        CHECK(r.inva_r == f);
+        const double exact = appendix_c_invariance(r.beta, static_cast<unsigned>(n), tp);
+        CHECK(f == Approx(exact).epsilon(1e-13));
+        CHECK(r.inva_r == Approx(exact).epsilon(1e-13));
+        CHECK(exact / (1 + exact) == Approx(r.beta).epsilon(1e-8));  // the fixed point of Eq. 22
         CHECK(r.inva == Approx(r.beta / (1 - r.beta)).epsilon(1e-15));
       }
     }

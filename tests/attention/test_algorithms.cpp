@@ -9,11 +9,14 @@
 #include <boost/random/bernoulli_distribution.hpp>
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/normal_distribution.hpp>
+#include <boost/random/uniform_int_distribution.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
+#include <mpfr.h>
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/gemm.hpp"
+#include "../support/mpfr_round.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/io/algorithm_json.hpp"
@@ -157,6 +160,20 @@ TEST_CASE("PASA with beta = 0 is FA2 bit for bit", "[algorithms]") {
   }
 }
 
+namespace {
+// Independent of the engine: whether some exact unscaled score of row i (head h, batch 0) reaches 65520,
+// from where fp16 holds it as +inf (the row's max is then inf and inf − inf makes the row NaN in FA).
+bool fp16_score_overflows(const AttentionInputs& in, std::size_t h, std::size_t i) {
+  const std::size_t D = in.q.shape.D, g = in.q.shape.N / in.k.shape.N;
+  for (std::size_t j = 0; j < in.k.shape.S; ++j) {
+    long double s = 0;  // 64-bit significand: exact for 128 products of fp16 values of this size
+    for (std::size_t d = 0; d < D; ++d) s += static_cast<long double>(in.q.at(0, h, i, d)) * in.k.at(0, h / g, j, d);
+    if (s >= 65520) return true;
+  }
+  return false;
+}
+}  // namespace
+
 TEST_CASE("FA-FP16/FP32 NaN rows are exactly the rows with an fp16 score of +inf", "[algorithms]") {
   // Uniform (20, 20) and hybrid outliers: some rows overflow (Table 4), most do not.
   for (const Gen& g : {Gen{false, 20.0, 20.0}, Gen{true, 20.0, 100.0, 0.05}}) {
@@ -165,13 +182,7 @@ TEST_CASE("FA-FP16/FP32 NaN rows are exactly the rows with an fp16 score of +inf
     std::size_t nan_rows = 0;
     for (std::size_t h = 0; h < 2; ++h)
       for (std::size_t i = 0; i < 128; ++i) {
-        // Independent: the exact unscaled score, which fp16 holds as +inf from 65520 up.
-        bool overflow = false;
-        for (std::size_t j = 0; j < 256; ++j) {
-          long double s = 0;
-          for (std::size_t d = 0; d < 128; ++d) s += static_cast<long double>(in.q.at(0, h, i, d)) * in.k.at(0, h, j, d);
-          overflow = overflow || s >= 65520;
-        }
+        const bool overflow = fp16_score_overflows(in, h, i);
         std::size_t nans = 0;
         for (std::size_t d = 0; d < 128; ++d) nans += std::isnan(out.o.at(0, h, i, d));
         INFO("head " << h << " row " << i);
@@ -193,7 +204,11 @@ TEST_CASE("PASA-FP16 has no NaN on the Table 4 cases (reduced S)", "[algorithms]
     std::size_t fa_nan = 0, pa_nan = 0;
     for (double x : fa.o.data) fa_nan += std::isnan(x);
     for (double x : pa.o.data) pa_nan += std::isnan(x) || std::isinf(x);
+    std::size_t overflow_rows = 0;  // FA's NaN rows: those with an fp16-overflowing score (Table 4's NaN)
+    for (std::size_t h = 0; h < 2; ++h)
+      for (std::size_t i = 0; i < 256; ++i) overflow_rows += fp16_score_overflows(in, h, i);
     INFO("hybrid " << g.hybrid << " x0 " << g.x0 << " Am " << g.am << " FA NaN " << fa_nan);
+    CHECK(fa_nan == overflow_rows * 128);
     CHECK(pa_nan == 0);
   }
 }
@@ -224,38 +239,91 @@ TEST_CASE("results do not depend on the thread count", "[algorithms]") {
   }
 }
 
-TEST_CASE("GEMM models round as specified", "[algorithms][gemm]") {
-  // Scalar reference: the model written out with pasa::round per operation.
-  const std::size_t m = 6, n = 70, k = 23;  // exercises the 4×64 register tiles and their edges
+namespace {
+
+// The GEMM reference: each model's steps on exact MPFR values (2400 bits hold every sum here exactly),
+// each rounding done by MPFR to the accumulator format (precision p, emin/emax, subnormalize), nothing
+// rounded through double and nothing from pasa::round.
+double gemm_reference(const GemmSpec& g, const std::vector<double>& A, const std::vector<double>& B, std::size_t i,
+                      std::size_t j, std::size_t n, std::size_t k) {
+  mpfr_t acc, x, prod;
+  mpfr_inits2(2400, acc, x, prod, nullptr);
+  mpfr_set_zero(acc, 1);
+  auto to_acc = [&](mpfr_t v) { mpfr_set_d(v, test::mpfr_round_to(v, g.acc.format, g.acc.round), MPFR_RNDN); };
+  const std::size_t step = g.model.kind == GemmKind::chunked ? static_cast<std::size_t>(g.model.chunk) : 1;
+  for (std::size_t t0 = 0; t0 < k; t0 += step) {
+    mpfr_set_zero(x, 1);
+    for (std::size_t t = t0; t < std::min(k, t0 + step); ++t) {
+      mpfr_set_d(prod, A[i * k + t], MPFR_RNDN);
+      mpfr_mul_d(prod, prod, B[t * n + j], MPFR_RNDN);  // exact
+      if (g.model.kind == GemmKind::every_op) to_acc(prod);
+      mpfr_add(x, x, prod, MPFR_RNDN);  // exact
+    }
+    mpfr_add(acc, acc, x, MPFR_RNDN);  // exact
+    to_acc(acc);
+  }
+  const double r = test::mpfr_round_to(acc, g.out.format, g.out.round);
+  mpfr_clears(acc, x, prod, nullptr);
+  return r;
+}
+
+bool same_value(double a, double b) { return std::isnan(a) ? std::isnan(b) : a == b; }
+
+}  // namespace
+
+TEST_CASE("GEMM models round each step once, every mode, against MPFR", "[algorithms][gemm]") {
+  const std::size_t m = 5, n = 67, k = 23;  // exercises the 4×64 register tiles and their edges
   boost::random::mt19937_64 eng(5);
   boost::random::uniform_real_distribution<double> uni(-3.0, 3.0);
-  for (const char* in_fmt : {"fp16", "fp32", "bf16"})
-    for (const char* acc_fmt : {"fp32", "fp16", "bf16", "p=15,emax=15"})
-      for (GemmKind kind : {GemmKind::ordered, GemmKind::every_op, GemmKind::chunked}) {
-        const Format fi = format_by_name(in_fmt), fa = format_by_name(acc_fmt), fo = format_by_name("fp16");
-        std::vector<double> A(m * k), B(k * n), C(m * n);
-        for (double& x : A) x = round(uni(eng), fi);
-        for (double& x : B) x = round(uni(eng), fi);
-        GemmSpec g{fi, fi, StageSpec{fa, {}}, StageSpec{fo, {}}, GemmModel{kind, 4}};
-        gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
-        for (std::size_t i = 0; i < m; ++i)
-          for (std::size_t j = 0; j < n; ++j) {
-            double acc = 0;
-            for (std::size_t t0 = 0; t0 < k; t0 += (kind == GemmKind::chunked ? 4 : 1)) {
-              if (kind == GemmKind::chunked) {
-                double chunk = 0;  // the group's sum in fp64 (an FMA chain)
-                for (std::size_t t = t0; t < std::min(k, t0 + 4); ++t) chunk = std::fma(A[i * k + t], B[t * n + j], chunk);
-                acc = round(acc + chunk, fa);
-              } else if (kind == GemmKind::every_op) {
-                acc = round(acc + round(A[i * k + t0] * B[t0 * n + j], fa), fa);
-              } else {
-                acc = round(static_cast<double>(acc + static_cast<long double>(A[i * k + t0]) * B[t0 * n + j]), fa);
-              }
+  boost::random::uniform_int_distribution<int> spread(-14, 6);
+  const Format fo = format_by_name("fp16");
+  for (const char* in_fmt : {"fp16", "fp32", "bf16", "fp64"})
+    for (const char* acc_fmt : {"fp32", "fp16", "bf16", "p=15,emax=15", "fp64"})
+      for (RoundMode mode : {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos,
+                             RoundMode::toward_neg, RoundMode::odd})
+        for (GemmKind kind : {GemmKind::ordered, GemmKind::every_op, GemmKind::chunked}) {
+          const Format fi = format_by_name(in_fmt), fa = format_by_name(acc_fmt);
+          std::vector<double> A(m * k), B(k * n), C(m * n);
+          // Magnitudes spread over 2^20 so that sums cancel and carry bits below the accumulator's precision.
+          for (double& x : A) x = round(std::ldexp(uni(eng), spread(eng)), fi);
+          for (double& x : B) x = round(std::ldexp(uni(eng), spread(eng)), fi);
+          const StageSpec acc{fa, RoundOptions{mode}}, out{fo, RoundOptions{mode}};
+          GemmSpec g{fi, fi, acc, out, GemmModel{kind, 4}};
+          gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
+          for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+              INFO(in_fmt << " acc " << acc_fmt << " mode " << round_mode_name(mode) << " model "
+                          << static_cast<int>(kind) << " at " << i << "," << j);
+              REQUIRE(same_value(C[i * n + j], gemm_reference(g, A, B, i, j, n, k)));
             }
-            INFO(in_fmt << " acc " << acc_fmt << " model " << static_cast<int>(kind) << " at " << i << "," << j);
-            REQUIRE(C[i * n + j] == round(acc, fo));
-          }
-      }
+        }
+}
+
+TEST_CASE("GEMM: the double-rounding cases of issue 14", "[algorithms][gemm]") {
+  // Each value by hand and by MPFR's single rounding of the exact result (gemm_reference).
+  const Format fp16 = format_by_name("fp16"), fp32 = format_by_name("fp32"), bf16 = format_by_name("bf16");
+  auto check = [](const GemmSpec& g, std::vector<double> A, std::vector<double> B, double by_hand) {
+    double c = 0;
+    gemm(g, 1, 1, A.size(), A.data(), A.size(), B.data(), 1, &c, 1);
+    INFO("model " << static_cast<int>(g.model.kind) << " acc " << g.acc.format.name << " engine " << c);
+    CHECK(c == by_hand);
+    CHECK(gemm_reference(g, A, B, 0, 0, 1, A.size()) == by_hand);
+  };
+  // fp32 RZ accumulator, fp16 operands: 256·256 + 2^-24·(−2^-24) = 65536 − 2^-48, RZ: 65536 − 2^-8 (through
+  // double: 65536).
+  const StageSpec rz32{fp32, RoundOptions{RoundMode::toward_zero}};
+  for (GemmKind kind : {GemmKind::ordered, GemmKind::chunked})
+    check(GemmSpec{fp16, fp16, rz32, rz32, GemmModel{kind, 16}}, {256, 0x1p-24}, {256, -0x1p-24}, 65535.99609375);
+  // chunked, RNE fp32 accumulator, fp16 inputs: 64 + 2^-17 + 2^-18 − 2^-48 is below the fp32 midpoint
+  // 64 + 3·2^-18 (which RN to double reaches, and which ties to 64 + 2^-16).
+  const StageSpec rne32{fp32, {}};
+  check(GemmSpec{fp16, fp16, rne32, rne32, GemmModel{GemmKind::chunked, 16}}, {8, 0x1p-9, 0x1p-9, 0x1p-24},
+        {8, 0x1p-8, 0x1p-9, -0x1p-24}, 64 + 0x1p-17);
+  // fp32 operands into a bf16 RNE accumulator: 1 + 3·2^-8 − 2^-60 is below bf16's midpoint: 1 + 2^-7
+  // (through double: the tie 1 + 3·2^-8, to even 1.015625).
+  const StageSpec rneb{bf16, {}};
+  check(GemmSpec{fp32, fp32, rneb, rneb, GemmModel{GemmKind::chunked, 16}}, {1, 3 * 0x1p-8, 0x1p-30}, {1, 1, -0x1p-30},
+        1.0078125);
 }
 
 TEST_CASE("every preset runs every algorithm with an error its formats explain", "[algorithms]") {

@@ -20,6 +20,7 @@
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/detail/blocked_attention.hpp"
 #include "pasa/exact/golden.hpp"
+#include "support/mpfr_round.hpp"
 
 using namespace pasa;
 
@@ -223,6 +224,99 @@ TEST_CASE("every reduction order equals its MPFR reference", "[reduction]") {
             CHECK(same(got[i], want));
           }
         }
+}
+
+namespace {
+// The reduction of a stage in a rounding mode, from the spec: every addition MPFR's exact sum (an exact zero
+// sum is +0, as the engine's error-free sums give it) rounded once to acc by test::mpfr_round_to in the
+// stage's mode; a mean's quotient rounded to odd at 4200 bits first (sticky for any later rounding).
+struct ModeRef {
+  mpfr_t a, b;
+  RoundOptions o;
+  ModeRef(RoundOptions opt) : o(opt) { mpfr_inits2(4200, a, b, nullptr); }
+  ~ModeRef() { mpfr_clears(a, b, nullptr); }
+  double add(double x, double y, const Format& f) {
+    if (std::isinf(x) || std::isinf(y) || std::isnan(x) || std::isnan(y)) return pasa::round(x + y, f, o);
+    mpfr_set_d(a, x, MPFR_RNDN);
+    mpfr_set_d(b, y, MPFR_RNDN);
+    mpfr_add(a, a, b, MPFR_RNDZ);
+    return test::mpfr_round_to(a, f, o);
+  }
+  double div(double x, double n, const Format& f) {
+    if (!std::isfinite(x)) return pasa::round(x / n, f, o);
+    mpfr_set_d(a, x, MPFR_RNDN);
+    const int t = mpfr_div_d(a, a, n, MPFR_RNDZ);
+    if (t != 0 && mpfr_regular_p(a) && mpfr_min_prec(a) < mpfr_get_prec(a)) {
+      if (mpfr_sgn(a) > 0) mpfr_nextabove(a);
+      else mpfr_nextbelow(a);
+    }
+    return test::mpfr_round_to(a, f, o);
+  }
+  double stage(const std::vector<double>& x, const StageSpec& s, bool mean) {
+    const Format acc = s.reduce.acc.value_or(s.format);
+    double v = 0;
+    if (s.reduce.order == ReduceOrder::sequential) {
+      v = x[0];
+      for (std::size_t i = 1; i < x.size(); ++i) v = add(v, x[i], acc);
+    } else if (s.reduce.order == ReduceOrder::pairwise) {
+      v = pairwise(x, acc, 0, x.size());
+    } else {
+      const auto k = static_cast<std::size_t>(s.reduce.width);
+      std::vector<double> p(k, 0.0);
+      for (std::size_t r = 0; r < k && r < x.size(); ++r) {
+        p[r] = x[r];
+        for (std::size_t i = r + k; i < x.size(); i += k) p[r] = add(p[r], x[i], acc);
+      }
+      for (std::size_t off = k / 2; off >= 1; off /= 2)
+        for (std::size_t r = 0; r < off; ++r) p[r] = add(p[r], p[r + off], acc);
+      v = p[0];
+    }
+    if (mean) v = div(v, static_cast<double>(x.size()), acc);
+    return pasa::round(v, s.format, o);
+  }
+  double pairwise(const std::vector<double>& x, const Format& acc, std::size_t lo, std::size_t hi) {
+    if (hi - lo == 1) return x[lo];
+    const std::size_t h = (hi - lo) / 2;
+    return add(pairwise(x, acc, lo, lo + h), pairwise(x, acc, lo + h, hi), acc);
+  }
+};
+}  // namespace
+
+TEST_CASE("every reduction order equals MPFR in every deterministic rounding mode", "[reduction]") {
+  // Each addition one rounding of its exact sum in rz, ru, rd, ro too (rounding the double sum again would
+  // differ for fp32 accumulators of fp16/fp32 terms of different sizes).
+  struct Case {
+    const char* fmt;
+    const char* acc;
+  };
+  const Case cases[] = {{"fp16", "fp32"}, {"bf16", "fp32"}, {"fp16", "fp16"}, {"fp32", "fp32"}, {"fp32", "fp64"}};
+  const std::size_t lengths[] = {1, 3, 33, 128};
+  const std::pair<ReduceOrder, int> orders[] = {
+      {ReduceOrder::sequential, 32}, {ReduceOrder::pairwise, 32}, {ReduceOrder::blocked, 4}, {ReduceOrder::blocked, 32}};
+  std::uint64_t seed = 500;
+  for (RoundMode mode : {RoundMode::toward_zero, RoundMode::toward_pos, RoundMode::toward_neg, RoundMode::odd})
+    for (const Case& c : cases)
+      for (const auto& [order, width] : orders)
+        for (std::size_t n : lengths)
+          for (auto op : {detail::ReduceOp::sum, detail::ReduceOp::mean}) {
+            StageSpec s = stage_spec(c.fmt, c.acc, order, width);
+            s.round.mode = mode;
+            ModeRef ref(s.round);
+            auto rows = test_rows(n, seed++);
+            for (auto& row : rows)  // terms of fp32 width too, so that fp32 accumulators' sums are not doubles
+              for (std::size_t i = 0; i < row.size(); i += 3) row[i] = round(row[i] * (1 + 0x1p-20), format_by_name("fp32"));
+            std::vector<double> spread(n);  // 1 − 2^-60 + 3·2^-70 ...: sums whose double is a tie or exact
+            for (std::size_t i = 0; i < n; ++i) spread[i] = i % 3 == 0 ? 1.0 : (i % 3 == 1 ? -0x1p-60 : 3 * 0x1p-70);
+            rows.push_back(spread);
+            const std::vector<double> got = Harness(s).run(rows, op);
+            for (std::size_t i = 0; i < rows.size(); ++i) {
+              const double want = ref.stage(rows[i], s, op == detail::ReduceOp::mean);
+              INFO(c.fmt << " acc " << c.acc << " " << round_mode_name(mode) << " order " << reduce_order_name(order)
+                         << " width " << width << " n " << n << (op == detail::ReduceOp::mean ? " mean" : " sum")
+                         << " row " << i << ": engine " << got[i] << " reference " << want);
+              CHECK(same(got[i], want));
+            }
+          }
 }
 
 TEST_CASE("the orders differ where they should (the reference is not trivially equal)", "[reduction]") {

@@ -5,9 +5,9 @@
 // model, and PASA's options. Stochastic rounding is left out of bit equality: it consumes the engine's
 // random stream in the engine's order, which the reference (a plain re-statement) does not reproduce.
 //
-// Known engine defects (issue 14 item 1, being fixed by `round1`) make some configurations differ; they are
-// listed by known_defect() below and checked with CHECK_NOFAIL (reported, not failing) so that the lead can
-// re-enable them after the merge by emptying that function. Set PASA_REFEMU_REPORT=1 to print every
+// Known engine defects would be listed by known_defect() below and checked with CHECK_NOFAIL (reported, not
+// failing); since issue 14 item 1 (one rounding of the exact result in every mode, a correctly rounded exp
+// for stages wider than fp32) there are none. Set PASA_REFEMU_REPORT=1 to print every
 // configuration's result.
 #include <catch2/catch.hpp>
 
@@ -117,25 +117,8 @@ struct Config {
   }
 };
 
-// Configurations where the engine is known to differ from the reference, with the cause (see the report in
-// tests/mutation/REPORT.md). Empty this after round1's fix of issue 14 item 1 is merged, then re-run.
-std::string known_defect(const Allocation& a) {
-  auto fmt_of = [&](Stage s) { return a.spec(s).format.name; };
-  // The engine's exp (exp_one, about 2 ulp of double) is not correctly rounded in fp64.
-  if (fmt_of(Stage::exp) == "fp64") return "exp stage fp64: engine's exp is not correctly rounded at 53 bits";
-  // PASA's M (Eq. 10) is formed in double ((1 − β/n) rounded, then ×α⁻¹ rounded) before its one rounding to
-  // shift: at 53 bits that is two or three roundings of the exact entry (MPFR: the reference's single
-  // rounding is the correct one). Seen only in the lse when exp is narrower (a row-wise score shift).
-  if (a.spec(Stage::shift).format.p == 53) return "shift stage fp64: engine forms PASA's M in double (double rounding)";
-  for (std::size_t i = 0; i < kStageCount; ++i) {
-    const StageSpec& s = a.stages[i];
-    const bool wide = s.format.p > 11;  // fp32/tf32/fp64: exact results of the engine's double ops may not be doubles
-    if (s.round.mode != RoundMode::nearest_even && wide)
-      return "non-RNE mode on a " + s.format.name + " stage (" + stage_name(static_cast<Stage>(i)) +
-             "): engine rounds its double result again (double rounding)";
-  }
-  return "";
-}
+// Configurations where the engine is known to differ from the reference, with the cause.
+std::string known_defect(const Allocation&) { return ""; }
 
 std::string hexf(double x) {
   char b[64];
@@ -268,6 +251,35 @@ TEST_CASE("reference emulator: every GEMM model", "[reference]") {
             << " known-failing\n";
 }
 
+TEST_CASE("reference emulator: every GEMM model in every deterministic mode on every stage", "[reference]") {
+  // Each step of every GEMM model (and every other stage) one rounding of its exact result in rz, ru, rd
+  // and ro too: fp32 accumulators (fa_fp32, and the fp16 presets' fp32 accumulators) are where rounding
+  // through double once gave other bits.
+  Tally t;
+  int k = 0;
+  const GemmModel models[] = {{GemmKind::ordered, 16}, {GemmKind::chunked, 3}, {GemmKind::every_op, 16}};
+  for (const char* preset : {"fa_fp16", "fa_fp32", "pasa_fp16"})
+    for (const char* alg : kAlgorithms)
+      for (const GemmModel& g : models)
+        for (RoundMode m : kModes) {
+          if (m == RoundMode::nearest_even) continue;
+          if ((std::string(preset) == "pasa_fp16") != (std::string(alg) == "pasa")) continue;
+          Config c{alg, preset};
+          c.gemm = g;
+          AlgorithmSpec sp = c.spec(kSmall);
+          for (auto& st : sp.alloc.stages) st.round.mode = m;
+          const AttentionInputs in = make_inputs(kSmall, k % 4, 70000 + static_cast<std::uint64_t>(k), "fp16", k % 3 * 2.0);
+          const Outcome o = compare(in, sp);
+          ++t.cases;
+          if (o.mismatched == 0) ++t.equal;
+          INFO(c.name() << " all stages " << round_mode_name(m) << ": " << o.mismatched << " of " << o.total
+                        << " differ; first " << o.first);
+          CHECK(o.mismatched == 0);
+          ++k;
+        }
+  std::cout << "[reference] GEMM models x modes: " << t.cases << " cases, " << t.equal << " equal\n";
+}
+
 TEST_CASE("reference emulator: PASA's options", "[reference]") {
   Tally t;
   int k = 0;
@@ -283,6 +295,17 @@ TEST_CASE("reference emulator: PASA's options", "[reference]") {
       const Shape6& s = k % 2 ? kWide : kSmall;
       const AttentionInputs in = make_inputs(s, k % 4, 20000 + static_cast<std::uint64_t>(k));
       check_config(c, s, in, t);
+      ++k;
+    }
+  // M with α⁻¹ folded in (entries that are not doubles) and Inva, in every mode of an fp64 shift or mean stage
+  // (at 53 bits a directed rounding of the double nearest the exact entry is wrong half the time).
+  for (RoundMode m : kModes)
+    for (const char* stage : {"shift", "mean"}) {
+      Config c{"pasa", "fp64", stage, "fp64", m};  // every stage fp64: M's last bit reaches the output
+      c.pasa.alpha_in_M = true;
+      c.pasa.beta = 0.75;
+      const AttentionInputs in = make_inputs(kSmall, k % 4, 20000 + static_cast<std::uint64_t>(k));
+      check_config(c, kSmall, in, t);
       ++k;
     }
   // bf16 inputs: the bf16 → fp16 mapping of §2.2, on and off.
@@ -323,9 +346,26 @@ TEST_CASE("reference emulator: larger sweep", "[reference][long]") {
         }
 }
 
+TEST_CASE("reference emulator: the exp stage in fp64, every deterministic mode", "[reference]") {
+  // e^x correctly rounded at 53 bits (exp_dd with Ziv's test, MPFR near breakpoints) in every mode.
+  Tally t;
+  int k = 0;
+  for (const char* alg : kAlgorithms)
+    for (RoundMode m : kModes)
+      for (const char* preset : {"fp64", "fa_fp16"}) {
+        if (std::string(alg) == "pasa" && std::string(preset) == "fa_fp16") preset = "pasa_fp16";
+        Config c{alg, preset, "exp", "fp64", m};
+        const Shape6& s = k % 2 ? kWide : kSmall;
+        const AttentionInputs in = make_inputs(s, k % 4, 65000 + static_cast<std::uint64_t>(k));
+        check_config(c, s, in, t);
+        ++k;
+      }
+  std::cout << "[reference] exp in fp64: " << t.cases << " cases, " << t.equal << " equal\n";
+}
+
 TEST_CASE("reference emulator: fp64 allocation apart from exp", "[reference]") {
-  // The fp64 preset differs through the engine's exp (not correctly rounded at 53 bits): with the exp stage
-  // in fp32 every other fp64 stage must give the reference's bits (PASA's M aside, see known_defect).
+  // With the exp stage in fp32 every other fp64 stage must give the reference's bits (the presets case
+  // covers the fp64 exp stage itself, correctly rounded).
   Tally t;
   int k = 0;
   for (const char* alg : kAlgorithms) {
@@ -345,10 +385,9 @@ TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (issue 14's
   acc.round.mode = RoundMode::toward_zero;
   const GemmModel ordered{GemmKind::ordered, 16};
   CHECK(reference::reference_dot(ordered, acc, out, a, 1, b, 1, 2) == 65535.99609375);
-  // The engine: acc formed in double (65536 exactly) and then rounded, a double rounding (issue 14 item 1,
-  // round1's fix). Reported, not failing, until that fix is merged.
+  // The engine: one rounding of the exact sum (it once formed 65536 in double and rounded that).
   const GemmSpec g{format_by_name("fp16"), format_by_name("fp16"), acc, out, ordered};
   double c = 0;
   gemm(g, 1, 1, 2, a, 2, b, 1, &c, 1);
-  CHECK_NOFAIL(c == 65535.99609375);
+  CHECK(c == 65535.99609375);
 }

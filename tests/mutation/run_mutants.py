@@ -85,6 +85,8 @@ def main():
     ap.add_argument("--screen-only", action="store_true", help="skip the whole default run for screen survivors")
     ap.add_argument("--jobs", default="2")
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--check", action="store_true",
+                    help="only check that each mutant's find text occurs exactly once in its file (no build)")
     a = ap.parse_args()
     src = os.path.abspath(a.source)
     build = os.path.abspath(a.build_dir or os.path.join(src, "build-mutation"))
@@ -99,6 +101,17 @@ def main():
     if a.shard:
         k, n = (int(x) for x in a.shard.split("/"))
         mutants = [m for i, m in enumerate(mutants) if i % n == k]
+
+    if a.check:
+        bad = 0
+        for m in mutants:
+            with open(os.path.join(src, m["file"]), encoding="utf-8") as f:
+                count = f.read().count(m["find"])
+            if count != 1:
+                bad += 1
+                print(f"{m['name']}: find text occurs {count} times in {m['file']} (mutants.txt line {m['line']})")
+        print(f"{len(mutants) - bad} of {len(mutants)} mutants apply")
+        sys.exit(1 if bad else 0)
 
     restorer = Restorer()
 

@@ -77,7 +77,9 @@ struct Reduction {
 
 // How the exp stage evaluates e^x before rounding to its format.
 enum class ExpVia {
-  exact,  // e^x computed exactly (to ~2 ulp of double) and rounded once: PyTorch's half semantics, ideal
+  exact,  // e^x rounded once: PyTorch's half semantics, ideal. Correctly rounded for stages of more than 24
+          // bits; for narrower ones e^x is first computed to ~2 ulp of double (equal to the correct rounding
+          // except within 2^-50, relative, of a breakpoint of the stage format)
   fp32,   // the argument rounded to fp32, e^x by the C library's expf (std::exp(float), glibc: < 1 ulp, not
           // always correctly rounded), the float result rounded to the stage format: CUDA's expf then a cast
 };

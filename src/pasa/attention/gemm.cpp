@@ -1,5 +1,7 @@
 #include "pasa/attention/gemm.hpp"
 
+#include "pasa/numeric/double_double.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -169,49 +171,98 @@ void sgemm_every_op_narrow(std::size_t m, std::size_t n, std::size_t k, const fl
   }
 }
 
-// Any accumulator format and model in double arithmetic, rounded by round_span after each step. Products
-// of operands with at most 26 bits each are exact in double; sums are rounded once to double and then to
-// the accumulator format, which is correct for p ≤ 25 (53 ≥ 2p + 2) and off only in far-fetched ties above.
+// Any accumulator format and model: each step forms its exact result as hi + lo and rounds it ONCE to
+// the accumulator (round_sum). Products: two_prod, exact (p.lo = 0 for operands of at most 26 bits, as all
+// formats narrower than fp64 are). ordered: c + a·b; every_op: a·b, then c + rnd(a·b); chunked: c plus the
+// group's exact sum. Sums of more than two terms (c + the two halves of an fp64 product; a chunk) are
+// accumulated exactly in a floating-point expansion (Shewchuk's Grow-Expansion: error-free whatever the
+// exponents, unlike a double-double whose low word would itself round when a group spans more than ~106
+// bits, e.g. bf16/fp32 products of very different sizes) and reduced to an equivalent hi + lo. Rounding
+// through double (RN to 53 bits, then to the accumulator) is NOT one rounding for directed modes, RO, SR,
+// or p > 25 (53 < 2p + 2 [Figueroa 1995]); this is why every step goes through round_sum (or its
+// equivalent for p <= 51 deterministic modes: sticky_fold, then round_span).
 void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
                    const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   const bool acc_native = native(g.acc, fp64());
-  thread_local std::vector<double> tmp_buffer;
-  tmp_buffer.resize(n);
-  double* tmp = tmp_buffer.data();
-  auto round_acc = [&](double* x) {
-    if (!acc_native) round_span(std::span<const double>(x, n), std::span<double>(x, n), g.acc.format, g.acc.round, rng);
+  const Format& af = g.acc.format;
+  const RoundOptions& ao = g.acc.round;
+  // For p <= 51 and a deterministic mode a row's exact results are folded to 53 bits with round-to-odd
+  // (sticky_fold) and the row rounded by round_span's vectorised kernels: one rounding (see round.hpp).
+  const bool fold = sticky_fold_rounds_once(af, ao);
+  auto settle = [&](DD x) { return fold ? sticky_fold(x.hi, x.lo) : round_sum(x.hi, x.lo, af, ao, rng); };
+  auto finish_row = [&](double* c) {
+    if (fold) round_span(std::span<const double>(c, n), std::span<double>(c, n), af, ao, rng);
+  };
+  // The exact c + a·b as hi + lo (in an expansion when the product has a low part). Infinities and NaN
+  // (an overflowed accumulator, non-finite inputs) take IEEE arithmetic's value.
+  auto exact_fma = [](double a, double b, double c) -> DD {
+    const DD p = two_prod(a, b);
+    if (!std::isfinite(p.hi) || !std::isfinite(c)) return {std::fma(a, b, c), 0.0};
+    if (p.lo == 0.0) return two_sum(c, p.hi);
+    double e[4];
+    int ne = 0;
+    expansion_add(e, ne, c);
+    expansion_add(e, ne, p.hi);
+    expansion_add(e, ne, p.lo);
+    return expansion_to_dd(e, ne);
   };
   const std::size_t chunk = g.model.kind == GemmKind::chunked ? static_cast<std::size_t>(g.model.chunk) : 1;
+  thread_local std::vector<double> expansion_buffer, tmp_buffer;
+  expansion_buffer.resize(2 * chunk + 2);
+  tmp_buffer.resize(n);
+  double* ex = expansion_buffer.data();
+  double* tmp = tmp_buffer.data();
   for (std::size_t r = 0; r < m; ++r) {
     double* c = C + r * ldc;
     std::fill(c, c + n, 0.0);
     for (std::size_t t0 = 0; t0 < k; t0 += chunk) {
+      const double a0 = A[r * lda + t0];
+      const double* b0 = B + t0 * ldb;
       switch (g.model.kind) {
         case GemmKind::ordered:
-          for (std::size_t j = 0; j < n; ++j) c[j] = std::fma(A[r * lda + t0], B[t0 * ldb + j], c[j]);
-          round_acc(c);
+          if (acc_native) {  // double FMA: one RNE rounding of c + a·b
+            for (std::size_t j = 0; j < n; ++j) c[j] = std::fma(a0, b0[j], c[j]);
+          } else {
+            for (std::size_t j = 0; j < n; ++j) c[j] = settle(exact_fma(a0, b0[j], c[j]));
+            finish_row(c);
+          }
           break;
         case GemmKind::every_op:
-          for (std::size_t j = 0; j < n; ++j) tmp[j] = A[r * lda + t0] * B[t0 * ldb + j];
-          round_acc(tmp);
-          for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
-          round_acc(c);
+          if (acc_native) {
+            for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + a0 * b0[j];
+            break;
+          }
+          for (std::size_t j = 0; j < n; ++j) {  // the product rounded once
+            const DD p = two_prod(a0, b0[j]);
+            tmp[j] = settle(std::isfinite(p.hi) ? p : DD{p.hi, 0.0});
+          }
+          finish_row(tmp);
+          for (std::size_t j = 0; j < n; ++j) c[j] = settle(two_sum(c[j], tmp[j]));  // then the sum
+          finish_row(c);
           break;
         case GemmKind::chunked: {
-          // Tensor-core model: the group's products summed in a wide (fp64) adder, then one rounding into acc.
+          // Tensor-core model: the group's exact sum (a wide adder), one rounding into acc with c.
           const std::size_t t1 = std::min(k, t0 + chunk);
-          std::fill(tmp, tmp + n, 0.0);
-          for (std::size_t t = t0; t < t1; ++t)
-            for (std::size_t j = 0; j < n; ++j) tmp[j] = std::fma(A[r * lda + t], B[t * ldb + j], tmp[j]);
-          for (std::size_t j = 0; j < n; ++j) c[j] = c[j] + tmp[j];
-          round_acc(c);
+          for (std::size_t j = 0; j < n; ++j) {
+            int ne = 0;
+            double naive = c[j];
+            expansion_add(ex, ne, c[j]);
+            for (std::size_t t = t0; t < t1; ++t) {
+              const double a = A[r * lda + t], b = B[t * ldb + j];
+              const DD p = two_prod(a, b);
+              naive = std::fma(a, b, naive);
+              expansion_add(ex, ne, p.hi);
+              if (p.lo != 0.0) expansion_add(ex, ne, p.lo);
+            }
+            c[j] = settle(std::isfinite(naive) ? expansion_to_dd(ex, ne) : DD{naive, 0.0});
+          }
+          finish_row(c);
           break;
         }
       }
     }
   }
 }
-
 
 void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std::size_t ldc, RandomBits* rng) {
   if (!native(g.out, fp64()))

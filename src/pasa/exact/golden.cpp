@@ -141,7 +141,7 @@ bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
       shi[j] = s.hi;
       slo[j] = s.lo;
       if (dd_less(m, s)) m = s;
-      dmax = std::max(dmax, P.scale_dd.hi * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi));
+      dmax = std::max(dmax, std::abs(P.scale_dd.hi) * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi));
     }
     DD l{0, 0};
     for (std::size_t j = 0; j < end; ++j) {

@@ -1,6 +1,11 @@
 #include "pasa/numeric/double_double.hpp"
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <array>
+#include <cmath>
+#include <vector>
 
 #include <mpfr.h>
 
@@ -75,7 +80,79 @@ DD exp_dd(DD t) {
   const long k = static_cast<long>(kd);
   const long q = (k >= 0) ? k / 1024 : -((-k + 1023) / 1024);  // floor(k / 1024)
   const DD res = dd_mul(T.pow2[static_cast<std::size_t>(k - q * 1024)], e);
-  return {std::ldexp(res.hi, static_cast<int>(q)), std::ldexp(res.lo, static_cast<int>(q))};
+  // ×2^q as a product with a power of two (exact: on [-635, 0.5] both words stay normal; ldexp is a libm call).
+  const double scale = std::bit_cast<double>(static_cast<std::uint64_t>(q + 1023) << 52);
+  return {res.hi * scale, res.lo * scale};
+}
+
+
+DD exp_odd(double x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0.0) return {std::exp(x), 0.0};
+  mpfr_t a, y, t, lo;
+  mpfr_inits2(256, a, y, nullptr);
+  mpfr_init2(t, 2400);  // y − hi exactly
+  mpfr_init2(lo, 53);
+  auto to_odd = [](mpfr_t v, int ternary) {
+    if (ternary != 0 && mpfr_regular_p(v) && mpfr_min_prec(v) < mpfr_get_prec(v)) {
+      if (mpfr_sgn(v) > 0) mpfr_nextabove(v);
+      else mpfr_nextbelow(v);
+    }
+  };
+  mpfr_set_d(a, x, MPFR_RNDN);
+  to_odd(y, mpfr_exp(y, a, MPFR_RNDZ));
+  const double hi = mpfr_get_d(y, MPFR_RNDN);
+  double l = 0.0;
+  if (std::isfinite(hi) && hi != 0.0) {
+    mpfr_sub_d(t, y, hi, MPFR_RNDN);
+    to_odd(lo, mpfr_set(lo, t, MPFR_RNDZ));
+    l = mpfr_get_d(lo, MPFR_RNDN);
+  }
+  mpfr_clears(a, y, t, lo, nullptr);
+  return {hi, l};
+}
+
+namespace {
+// Sign of (the value of e[0..n)) − b, exactly.
+int expansion_compare(const double* e, int n, double b) {
+  thread_local std::vector<double> t;
+  t.assign(e, e + n);
+  t.push_back(0.0);
+  int m = n;
+  expansion_add(t.data(), m, -b);
+  return m == 0 ? 0 : (t[m - 1] > 0.0 ? 1 : -1);  // nonoverlapping: the largest component has the sign
+}
+double expansion_approx(const double* e, int n) {
+  double a = 0.0;
+  for (int i = 0; i < n; ++i) a += e[i];
+  return a;
+}
+}  // namespace
+
+DD expansion_to_dd(const double* e, int n) {
+  if (n <= 1) return {n == 0 ? 0.0 : e[0], 0.0};
+  double hi = expansion_approx(e, n);
+  if (hi == 0.0) hi = e[n - 1];
+  thread_local std::vector<double> r;
+  r.resize(n + 1);
+  int m = 0;
+  for (;;) {  // move hi by one double until |x − hi| <= ulp(hi)/2: a few steps from the approximation
+    std::copy(e, e + n, r.begin());
+    m = n;
+    expansion_add(r.data(), m, -hi);  // R = x − hi, exactly
+    const double half = std::ldexp(1.0, std::ilogb(hi) - 53);
+    if (expansion_compare(r.data(), m, half) > 0) hi = std::nextafter(hi, INFINITY);
+    else if (expansion_compare(r.data(), m, -half) < 0) hi = std::nextafter(hi, -INFINITY);
+    else break;
+  }
+  // lo: R itself where it is a multiple k·w of w = ulp(hi)/4, else an approximation of R strictly between
+  // the same two multiples (every breakpoint of a <= 53-bit grid near hi is hi plus such a multiple).
+  const double w = std::ldexp(1.0, std::ilogb(hi) - 54);
+  const double ra = expansion_approx(r.data(), m);
+  double k = std::clamp(std::floor(ra / w), -2.0, 2.0);
+  while (expansion_compare(r.data(), m, k * w) < 0) k -= 1.0;
+  while (expansion_compare(r.data(), m, (k + 1.0) * w) >= 0) k += 1.0;
+  if (expansion_compare(r.data(), m, k * w) == 0) return {hi, k * w};
+  return {hi, std::clamp(ra, std::nextafter(k * w, INFINITY), std::nextafter((k + 1.0) * w, -INFINITY))};
 }
 
 }  // namespace pasa

@@ -7,7 +7,9 @@
 // Requires IEEE double arithmetic without value-changing optimisations (no -ffast-math).
 #pragma once
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace pasa {
 
@@ -30,6 +32,29 @@ inline DD fast_two_sum(double a, double b) {
 inline DD two_prod(double a, double b) {
   const double p = a * b;
   return {p, std::fma(a, b, -p)};
+}
+// a/b as q + lo for round_sum: q = RN(a/b), and lo the round-to-odd (53 bits) of the exact residual
+// quotient (a − q·b)/b, whose numerator the FMA gives exactly (barring underflow). Round-to-odd keeps lo's
+// position relative to every even double (0, ±ulp(q)/2, ±ulp(q)/4: the only places where the rounding of
+// q + lo to a <= 53-bit grid can change), so one rounding of q + lo is one rounding of a/b in every
+// deterministic mode; stochastic rounding sees the distance to within 2^-52 of a quantum.
+// Written with selects only (no early return, no libm call), so that loops over it vectorise.
+inline DD exact_quotient(double a, double b) {
+  const double q = a / b;
+  const double r = std::fma(-q, b, a);
+  const double lo = r / b;
+  const double e = std::fma(-lo, b, r);  // r − lo·b with the exact sign
+  // Round lo to odd: an even lo of an inexact quotient steps one bit pattern toward the exact one (+1 away
+  // from zero when the exact residual quotient lies beyond lo, else −1).
+  const std::uint64_t u = std::bit_cast<std::uint64_t>(lo);
+  const bool away = ((e > 0) == (b > 0)) != (static_cast<std::int64_t>(u) < 0);
+  const std::int64_t step = away ? 1 : -1;
+  const bool bump = (e != 0.0) & ((u & 1) == 0) & (lo != 0.0);
+  const double odd = std::bit_cast<double>(bump ? u + static_cast<std::uint64_t>(step) : u);
+  constexpr double kMax = 0x1.fffffffffffffp1023;
+  // q infinite or NaN, q = 0, or an exact quotient: no residual.
+  const bool finite = (std::fabs(q) <= kMax) & (q != 0.0) & (r != 0.0) & (std::fabs(lo) <= kMax);
+  return {q, finite ? odd : 0.0};
 }
 // One step of Dot2 (Ogita, Rump, Oishi 2005): hi += a·b rounded; returns the exact errors of the product
 // and of the sum, which the caller gathers in its low word (hi + Σ returned == Σ a·b up to O(u²)).
@@ -74,6 +99,27 @@ inline DD dd_div(DD a, DD b) {
   const DD q = fast_two_sum(q1, q2);
   return dd_add(q, DD{q3, 0});
 }
+// Floating-point expansions [Shewchuk 1997, "Adaptive precision floating-point arithmetic"]: a value held
+// exactly as the sum of e[0..n), components nonoverlapping, increasing in magnitude, no zeros.
+// Grow-Expansion with zero elimination (Shewchuk's Thm. 10): e += b exactly; e needs room for n + 1.
+inline void expansion_add(double* e, int& n, double b) {
+  int m = 0;
+  double q = b;
+  for (int i = 0; i < n; ++i) {
+    const DD s = two_sum(q, e[i]);
+    q = s.hi;
+    if (s.lo != 0.0) e[m++] = s.lo;
+  }
+  if (q != 0.0) e[m++] = q;
+  n = m;
+}
+// The exact value of an expansion as hi + lo with |lo| <= ulp(hi)/2 (hi = a faithful rounding of it), lo
+// keeping the value's position relative to every multiple of ulp(hi)/4 (equal to one, or strictly between
+// the same two): what round_sum() needs to round the expansion once to any format of at most 53 bits, in
+// every deterministic mode; stochastic rounding sees the distance to within 2^-52 of a quantum. Values
+// above 2^-960 (no component near the underflow range).
+DD expansion_to_dd(const double* e, int n);
+
 inline double dd_to_double(DD a) { return a.hi + a.lo; }
 inline bool dd_less(DD a, DD b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
 
@@ -86,6 +132,10 @@ namespace pasa {
 // Taylor polynomial whose first terms are evaluated in double-double). Below -635 the low word would be
 // subnormal; callers drop such terms (they are < 2^-916 relative to the row maximum).
 DD exp_dd(DD t);
+// e^x as hi + lo for one rounding by round_sum to any format of at most 53 bits: MPFR's e^x rounded to odd
+// at 256 bits, hi = RN(it), lo = the rest rounded to odd at 53 bits (both keep the value on the same side of
+// every breakpoint of such a grid [Boldo & Melquiond 2008]). Slow (MPFR): the fallback of exact roundings.
+DD exp_odd(double x);
 inline constexpr double kExpDDMin = -635.0;
 inline constexpr double kExpDDRelErr = 0x1p-98;
 

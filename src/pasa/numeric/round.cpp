@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
+#include "pasa/numeric/double_double.hpp"
 
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
@@ -123,6 +124,71 @@ double round(double x, const Format& f, const RoundOptions& o, RandomBits* rng) 
   if (r > f.max_finite()) return overflow_value(neg, f, o);
   if (o.flush_output && r < f.min_normal()) r = 0.0;
   return neg ? -r : r;
+}
+
+// One rounding of the exact value x = hi + lo. Why not simply round(nextafter(hi, toward lo)) for targets
+// narrower than double: that keeps x's side of hi, but the neighbour can itself be a grid point of the
+// target (hi = 1 + 2^-23 − 2^-52, lo = 2^-54: RD to fp32 of x is 1, of the neighbour 1 + 2^-23), and at
+// p = 52, 53 the midpoints are not even doubles. Instead the quantum 2^q of x's binade is taken from hi,
+// x·2^-q = yi + (rh + rl) with yi = floor(hi·2^-q), rh = hi·2^-q − yi (both exact) and rl = lo·2^-q (exact
+// unless it underflows, when only its sign matters: every threshold below is a multiple of 2^-54 away from
+// rh), and TwoSum [ORO05] gives frac = s + t exactly with s = RN(frac). Comparisons of frac with a double c
+// are then exact: frac > c iff s > c or (s == c and t > 0), since RN is monotone. Hence the mode decisions
+// (tie, sticky, odd/even, stochastic threshold) are made on the exact x: one rounding, for every p <= 53,
+// target subnormals included (q is the subnormal quantum there, hi·2^-q is then a scaling up, exact).
+double round_sum(double hi, double lo, const Format& f, const RoundOptions& o, RandomBits* rng) {
+  if (!std::isfinite(hi)) return round(hi, f, o, rng);  // ±inf, NaN: the residual of such a sum is meaningless
+  if (lo == 0.0) return round(hi, f, o, rng);  // (hi itself: −0 + +0 would lose an exact −0's sign)
+  if (hi == 0.0 || std::isnan(lo)) return round(hi + lo, f, o, rng);
+  if (o.mode == RoundMode::stochastic && rng == nullptr)
+    throw std::invalid_argument("stochastic rounding needs a seeded random source");
+  const std::uint64_t draw = o.mode == RoundMode::stochastic ? rng->next() : 0;
+  const bool neg = std::signbit(hi);  // x has hi's sign: |lo| <= ulp(hi)/2 < |hi|
+  const double ah = std::fabs(hi);
+  const double al = neg ? -lo : lo;  // x = ah + al > 0
+  const double mn = f.min_normal();
+  if (o.flush_input && (ah < mn || (ah == mn && al < 0))) return neg ? -0.0 : 0.0;
+  const int emin = f.emin();
+  int e = std::ilogb(ah);
+  if (al < 0 && ah == std::ldexp(1.0, e)) --e;  // x lies just below a power of two: the binade below
+  const int q = e >= emin ? e - (f.p - 1) : (f.subnormals ? emin - (f.p - 1) : emin);
+  const double yh = std::ldexp(ah, -q);
+  double yi = std::floor(yh);
+  double rl = std::ldexp(al, -q);
+  if (rl == 0.0) rl = std::copysign(std::numeric_limits<double>::denorm_min(), al);
+  DD z = two_sum(yh - yi, rl);  // frac = z.hi + z.lo in [-1, 3/2)
+  if (z.hi >= 1.0) {            // move a whole quantum into yi: z.hi − 1 is exact (Sterbenz)
+    yi += 1.0;
+    z = two_sum(z.hi - 1.0, z.lo);
+  }
+  // fl = floor(frac) in {-1, 0}; the comparisons below are with fl + c, exact for c in [0, 1) on 2^-53.
+  const double fl = (z.hi < 0.0 || (z.hi == 0.0 && z.lo < 0.0)) ? -1.0 : 0.0;
+  const auto above = [&](double c) { return z.hi > c || (z.hi == c && z.lo > 0.0); };  // frac > c
+  const bool exact = z.hi == fl && z.lo == 0.0;
+  const double base = yi + fl;  // the grid point below x, in quanta (an integer below 2^54)
+  const bool base_odd = std::fmod(base, 2.0) != 0.0;
+  bool up = false;
+  switch (o.mode) {
+    case RoundMode::nearest_even: up = above(fl + 0.5) || (z.hi == fl + 0.5 && z.lo == 0.0 && base_odd); break;
+    case RoundMode::toward_zero: up = false; break;
+    case RoundMode::toward_pos: up = !exact && !neg; break;
+    case RoundMode::toward_neg: up = !exact && neg; break;
+    case RoundMode::odd: up = !exact && !base_odd; break;
+    // u uniform on the multiples of 2^-53 in [0, 1): P(u < frac − fl) = ceil((frac − fl)·2^53)/2^53, the
+    // exact distance rounded up to 53 bits (fl + u is exact: fl in {-1, 0}).
+    case RoundMode::stochastic: up = above(fl + std::ldexp(static_cast<double>(draw >> 11), -53)); break;
+  }
+  double r = std::ldexp(base + (up ? 1.0 : 0.0), q);
+  if (r > f.max_finite()) return overflow_value(neg, f, o);
+  if (o.flush_output && r < mn) r = 0.0;
+  return neg ? -r : r;
+}
+
+void round_sum_span(std::span<const double> hi, std::span<const double> lo, std::span<double> out, const Format& f,
+                    const RoundOptions& o, RandomBits* rng) {
+  if (hi.size() != lo.size() || hi.size() != out.size())
+    throw std::invalid_argument("round_sum_span: hi, lo and output sizes differ");
+  for (std::size_t i = 0; i < hi.size(); ++i) out[i] = round_sum(hi[i], lo[i], f, o, rng);
 }
 
 void round_span(std::span<const double> in, std::span<double> out, const Format& f, const RoundOptions& o,

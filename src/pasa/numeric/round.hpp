@@ -2,6 +2,8 @@
 // rounded once too), all the usual modes, per-call overflow and subnormal policies, and the storage bits.
 #pragma once
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -44,6 +46,38 @@ class RandomBits {
 
 // Round x to fmt. rng is required for RoundMode::stochastic and ignored otherwise.
 double round(double x, const Format& fmt, const RoundOptions& opt = {}, RandomBits* rng = nullptr);
+
+// Round the exact value hi + lo (an unevaluated sum, |lo| <= ulp(hi)/2, as two_sum/two_prod/fma residuals
+// give it) to fmt ONCE, in every mode, with the same overflow/ftz/daz policies as round(): lo is used as
+// the sticky bit and for ties and directions (a tie of hi is no tie of hi + lo). Consumes one draw in
+// stochastic mode, like round(); the probability of rounding away from zero is ceil(f·2^53)/2^53 for the exact
+// distance f in [0, 1) of |hi + lo| above its truncation, in quanta: within 2^-53 of f.
+double round_sum(double hi, double lo, const Format& fmt, const RoundOptions& opt = {}, RandomBits* rng = nullptr);
+// Round-to-odd of hi + lo at double's 53 bits (hi if lo == 0 or hi is odd, else hi's neighbour toward lo):
+// for a format of p <= 51 bits and a deterministic mode, round(sticky_fold(hi, lo)) == round_sum(hi, lo).
+// Why: every point where a rounding to such a grid changes (its values, its midpoints, the overflow
+// threshold max + ulp/2, the FTZ/DAZ threshold 2^emin) has at most p + 1 <= 52 significant bits, so it is
+// an even double; the fold is odd unless it equals hi + lo, so it lies strictly between the same two such
+// points as hi + lo, or is hi + lo [Boldo & Melquiond 2008, "Emulation of FMA and correctly rounded sums:
+// proved algorithms using rounding to odd", IEEE TC 57(4)]. Cheap and branch-light, so that hot loops keep
+// the vectorised RNE kernels and float conversions; stochastic rounding needs round_sum (exact distance).
+// The neighbour toward lo is one step of hi's bit pattern: +1 (away from zero) when lo has hi's sign, else
+// −1 (toward zero; from a power of two this is the top of the binade below). Integer arithmetic only, so
+// that loops over it vectorise. hi = 0 is returned as is (two_sum, two_prod and exact_quotient give lo = 0
+// with it).
+inline double sticky_fold(double hi, double lo) {
+  constexpr std::uint64_t kMag = 0x7FFFFFFFFFFFFFFFull, kTop = 0x7FE0000000000000ull;  // kTop: 2^1023
+  const std::uint64_t u = std::bit_cast<std::uint64_t>(hi), l = std::bit_cast<std::uint64_t>(lo);
+  const std::uint64_t um = u & kMag;
+  const bool fold = lo != 0.0 && (u & 1) == 0 && um < kTop && um != 0;
+  const std::int64_t step = static_cast<std::int64_t>(u ^ l) < 0 ? -1 : 1;  // signs differ: toward zero
+  return std::bit_cast<double>(fold ? u + static_cast<std::uint64_t>(step) : u);
+}
+inline bool sticky_fold_rounds_once(const Format& f, const RoundOptions& o) {
+  return f.p <= 51 && o.mode != RoundMode::stochastic;
+}
+void round_sum_span(std::span<const double> hi, std::span<const double> lo, std::span<double> out, const Format& fmt,
+                    const RoundOptions& opt = {}, RandomBits* rng = nullptr);
 
 // Whole spans (in place or out of place; out may alias in). Uses the CPU's conversion instructions
 // where they give the same bits (F16C for fp16 round-to-nearest-even from float), else a branch-light

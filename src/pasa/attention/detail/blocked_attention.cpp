@@ -177,12 +177,11 @@ void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
   if (run.fusable(Stage::scale)) {
     const double scale = run.scale;
     run.fused(Stage::scale, [&](auto rnd) {
-      for (std::size_t i = 0; i < count; ++i) S[i] = rnd(S[i] * scale);
+      for (std::size_t i = 0; i < count; ++i) S[i] = rnd(two_prod(S[i], scale));
     });
     return;
   }
-  for (std::size_t i = 0; i < count; ++i) S[i] *= run.scale;
-  run.round_to(Stage::scale, S, count, rng);
+  run.round_each(Stage::scale, S, count, rng, [&](std::size_t i) { return two_prod(S[i], run.scale); });
 }
 
 void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count) {
@@ -201,8 +200,7 @@ namespace {
 
 // dst[r] = rnd_acc(dst[r] + src[r]) for the rows: one addition of every row's accumulator.
 inline void add_acc(const Run& run, Stage s, double* dst, const double* src, std::size_t rows, RandomBits* rng) {
-  for (std::size_t r = 0; r < rows; ++r) dst[r] += src[r];
-  run.round_acc(s, dst, rows, rng);
+  run.round_acc_each(s, dst, rows, rng, [&](std::size_t r) { return two_sum(dst[r], src[r]); });
 }
 
 // Pairwise order over columns [a, b): dst = x[a] if b − a = 1, else rnd_acc(sum[a, a+h) + sum[a+h, b)) with
@@ -259,8 +257,7 @@ void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::
   }
   if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
     const double dn = static_cast<double>(n);
-    for (std::size_t r = 0; r < rows; ++r) out[r] /= dn;
-    run.round_acc(s, out, rows, rng);
+    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
   }
   // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
   // is a lone x[0] (a sum of one term: no addition has rounded it).
@@ -282,8 +279,7 @@ void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::siz
 
 void rescale_factors(const Run& run, const double* m_old, const double* m_new, std::size_t rows, double* alpha,
                      RandomBits* rng) {
-  for (std::size_t r = 0; r < rows; ++r) alpha[r] = m_old[r] - m_new[r];
-  run.round_to(Stage::max, alpha, rows, rng);
+  run.round_each(Stage::max, alpha, rows, rng, [&](std::size_t r) { return two_sum(m_old[r], -m_new[r]); });
   exp_to_stage(run, alpha, rows, rng);
   for (std::size_t r = 0; r < rows; ++r)
     if (m_old[r] == kNegInf) alpha[r] = 0.0;
@@ -297,16 +293,17 @@ void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, cons
         const double a = alpha[r];
         double* x = acc + r * width;
         const double* y = add + r * width;
-        for (std::size_t d = 0; d < width; ++d) x[d] = rnd(rnd(a * x[d]) + y[d]);
+        for (std::size_t d = 0; d < width; ++d) x[d] = rnd(two_sum(rnd(two_prod(a, x[d])), y[d]));
       }
     });
     return;
   }
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t d = 0; d < width; ++d) acc[r * width + d] = alpha[r] * acc[r * width + d];
-  run.round_to(s, acc, rows * width, rng);
-  for (std::size_t i = 0; i < rows * width; ++i) acc[i] = acc[i] + add[i];
-  run.round_to(s, acc, rows * width, rng);
+  for (std::size_t r = 0; r < rows; ++r) {  // row by row: a constant factor keeps the loop vectorised
+    double* x = acc + r * width;
+    const double a = alpha[r];
+    run.round_each(s, x, width, rng, [&](std::size_t d) { return two_prod(a, x[d]); });
+  }
+  run.round_each(s, acc, rows * width, rng, [&](std::size_t i) { return two_sum(acc[i], add[i]); });
 }
 
 double row_max(const double* x, std::size_t n) {
@@ -354,9 +351,43 @@ void exp_span(double* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);
 }
 
+// e^x rounded once to a stage of more than 24 bits, where exp_one's ~2 ulp of double cannot decide the
+// rounding. Ziv's strategy: exp_dd (relative error < 2^-98) decides it when both ends of an interval of
+// ±2^-95·|e^x| around it round alike (rounding is monotone, so e^x, inside, rounds the same); otherwise (e^x
+// within 2^-95 of a breakpoint, or outside exp_dd's range) MPFR's e^x, rounded to odd (exp_odd).
+double exp_rounded_wide(double x, const StageSpec& sp, RandomBits* rng) {
+  DD e{};
+  if (x >= -635.0 && x <= 0.5) {
+    e = exp_dd(DD{x, 0.0});
+    if (sp.format.p == 53 && sp.format.emin() <= -1022 && sp.round.mode == RoundMode::nearest_even) {
+      // hi is RN(e^x) unless lo lies within the error bound of ±ulp(hi)/2 (e.hi is normal here).
+      const double half_ulp = std::bit_cast<double>((std::bit_cast<std::uint64_t>(e.hi) & 0x7FF0000000000000ull) -
+                                                    (53ull << 52));
+      if (std::fabs(std::fabs(e.lo) - half_ulp) > 0x1p-95 * e.hi) {
+        const bool plain = sp.round.overflow == Overflow::ieee && !sp.round.flush_input && !sp.round.flush_output;
+        return plain ? e.hi : round(e.hi, sp.format, sp.round);
+      }
+    }
+    if (sp.round.mode != RoundMode::stochastic) {
+      const double w = 0x1p-95 * e.hi;
+      const DD below = two_sum(e.hi, e.lo - w), above = two_sum(e.hi, e.lo + w);
+      const double r = round_sum(below.hi, below.lo, sp.format, sp.round);
+      if (r == round_sum(above.hi, above.lo, sp.format, sp.round)) return r;
+      e = exp_odd(x);
+    }
+  } else {
+    e = exp_odd(x);
+  }
+  return round_sum(e.hi, e.lo, sp.format, sp.round, rng);
+}
+
 void exp_to_stage(const Run& run, double* x, std::size_t n, RandomBits* rng) {
-  if (run.stage(Stage::exp).via == ExpVia::fp32) {  // CUDA/PyTorch: expf on the float argument, then a cast
+  const StageSpec& sp = run.stage(Stage::exp);
+  if (sp.via == ExpVia::fp32) {  // CUDA/PyTorch: expf on the float argument, then a cast
     for (std::size_t i = 0; i < n; ++i) x[i] = std::exp(static_cast<float>(x[i]));
+  } else if (sp.format.p > 24) {
+    for (std::size_t i = 0; i < n; ++i) x[i] = exp_rounded_wide(x[i], sp, rng);
+    return;
   } else {
     exp_span(x, n);
   }
@@ -367,10 +398,9 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
               double* P, RandomBits* rng) {
   for (std::size_t r = 0; r < rows; ++r) {
     const double sh = shift[r] == kNegInf ? 0.0 : shift[r];
-    for (std::size_t c = 0; c < n; ++c) P[r * ld + c] = Z[r * ld + c] - sh;
+    run.round_each(Stage::exp, P + r * ld, n, rng, [&](std::size_t c) { return two_sum(Z[r * ld + c], -sh); });
   }
   const std::size_t count = rows == 0 ? 0 : (rows - 1) * ld + n;
-  run.round_to(Stage::exp, P, count, rng);
   exp_to_stage(run, P, count, rng);
 }
 
@@ -401,8 +431,9 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
       write_row(run, it, it.r0 + r, row.data(), kNegInf, out);
       continue;
     }
-    for (std::size_t d = 0; d < run.D; ++d) row[d] = divide ? O[r * run.D + d] / l[r] : O[r * run.D + d];
-    if (divide) run.round_to(Stage::div, row.data(), run.D, rng);
+    const double* o = &O[r * run.D];
+    if (divide) run.round_each(Stage::div, row.data(), run.D, rng, [&](std::size_t d) { return exact_quotient(o[d], l[r]); });
+    else std::copy(o, o + run.D, row.begin());
     run.round_to(Stage::out, row.data(), run.D, rng);
     double lse = m[r] + std::log(l[r]);
     if (lse_shift) lse += (*lse_shift)[(it.b * run.Nq + it.h) * run.Sq + it.r0 + r];
@@ -416,9 +447,8 @@ void normalised_output(const Run& run, const Item& it, const std::vector<double>
   const std::size_t rows = it.rows(), S = run.Skv;
   std::vector<double> A(rows * S), O(rows * run.D);
   tile_exp(run, Zrow.data(), rows, S, S, m.data(), A.data(), rng);
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < S; ++c) A[r * S + c] = A[r * S + c] / d[r];  // Eq. 9
-  run.round_to(Stage::div, A.data(), A.size(), rng);
+  for (std::size_t r = 0; r < rows; ++r)  // Eq. 9
+    run.round_each(Stage::div, &A[r * S], S, rng, [&](std::size_t c) { return exact_quotient(A[r * S + c], d[r]); });
   run.round_to(Stage::p, A.data(), A.size(), rng);
   tile_pv(run, it, A.data(), S, 0, S, O.data(), rng);
   finish_rows(run, it, O, d, m, seen, false, nullptr, out, rng);

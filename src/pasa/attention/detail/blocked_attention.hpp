@@ -1,7 +1,8 @@
 // Machinery shared by the blocked attention algorithms (internal to the library): the allocation bound to
 // rounding kernels, the inputs converted to their engine formats, the two GEMMs of one tile, masks, and
-// row-wise reductions under a stage's Reduction. Every elementwise operation is computed in double and rounded
-// once to its stage format (exact for operands no wider than the stage; see gemm.hpp for the GEMMs).
+// row-wise reductions under a stage's Reduction. Every elementwise operation and every addition of a reduction
+// forms its exact result as hi + lo (two_sum, two_prod, exact_quotient) and rounds it once to its stage (or
+// accumulator) format, in every rounding mode (see gemm.hpp for the GEMMs).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/attention/gemm.hpp"
+#include "pasa/numeric/double_double.hpp"
 #include "pasa/core/parallel.hpp"
 
 namespace pasa::detail {
@@ -48,18 +50,73 @@ struct Run {
   bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
   // Plain RNE fp32 (a float conversion rounds it) or native fp64: a rounding that fuses into loops.
   bool fusable(Stage s) const { return native(s) || fp32_[static_cast<std::size_t>(s)]; }
-  // Calls body(round) with the rounding of a fusable stage as a function object, so that the loop in
-  // body is compiled (and vectorised) once per rounding, without a branch inside.
+  // Calls body(round) with the rounding of a fusable stage as a function object taking the exact result
+  // of an operation as hi + lo (two_sum, two_prod, exact_quotient), so that the loop in body is compiled
+  // (and vectorised) once per rounding, without a branch inside. fp32: the float conversion of the
+  // sticky-folded double is one rounding of hi + lo (sticky_fold: 24 <= 51), whatever the operands' widths;
+  // without the fold, RN to double then to fp32 is one rounding only for operands of at most 24 bits
+  // (53 >= 2·24 + 2 [Figueroa 1995, "When is double rounding innocuous?"]).
   template <class Body>
   void fused(Stage s, Body&& body) const {
-    if (native(s)) body([](double x) { return x; });
-    else body([](double x) { return static_cast<double>(static_cast<float>(x)); });
+    if (native(s)) body([](DD x) { return x.hi; });
+    else body([](DD x) { return static_cast<double>(static_cast<float>(sticky_fold(x.hi, x.lo))); });
+  }
+  // One rounding of an exact result hi + lo (two_sum, two_prod, exact_quotient) to a stage's format, in every
+  // mode: hi for a native fp64 stage (hi is the RNE double of the result), else round_sum.
+  double round_exact(Stage s, DD x, RandomBits* rng) const {
+    if (native(s)) return x.hi;
+    const StageSpec& sp = stage(s);
+    return round_sum(x.hi, x.lo, sp.format, sp.round, rng);
+  }
+  // x[i] = one rounding of exact(i) (a DD) to a stage's format for i < n, draws in order. For p <= 51 and a
+  // deterministic mode each exact result is folded to 53 bits with round-to-odd (sticky_fold) and the span
+  // rounded by round_to's vectorised kernels; otherwise round_sum element by element. exact(i) may read x[i].
+  template <class Exact>
+  void round_each(Stage s, double* x, std::size_t n, RandomBits* rng, Exact&& exact) const {
+    if (native(s)) {
+      for (std::size_t i = 0; i < n; ++i) x[i] = exact(i).hi;
+      return;
+    }
+    const StageSpec& sp = stage(s);
+    if (sticky_fold_rounds_once(sp.format, sp.round)) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const DD e = exact(i);
+        x[i] = sticky_fold(e.hi, e.lo);
+      }
+      round_to(s, x, n, rng);
+      return;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const DD e = exact(i);
+      x[i] = round_sum(e.hi, e.lo, sp.format, sp.round, rng);
+    }
   }
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const;
   double round_to(Stage s, double x, RandomBits* rng) const;
   // Round n values to the accumulator format of a stage's Reduction (with the stage's RoundOptions).
   void round_acc(Stage s, double* x, std::size_t n, RandomBits* rng) const;
+  // round_each for the accumulator format of a stage's Reduction: x[i] = one rounding of exact(i) to acc.
+  template <class Exact>
+  void round_acc_each(Stage s, double* x, std::size_t n, RandomBits* rng, Exact&& exact) const {
+    if (acc_native_[static_cast<std::size_t>(s)]) {
+      for (std::size_t i = 0; i < n; ++i) x[i] = exact(i).hi;
+      return;
+    }
+    const StageSpec& sp = stage(s);
+    if (sticky_fold_rounds_once(sp.acc(), sp.round)) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const DD e = exact(i);
+        x[i] = sticky_fold(e.hi, e.lo);
+      }
+      round_acc(s, x, n, rng);
+      return;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const DD e = exact(i);
+      x[i] = round_sum(e.hi, e.lo, sp.acc(), sp.round, rng);
+    }
+  }
   // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32. Call set_keys_t_format first
   // when the keys are not in the k format.
   void set_keys_t(std::size_t b, std::size_t hk, const double* keys);
@@ -120,7 +177,10 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
               double* P, RandomBits* rng);
 // e^x in place, vectorisable (see blocked_attention.cpp for its accuracy).
 void exp_span(double* x, std::size_t n);
-// e^x of n arguments, evaluated as the exp stage's `via` says, rounded to the exp stage.
+// e^x rounded once to a stage of more than 24 bits (correctly rounded, every mode; see the .cpp).
+double exp_rounded_wide(double x, const StageSpec& sp, RandomBits* rng);
+// e^x of n arguments, evaluated as the exp stage's `via` says, rounded to the exp stage (correctly rounded
+// for stages of more than 24 bits).
 void exp_to_stage(const Run& run, double* x, std::size_t n, RandomBits* rng);
 
 // Writes one output row (D values, already in the out format) and its lse.

@@ -24,7 +24,9 @@ void advance_running_max(const Run& run, const double* Z, std::size_t rows, std:
 
 // e^x rounded to the exp stage for one value (glibc's exp in double, or expf when the exp stage says via fp32).
 double exp_one_to_stage(const Run& run, double x, RandomBits* rng) {
-  const double e = run.stage(Stage::exp).via == ExpVia::fp32 ? std::exp(static_cast<float>(x)) : std::exp(x);
+  const StageSpec& sp = run.stage(Stage::exp);
+  if (sp.via == ExpVia::exact && sp.format.p > 24) return exp_rounded_wide(x, sp, rng);
+  const double e = sp.via == ExpVia::fp32 ? std::exp(static_cast<float>(x)) : std::exp(x);
   return run.round_to(Stage::exp, e, rng);
 }
 
@@ -68,20 +70,19 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
         if (mt[r] == kNegInf) continue;  // nothing visible in this row of the tile: O, l, m unchanged
         seen[r] = 1;
         const double mnew = std::max(m[r], mt[r]);
-        const double eo = m[r] == kNegInf ? 0.0 : exp_one_to_stage(run, run.round_to(Stage::max, m[r] - mnew, rng), rng);
-        const double en = exp_one_to_stage(run, run.round_to(Stage::max, mt[r] - mnew, rng), rng);
-        const double lnew = run.round_to(Stage::sum, run.round_to(Stage::sum, eo * l[r], rng) + run.round_to(Stage::sum, en * lt[r], rng), rng);
-        const double c_old = run.round_to(Stage::o, l[r] * eo, rng);  // diag(l)·e^{m − m_new}
+        const double eo = m[r] == kNegInf ? 0.0 : exp_one_to_stage(run, run.round_exact(Stage::max, two_sum(m[r], -mnew), rng), rng);
+        const double en = exp_one_to_stage(run, run.round_exact(Stage::max, two_sum(mt[r], -mnew), rng), rng);
+        // Each operation one rounding of its exact result.
+        const double l_old = run.round_exact(Stage::sum, two_prod(eo, l[r]), rng);
+        const double l_add = run.round_exact(Stage::sum, two_prod(en, lt[r]), rng);
+        const double lnew = run.round_exact(Stage::sum, two_sum(l_old, l_add), rng);
+        const double c_old = run.round_exact(Stage::o, two_prod(l[r], eo), rng);  // diag(l)·e^{m − m_new}
         double* o = &O[r * D];
         const double* pv = &PV[r * D];
-        for (std::size_t d = 0; d < D; ++d) o[d] = c_old * o[d];
-        run.round_to(Stage::o, o, D, rng);
-        for (std::size_t d = 0; d < D; ++d) t[d] = en * pv[d];
-        run.round_to(Stage::o, t.data(), D, rng);
-        for (std::size_t d = 0; d < D; ++d) o[d] = o[d] + t[d];
-        run.round_to(Stage::o, o, D, rng);
-        for (std::size_t d = 0; d < D; ++d) o[d] = o[d] / lnew;  // diag(l_new)⁻¹
-        run.round_to(Stage::div, o, D, rng);
+        run.round_each(Stage::o, o, D, rng, [&](std::size_t d) { return two_prod(c_old, o[d]); });
+        run.round_each(Stage::o, t.data(), D, rng, [&](std::size_t d) { return two_prod(en, pv[d]); });
+        run.round_each(Stage::o, o, D, rng, [&](std::size_t d) { return two_sum(o[d], t[d]); });
+        run.round_each(Stage::div, o, D, rng, [&](std::size_t d) { return exact_quotient(o[d], lnew); });  // diag(l_new)⁻¹
         m[r] = mnew;
         l[r] = lnew;
       }

@@ -3,20 +3,53 @@
 #include <algorithm>
 #include <cmath>
 
+#include <mpfr.h>
+
 #include "pasa/core/error.hpp"
+#include "pasa/numeric/double_double.hpp"
 
 namespace pasa::detail {
 namespace {
 
-// Eq. 10 for a block of n keys, rounded to the shift format.
+// ((a − b)·s)/(c − d) for doubles, exactly formed by MPFR and carried as hi + lo for one rounding by
+// round_sum: the quotient rounded to odd at 256 bits, hi = RN(q), lo = q − hi rounded to odd at 53 bits.
+// Round-to-odd keeps the value on the same side of every breakpoint of a grid of at most 53 bits [Boldo &
+// Melquiond 2008], so the rounding of hi + lo to a stage is the rounding of the exact quotient.
+DD exact_ratio(double a, double b, double s, double c, double d) {
+  mpfr_t num, den, t, q;
+  mpfr_inits2(4400, num, den, t, nullptr);  // any sum or product of two doubles is exact at 4400 bits
+  mpfr_init2(q, 256);
+  mpfr_set_d(num, a, MPFR_RNDN);
+  mpfr_sub_d(num, num, b, MPFR_RNDN);
+  mpfr_mul_d(num, num, s, MPFR_RNDN);
+  mpfr_set_d(den, c, MPFR_RNDN);
+  mpfr_sub_d(den, den, d, MPFR_RNDN);
+  auto to_odd = [](mpfr_t x, int ternary) {
+    if (ternary != 0 && mpfr_regular_p(x) && mpfr_min_prec(x) < mpfr_get_prec(x)) {
+      if (mpfr_sgn(x) > 0) mpfr_nextabove(x);
+      else mpfr_nextbelow(x);
+    }
+  };
+  to_odd(q, mpfr_div(q, num, den, MPFR_RNDZ));
+  const double hi = mpfr_get_d(q, MPFR_RNDN);
+  mpfr_sub_d(t, q, hi, MPFR_RNDN);  // exact
+  mpfr_t lo53;
+  mpfr_init2(lo53, 53);
+  to_odd(lo53, mpfr_set(lo53, t, MPFR_RNDZ));
+  const double lo = mpfr_get_d(lo53, MPFR_RNDN);
+  mpfr_clears(num, den, t, q, lo53, nullptr);
+  return {hi, lo};
+}
+
+// Eq. 10 for a block of n keys: M = (I − β/n·J)·α⁻¹, each entry ((δ·n − β)·α⁻¹)/n rounded once to shift.
 std::vector<double> shifting_matrix(const Run& run, std::size_t n, RandomBits* rng) {
   const PasaOptions& o = run.spec.pasa;
   const double inv_alpha = o.alpha_in_M ? run.in.effective_scale() : 1.0;
-  const double off = -o.beta / static_cast<double>(n) * inv_alpha;
-  const double diag = (1.0 - o.beta / static_cast<double>(n)) * inv_alpha;
-  std::vector<double> M(n * n, off);
-  for (std::size_t i = 0; i < n; ++i) M[i * n + i] = diag;
-  run.round_to(Stage::shift, M.data(), M.size(), rng);
+  const double dn = static_cast<double>(n);
+  const DD off = exact_ratio(0.0, o.beta, inv_alpha, dn, 0.0), diag = exact_ratio(dn, o.beta, inv_alpha, dn, 0.0);
+  std::vector<double> M(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t t = 0; t < n; ++t) M[i * n + t] = run.round_exact(Stage::shift, i == t ? diag : off, rng);
   return M;
 }
 
@@ -51,7 +84,7 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
   const bool printed = opt.form == "printed";
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
     const std::size_t rows = it.rows();
-    const double inva = run.round_to(Stage::mean, beta / (1.0 - beta), rng);
+    const double inva = run.round_exact(Stage::mean, exact_ratio(beta, 0.0, 1.0, 1.0, beta), rng);  // Thm. 2.1
     std::vector<double> m(rows, opt.m0_zero ? 0.0 : kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2);
     std::vector<double> F(rows, 0.0), Fnew(rows), Fold(rows), mean(rows), rs(rows), PV(rows * D), a_old(rows),
         a_new(rows), mloc(rows), shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows);
@@ -67,64 +100,52 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
       reduce_rows(run, Stage::mean, ReduceOp::mean, Z.data(), rows, n, n, mean.data(), rng);
       if (run.masked) tile_mask(Z.data(), vis, Z.size());
-      // Every step below works on the block's rows at once (one rounding call per step).
-      auto rnd = [&](Stage st, std::vector<double>& x) { run.round_to(st, x.data(), rows, rng); };
+      // Every step below works on the block's rows at once: one rounding of each exact result
+      // (two_sum, two_prod, exact_quotient), row by row.
+      auto once = [&](Stage st, std::vector<double>& x, auto exact) { run.round_each(st, x.data(), rows, rng, exact); };
       // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
       if (jj == 1) {
         Fnew = mean;
         Fold = mean;
       } else {
         Fold = F;
-        for (std::size_t r = 0; r < rows; ++r) Fnew[r] = static_cast<double>(jj - 1) * F[r];
-        rnd(Stage::mean, Fnew);
-        for (std::size_t r = 0; r < rows; ++r) Fnew[r] = Fnew[r] + mean[r];
-        rnd(Stage::mean, Fnew);
-        for (std::size_t r = 0; r < rows; ++r) Fnew[r] = Fnew[r] / static_cast<double>(jj);
-        rnd(Stage::mean, Fnew);
+        const double jm1 = static_cast<double>(jj - 1), j = static_cast<double>(jj);
+        once(Stage::mean, Fnew, [&](std::size_t r) { return two_prod(jm1, F[r]); });
+        once(Stage::mean, Fnew, [&](std::size_t r) { return two_sum(Fnew[r], mean[r]); });
+        once(Stage::mean, Fnew, [&](std::size_t r) { return exact_quotient(Fnew[r], j); });
       }
       // Step 15: corrections of the maximum to the frame Inva·F^j. With β = 0 they are exactly 0 (not
       // computed, so that an infinite S̄' cannot turn 0·inf into NaN: β = 0 is FA2).
       std::fill(dmp_old.begin(), dmp_old.end(), 0.0);
       std::fill(dmp_new.begin(), dmp_new.end(), 0.0);
       if (inva != 0) {
-        for (std::size_t r = 0; r < rows; ++r) dmp_old[r] = Fold[r] - Fnew[r];
-        rnd(Stage::mean, dmp_old);
-        for (std::size_t r = 0; r < rows; ++r) dmp_old[r] = inva * dmp_old[r];
-        rnd(Stage::mean, dmp_old);
-        for (std::size_t r = 0; r < rows; ++r) dmp_new[r] = mean[r] - Fnew[r];
-        rnd(Stage::mean, dmp_new);
-        for (std::size_t r = 0; r < rows; ++r) dmp_new[r] = inva * dmp_new[r];
-        rnd(Stage::mean, dmp_new);
+        once(Stage::mean, dmp_old, [&](std::size_t r) { return two_sum(Fold[r], -Fnew[r]); });
+        once(Stage::mean, dmp_old, [&](std::size_t r) { return two_prod(inva, dmp_old[r]); });
+        once(Stage::mean, dmp_new, [&](std::size_t r) { return two_sum(mean[r], -Fnew[r]); });
+        once(Stage::mean, dmp_new, [&](std::size_t r) { return two_prod(inva, dmp_new[r]); });
       }
       F = Fnew;
       // Step 12: m'_j; step 16: m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j).
       for (std::size_t r = 0; r < rows; ++r) {
         mloc[r] = row_max(&Z[r * n], n);
         if (mloc[r] != kNegInf) seen[r] = 1;
-        cand_old[r] = m[r] + dmp_old[r];
-        cand_new[r] = mloc[r] + dmp_new[r];
       }
-      rnd(Stage::max, cand_old);
-      rnd(Stage::max, cand_new);
+      once(Stage::max, cand_old, [&](std::size_t r) { return two_sum(m[r], dmp_old[r]); });
+      once(Stage::max, cand_new, [&](std::size_t r) { return two_sum(mloc[r], dmp_new[r]); });
       for (std::size_t r = 0; r < rows; ++r) mnew[r] = std::max(cand_old[r], cand_new[r]);
       // Step 17: Δm_{j−1} = m_{j−1} − m_j + Δm'_{j−1} (and Δm_j = m'_j − m_j + Δm'_j in the printed form).
-      for (std::size_t r = 0; r < rows; ++r) a_old[r] = m[r] - mnew[r];
-      rnd(Stage::max, a_old);
-      for (std::size_t r = 0; r < rows; ++r) a_old[r] = a_old[r] + dmp_old[r];
-      rnd(Stage::max, a_old);
+      once(Stage::max, a_old, [&](std::size_t r) { return two_sum(m[r], -mnew[r]); });
+      once(Stage::max, a_old, [&](std::size_t r) { return two_sum(a_old[r], dmp_old[r]); });
       exp_to_stage(run, a_old.data(), rows, rng);
       if (printed) {
         // Step 12: P' = exp(S' − m'_j); steps 18/20 rescale it by e^{Δm_j}.
         shift = mloc;
-        for (std::size_t r = 0; r < rows; ++r) a_new[r] = mloc[r] - mnew[r];
-        rnd(Stage::max, a_new);
-        for (std::size_t r = 0; r < rows; ++r) a_new[r] = a_new[r] + dmp_new[r];
-        rnd(Stage::max, a_new);
+        once(Stage::max, a_new, [&](std::size_t r) { return two_sum(mloc[r], -mnew[r]); });
+        once(Stage::max, a_new, [&](std::size_t r) { return two_sum(a_new[r], dmp_new[r]); });
         exp_to_stage(run, a_new.data(), rows, rng);
       } else {
         // FA2 form: P = exp(S' + Δm'_j − m_j) = exp(S' − (m_j − Δm'_j)), already relative to m_j.
-        for (std::size_t r = 0; r < rows; ++r) shift[r] = mnew[r] - dmp_new[r];
-        rnd(Stage::max, shift);
+        once(Stage::max, shift, [&](std::size_t r) { return two_sum(mnew[r], -dmp_new[r]); });
       }
       for (std::size_t r = 0; r < rows; ++r)
         if (mnew[r] == kNegInf) {  // nothing visible yet in this row (Z is all −inf, so P = 0): l, O stay 0
@@ -138,11 +159,11 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
       if (printed) {
         // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + e^{Δm_j}·l'_j; step 20: O_j = e^{Δm_j}·(P'V) + e^{Δm_{j−1}}·O_{j−1}.
-        for (std::size_t r = 0; r < rows; ++r) rs[r] = a_new[r] * rs[r];
-        rnd(Stage::sum, rs);
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t d = 0; d < D; ++d) PV[r * D + d] = a_new[r] * PV[r * D + d];
-        run.round_to(Stage::o, PV.data(), PV.size(), rng);
+        once(Stage::sum, rs, [&](std::size_t r) { return two_prod(a_new[r], rs[r]); });
+        for (std::size_t r = 0; r < rows; ++r) {
+          double* pv = &PV[r * D];
+          run.round_each(Stage::o, pv, D, rng, [&](std::size_t d) { return two_prod(a_new[r], pv[d]); });
+        }
       }
       rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
       rescale_add(run, Stage::o, O.data(), a_old.data(), PV.data(), rows, D, rng);

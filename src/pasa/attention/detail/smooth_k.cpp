@@ -17,9 +17,8 @@ void smooth_k_attention(Run& run, AttentionOutput& out, int threads) {
     // column s of the D × S transpose is row s of K).
     reduce_columns(run, Stage::mean, ReduceOp::mean, k, D, S, D, mean, &rng);
     std::vector<double> shifted(S * D);
-    for (std::size_t s = 0; s < S; ++s)
-      for (std::size_t d = 0; d < D; ++d) shifted[s * D + d] = k[s * D + d] - mean[d];
-    run.round_to(Stage::k_shift, shifted.data(), shifted.size(), &rng);
+    // K − mean(K): one rounding of each exact difference.
+    run.round_each(Stage::k_shift, shifted.data(), S * D, &rng, [&](std::size_t i) { return two_sum(k[i], -mean[i % D]); });
     run.set_keys_t(b, h, shifted.data());
   });
   // lse of the original scores: + scale·q·mean(K) per query row.
