@@ -125,7 +125,7 @@ def main():
     env_ok = run(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release"], src, 600)
     if env_ok[0] != 0:
         sys.exit("configure failed:\n" + env_ok[1][-3000:])
-    rc, out, _ = run(["cmake", "--build", build, "-j", a.jobs, "--target", "pasa-tests"], src, a.timeout)
+    rc, out, _ = run(["cmake", "--build", build, "-j", a.jobs], src, a.timeout)
     if rc != 0:
         sys.exit("the unmutated source does not build:\n" + out[-3000:])
     tests = os.path.join(build, "pasa-tests")
@@ -160,20 +160,26 @@ def main():
                 elif a.screen_only:
                     verdict, detail = "survived", "screen only"
                 else:
-                    rc, out, _ = run(["ctest", "--test-dir", build, "-LE", "long", "-j", a.jobs], src, a.timeout)
+                    # The default run includes tests of the programs (doc_commands, the CLI tests): build them
+                    # too, or a missing program would "kill" the mutant.
+                    rc, out, _ = run(["cmake", "--build", build, "-j", a.jobs], src, a.timeout)
                     if rc != 0:
-                        failing = [l.strip() for l in out.splitlines() if "(Failed)" in l or "(Timeout)" in l]
-                        verdict, detail = "killed", "default run: " + "; ".join(failing)[:200]
+                        verdict, detail = "stillborn", "build of the programs failed"
                     else:
-                        verdict, detail = "survived", "default run passed"
+                        rc, out, _ = run(["ctest", "--test-dir", build, "-LE", "long", "-j", a.jobs], src, a.timeout)
+                        if rc != 0:
+                            failing = [l.strip() for l in out.splitlines() if "(Failed)" in l or "(Timeout)" in l]
+                            verdict, detail = "killed", "default run: " + "; ".join(failing)[:200]
+                        else:
+                            verdict, detail = "survived", "default run passed"
             restorer.restore()
             dt = time.time() - t0
             results.append((m, verdict, detail, dt))
             print(f"{m['name']}: {verdict} ({detail}, {dt:.0f} s)", flush=True)
     finally:
         restorer.restore()
-        # Rebuild the unmutated binary so the build folder matches the source.
-        run(["cmake", "--build", build, "-j", a.jobs, "--target", "pasa-tests"], src, a.timeout)
+        # Rebuild the unmutated programs so the build folder matches the source.
+        run(["cmake", "--build", build, "-j", a.jobs], src, a.timeout)
 
     killed = sum(1 for r in results if r[1] == "killed")
     survived = [r for r in results if r[1] == "survived"]
