@@ -179,9 +179,11 @@ void check_config(const Config& c, const Shape6& s, const AttentionInputs& in, T
 }
 
 // Small shapes with tails and GQA: Sq = 5 (s1 = 2), Skv = 11 (s2 = 4, a tail of 3), 4 query heads on 2 KV heads;
-// and one with Sq > Skv (causal hides the first rows completely).
+// one with Sq > Skv (causal hides the first rows completely); and one of 12 KV blocks (s2 = 2, a tail of 1), so
+// that PASA's Eq. 15 multiplies F by j − 1 = 3, 5, 6, 7, … (with 3 blocks j − 1 is 1 or 2 and the product exact).
 const Shape6 kSmall{2, 4, 2, 5, 11, 8, 2, 4};
 const Shape6 kWide{2, 2, 1, 7, 5, 4, 3, 2};
+const Shape6 kLong{2, 2, 1, 4, 23, 8, 2, 2};  // B >= 2: mask kind 3 hides a key of batch 1
 
 // The base preset per algorithm for the stage sweeps: every stage in fp16 but the GEMM accumulators.
 std::string base_preset(const std::string& algorithm) { return algorithm == "pasa" ? "pasa_fp16" : "fa_fp16"; }
@@ -193,7 +195,8 @@ TEST_CASE("reference emulator: every preset and algorithm, bit for bit", "[refer
   int k = 0;
   for (const auto& preset : allocation_preset_names())
     for (const char* alg : kAlgorithms) {
-      const Shape6& s = k % 2 ? kWide : kSmall;
+      const int shape = (k + k / 6) % 3;  // every algorithm meets every shape across the presets
+      const Shape6& s = shape == 0 ? kSmall : shape == 1 ? kWide : kLong;
       const AttentionInputs in = make_inputs(s, k % 4, 100 + static_cast<std::uint64_t>(k));
       check_config(Config{alg, preset}, s, in, t);
       ++k;

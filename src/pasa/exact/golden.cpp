@@ -6,8 +6,9 @@
 //
 // Fast-path bound, per row (u = 2^-53, n visible keys, S = scale):
 //   score error   δ_j <= S·dot2_error_bound(D, ‖q‖‖k_j‖) + 9u²|s_j|   (Dot2, then ×scale in dd: 8u² + scale's u²)
-//   shifted t_j = s_j - m: + 3u²|t_j| (AccurateDWPlusDW); the error of m itself is a common factor exp(-δm)
-//   of every weight and cancels in N/L.  Weight error ε_p <= 1.01·max_j δ_j + kExpDDRelErr.
+//   shifted t_j = s_j - m: δ_j + 3u²|t_j| (AccurateDWPlusDW); the error of m itself is a common factor
+//   exp(-δm) of every weight and cancels in N/L.  Weight error ε_p <= 1.01·max_j (δ_j + 3u²|t_j|) + kExpDDRelErr
+//   over the keys whose weight is kept.
 //   N_d = Σ p_j v_jd: Dot2-style with TwoProd(p_hi, v) and p_lo·v rounded. The error terms (TwoSum errors
 //   <= n·u·Σp|v|, TwoProd errors and p_lo·v <= 2u·Σp|v|) are summed with 3 additions per step (γ_3n), and
 //   p_lo·v itself errs by <= u²|p v|: in all <= (3n(n+2) + n)·u²·Σ p|v| (to first order).
@@ -73,6 +74,7 @@ struct Problem {
 
 struct BlockResult {
   int bits = 1000;
+  double bound = 0;  // the largest relative bound E of the block's rows (bits = floor(-log2 E))
   bool mpfr = false;
 };
 
@@ -134,22 +136,22 @@ bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     dot2_scores(q, keys, end, shi.data(), slo.data());
     const double qn = row_norm(q, D);
     DD m{-std::numeric_limits<double>::infinity(), 0};
-    double dmax = 0;
     for (std::size_t j = 0; j < end; ++j) {
       if (!vis[j]) continue;
       const DD s = dd_mul(DD{shi[j], slo[j]}, P.scale_dd);
       shi[j] = s.hi;
       slo[j] = s.lo;
       if (dd_less(m, s)) m = s;
-      dmax = std::max(dmax, std::abs(P.scale_dd.hi) * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi));
+      delta[j] = std::abs(P.scale_dd.hi) * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi);
     }
     DD l{0, 0};
+    double dmax = 0;
     for (std::size_t j = 0; j < end; ++j) {
       p[j] = DD{0, 0};
       if (!vis[j]) continue;
       const DD t = dd_add(DD{shi[j], slo[j]}, dd_neg(m));
       if (t.hi < kExpDDMin) continue;  // < 2^-916 relative to the maximum weight: dropped (see bound)
-      dmax = std::max(dmax, 3 * kU2 * std::abs(t.hi));
+      dmax = std::max(dmax, delta[j] + 3 * kU2 * std::abs(t.hi));
       p[j] = exp_dd(t);
       l = dd_add(l, p[j]);
     }
@@ -167,6 +169,7 @@ bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     const double nd = static_cast<double>(n);
     const double eps_p = 1.01 * dmax + kExpDDRelErr;
     const double E = 2.2 * eps_p + 1.1 * (3 * nd * (nd + 2) + 4 * nd + 16) * kU2;
+    res.bound = std::max(res.bound, E);
     res.bits = std::min(res.bits, bits_of(E));
     if (res.bits < kMinFastBits) return false;
   }
@@ -243,6 +246,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     P.g.lse[row] = mpfr_get_d(l, MPFR_RNDN);
     const double nd = static_cast<double>(n);
     const double E = 2.2 * (1.01 * dmax + u) + 1.1 * (3 * nd + 2) * u;
+    res.bound = std::max(res.bound, E);
     res.bits = std::min(res.bits, bits_of(E));
   }
   res.mpfr = true;
@@ -309,6 +313,7 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   g.guaranteed_bits = 1000;
   for (const BlockResult& r : results) {
     g.guaranteed_bits = std::min(g.guaranteed_bits, r.bits);
+    g.error_bound = std::max(g.error_bound, r.bound);
     g.used_mpfr = g.used_mpfr || r.mpfr;
   }
   return g;

@@ -30,6 +30,9 @@ struct Golden {
   // ·(1 + |lse|). guaranteed_bits >= 54 means the stored doubles are faithful roundings (one-signed V).
   // 1000 means no visible key anywhere (all results exactly 0 / -inf).
   int guaranteed_bits = 0;
+  // The bound itself: the largest relative error bound E of any row (2^-guaranteed_bits >= E > 2^-(bits+1));
+  // 0 when no key is visible anywhere.
+  double error_bound = 0;
   bool used_mpfr = false;   // some block (or all, fast = false) was computed by the plain MPFR path
 };
 
