@@ -323,6 +323,31 @@ TEST_CASE("reference emulator: PASA's options", "[reference]") {
             << " known-failing\n";
 }
 
+TEST_CASE("reference emulator: fp64 inputs into fp32 stages, every mode: exact results that are not doubles",
+          "[reference]") {
+  // With fp64 operands and a wide score spread (weights down to e^-60), products, sums and differences have
+  // exact values that are not doubles; in a directed mode, rounding the double nearest to them (or the
+  // double with a zero low part) and rounding the exact value differ when that double is an fp32 value.
+  Tally t;
+  int k = 0;
+  for (const char* alg : kAlgorithms)
+    for (RoundMode m : kModes) {
+      if (m == RoundMode::nearest_even) continue;
+      Config c{alg, "fa_fp32"};
+      const Shape6& s = k % 2 ? kWide : kLong;
+      const AttentionInputs in = make_inputs(s, k % 4, 70000 + static_cast<std::uint64_t>(k), "fp64", 3.0);
+      AlgorithmSpec sp = c.spec(s);
+      for (auto& st : sp.alloc.stages) st.round.mode = m;
+      const Outcome o = compare(in, sp);
+      ++t.cases;
+      INFO(c.name() << " fp64 inputs, all stages " << round_mode_name(m) << ": " << o.mismatched << " of " << o.total
+                    << " differ; first " << o.first);
+      CHECK(o.mismatched == 0);
+      ++k;
+    }
+  std::cout << "[reference] fp64 inputs into fp32 stages: " << t.cases << " cases\n";
+}
+
 TEST_CASE("reference emulator: larger sweep", "[reference][long]") {
   // Larger shapes, more seeds and input offsets, every preset × algorithm × GEMM model × mode on all stages.
   Tally t;
