@@ -324,6 +324,11 @@ TEST_CASE("GEMM: the double-rounding cases of issue 14", "[algorithms][gemm]") {
   const StageSpec rneb{bf16, {}};
   check(GemmSpec{fp32, fp32, rneb, rneb, GemmModel{GemmKind::chunked, 16}}, {1, 3 * 0x1p-8, 0x1p-30}, {1, 1, -0x1p-30},
         1.0078125);
+  // fp64 operands, fp32 RZ accumulator: (1 + 2^-30)(1 − 2^-30) = 1 − 2^-60, whose double is 1 (the product's low
+  // part −2^-60 decides): RZ 1 − 2^-24.
+  const Format fp64 = format_by_name("fp64");
+  for (GemmKind kind : {GemmKind::ordered, GemmKind::chunked, GemmKind::every_op})
+    check(GemmSpec{fp64, fp64, rz32, rz32, GemmModel{kind, 16}}, {1 + 0x1p-30}, {1 - 0x1p-30}, 1 - 0x1p-24);
 }
 
 TEST_CASE("every preset runs every algorithm with an error its formats explain", "[algorithms]") {

@@ -470,3 +470,32 @@ TEST_CASE("the exp stage's via fp32 is expf rounded to the stage; exact is e^x r
   mpfr_clear(e);
   CHECK(differ > 0);
 }
+
+TEST_CASE("Run's one-rounding helpers use the low part of the exact result", "[reduction]") {
+  // hi alone would round differently: hi is an fp32 midpoint (RNE, the fused float path) or an fp32 value
+  // (RU, the sticky-fold span path), and lo decides. Expected values by hand, and by round_sum (tested against
+  // MPFR in tests/numeric/test_round_sum.cpp).
+  const Format fp32 = format_by_name("fp32");
+  const DD above_mid{1 + 0x1p-24, 0x1p-80}, above_one{1.0, 0x1p-80}, below_one{1.0, -0x1p-80};
+  SECTION("fused (fp32 RNE): 1 + 2^-24 + 2^-80 rounds up to 1 + 2^-23") {
+    Harness hn(StageSpec{fp32, {}});
+    const detail::Run run(hn.in, hn.spec);
+    double got = 0;
+    run.fused(Stage::sum, [&](auto rnd) { got = rnd(above_mid); });
+    CHECK(got == 1 + 0x1p-23);
+    CHECK(got == round_sum(above_mid.hi, above_mid.lo, fp32));
+  }
+  SECTION("round_each (fp32 RU and RD): 1 ± 2^-80 leaves 1") {
+    for (RoundMode m : {RoundMode::toward_pos, RoundMode::toward_neg, RoundMode::toward_zero}) {
+      Harness hn(StageSpec{fp32, RoundOptions{m}});
+      const detail::Run run(hn.in, hn.spec);
+      double x[2] = {0, 0};
+      run.round_each(Stage::sum, x, 2, nullptr, [&](std::size_t i) { return i == 0 ? above_one : below_one; });
+      INFO(round_mode_name(m));
+      CHECK(x[0] == round_sum(above_one.hi, above_one.lo, fp32, RoundOptions{m}));
+      CHECK(x[1] == round_sum(below_one.hi, below_one.lo, fp32, RoundOptions{m}));
+      CHECK(x[0] == (m == RoundMode::toward_pos ? 1 + 0x1p-23 : 1.0));
+      CHECK(x[1] == (m == RoundMode::toward_pos ? 1.0 : 1 - 0x1p-24));
+    }
+  }
+}
