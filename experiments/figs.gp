@@ -10,8 +10,8 @@ eval "set terminal ".term
 set output out
 set datafile separator ","
 set datafile missing "nan"
-set key below horizontal maxrows 2
-set bmargin 7
+set key below horizontal maxcols 4 width -1
+set bmargin 8
 set grid ytics
 # Columns of the figure CSVs (pasa-tables): 6 rmse_mean, 8/9 rmse_min/max, 12 rmse_uniform_baseline_mean,
 # 13 skill_mean, 15/16 skill_min/max.
