@@ -29,6 +29,29 @@ struct Run {
   Allocation alloc;           // spec.alloc after PASA's bf16 → fp16 mapping
 
  private:
+  // round_each and round_acc_each for a format f: hi where f is native fp64; for p <= 51 and a deterministic
+  // mode the sticky fold then round_span (the stage's or the accumulator's vectorised kernels); else round_sum.
+  template <class Exact, class RoundSpan>
+  static void round_each_in(bool native, const Format& f, const RoundOptions& o, double* x, std::size_t n,
+                            RandomBits* rng, Exact& exact, RoundSpan&& round_span) {
+    if (native) {
+      for (std::size_t i = 0; i < n; ++i) x[i] = exact(i).hi;
+      return;
+    }
+    if (sticky_fold_rounds_once(f, o)) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const DD e = exact(i);
+        x[i] = sticky_fold(e.hi, e.lo);
+      }
+      round_span();
+      return;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const DD e = exact(i);
+      x[i] = round_sum(e.hi, e.lo, f, o, rng);
+    }
+  }
+
   RandomBits setup_rng_;      // stochastic rounding of the inputs and the scale, in tensor order
   Tensor q_own_, k_own_, v_own_;
 
@@ -73,23 +96,8 @@ struct Run {
   // rounded by round_to's vectorised kernels; otherwise round_sum element by element. exact(i) may read x[i].
   template <class Exact>
   void round_each(Stage s, double* x, std::size_t n, RandomBits* rng, Exact&& exact) const {
-    if (native(s)) {
-      for (std::size_t i = 0; i < n; ++i) x[i] = exact(i).hi;
-      return;
-    }
     const StageSpec& sp = stage(s);
-    if (sticky_fold_rounds_once(sp.format, sp.round)) {
-      for (std::size_t i = 0; i < n; ++i) {
-        const DD e = exact(i);
-        x[i] = sticky_fold(e.hi, e.lo);
-      }
-      round_to(s, x, n, rng);
-      return;
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const DD e = exact(i);
-      x[i] = round_sum(e.hi, e.lo, sp.format, sp.round, rng);
-    }
+    round_each_in(native(s), sp.format, sp.round, x, n, rng, exact, [&] { round_to(s, x, n, rng); });
   }
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const;
@@ -99,23 +107,9 @@ struct Run {
   // round_each for the accumulator format of a stage's Reduction: x[i] = one rounding of exact(i) to acc.
   template <class Exact>
   void round_acc_each(Stage s, double* x, std::size_t n, RandomBits* rng, Exact&& exact) const {
-    if (acc_native_[static_cast<std::size_t>(s)]) {
-      for (std::size_t i = 0; i < n; ++i) x[i] = exact(i).hi;
-      return;
-    }
     const StageSpec& sp = stage(s);
-    if (sticky_fold_rounds_once(sp.acc(), sp.round)) {
-      for (std::size_t i = 0; i < n; ++i) {
-        const DD e = exact(i);
-        x[i] = sticky_fold(e.hi, e.lo);
-      }
-      round_acc(s, x, n, rng);
-      return;
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const DD e = exact(i);
-      x[i] = round_sum(e.hi, e.lo, sp.acc(), sp.round, rng);
-    }
+    round_each_in(acc_native_[static_cast<std::size_t>(s)], sp.acc(), sp.round, x, n, rng, exact,
+                  [&] { round_acc(s, x, n, rng); });
   }
   // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32. Call set_keys_t_format first
   // when the keys are not in the k format.
