@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -17,13 +18,23 @@ int main(int argc, char** argv) {
   pasa::ReproduceOptions opt;
   opt.threads = pasa::default_threads();
   std::string repo = ".", out = "results";
+  std::string hardware;
   bool fresh = false;
   app.add_option("--repo", repo, "repository root holding configs/")->capture_default_str();
   app.add_option("--out", out, "output folder (sweeps under OUT/sweeps/)")->capture_default_str();
   app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str();
   app.add_flag("--fresh", fresh, "refuse to reuse finished sweeps in OUT/sweeps (default: resume them)");
+  app.add_option("--hardware", hardware,
+                 "GPU-vs-emulator table for Table 4's GPU columns (default: REPO/results/hardware/hw_attention.csv "
+                 "when it exists; \"none\": leave them empty)");
   CLI11_PARSE(app, argc, argv);
   opt.repo = repo;
+  if (hardware.empty()) {
+    const std::filesystem::path def = opt.repo / "results" / "hardware" / "hw_attention.csv";
+    if (std::filesystem::exists(def)) opt.hardware_csv = def;
+  } else if (hardware != "none") {
+    opt.hardware_csv = hardware;
+  }
   opt.out = out;
   opt.resume = !fresh;
   opt.log = [](const std::string& s) { std::printf("%s\n", s.c_str()); std::fflush(stdout); };

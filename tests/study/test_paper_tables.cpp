@@ -57,7 +57,7 @@ TEST_CASE("paper tables: Table 1 and Table 3 agree with the printed values", "[s
   CHECK(t3.rows[3][9] == "0.984497");
 }
 
-TEST_CASE("paper tables: Table 4 standard errors and distances to the paper and the GPU", "[sweep]") {
+TEST_CASE("paper tables: Table 4 standard errors, distances to the paper, the GPU's own draws", "[sweep]") {
   // Hand-made sweep tables holding only the columns Table 4 reads: three seeds of FA-FP16/FP32 at every
   // Table 4 point, NaN % = base + seed offsets {-0.1, 0, +0.1} (sd 0.1, SE 0.1/sqrt(3)).
   const fs::path dir = fresh_dir("table4");
@@ -76,13 +76,15 @@ TEST_CASE("paper tables: Table 4 standard errors and distances to the paper and 
     std::ofstream(dir / name / "results.csv") << "seed,x0,Am,algorithm,nan_pct\n" << body;
   }
   auto csv_of = [&](const PaperSweep& s) { return dir / s.name / "results.csv"; };
-  // GPU: row 3 only, on the same seeds.
-  auto gpu = [](int no) {
-    std::map<std::string, double> g;
-    if (no == 3) g = {{"1", 8.85}, {"2", 8.9}, {"3", 9.1}};  // ours 8.9, 9.0, 9.1: differences 0.05, 0.1, 0
-    return g;
-  };
-  const Table t = table4_nan(csv_of, gpu);
+  // Hardware table (experiments/gpu/'s hw_attention.csv, only the columns read): row 3's point on three GPU
+  // seeds (GPU 8.0, 8.5, 9.0; emulator 8.0, 8.5, 9.3), rows that must be ignored (another label at the same
+  // point, another generator, another Am).
+  const fs::path hw = dir / "hw_attention.csv";
+  std::ofstream(hw) << "generator,x0,Am,seed,label,nan_pct_gpu,nan_pct_emu\n"
+                       "uniform,20,20,1,fa_fp16_fp32,8,8\nuniform,20,20,2,fa_fp16_fp32,8.5,8.5\n"
+                       "uniform,20,20,3,fa_fp16_fp32,9,9.3\nuniform,20,20,1,fa_fp32,50,50\n"
+                       "hybrid,20,20,1,fa_fp16_fp32,70,70\nuniform,20,15,4,fa_fp16_fp32,1,1\n";
+  const Table t = table4_nan(csv_of, hw);
   REQUIRE(t.rows.size() == 6);
   auto at = [&](std::size_t row, const std::string& name) {
     const auto it = std::find(t.header.begin(), t.header.end(), name);
@@ -97,14 +99,20 @@ TEST_CASE("paper tables: Table 4 standard errors and distances to the paper and 
   CHECK(parse_csv_number(at(5, "paper_distance_se")) == Approx((1.0 - 1.11) / se).epsilon(1e-12));
   CHECK(at(0, "nan_pct_se") == "0");
   CHECK(at(0, "paper_distance_se") == "0");  // 100 % against 100 %: no distance, although SE = 0
-  // GPU, paired by seed: differences (0.05, 0.1, 0), mean 0.05, sd 0.05: sqrt(3) standard errors.
-  const double m = 0.05, sd = 0.05;
-  CHECK(parse_csv_number(at(2, "gpu_nan_pct_mean")) == Approx((8.85 + 8.9 + 9.1) / 3).epsilon(1e-14));
-  CHECK(parse_csv_number(at(2, "gpu_distance_se")) == Approx(m / (sd / std::sqrt(3.0))).epsilon(1e-10));
-  CHECK(at(1, "gpu_nan_pct_mean").empty());
-  CHECK(table4_nan(csv_of).rows[2][static_cast<std::size_t>(std::find(t.header.begin(), t.header.end(), "gpu_distance_se") - t.header.begin())].empty());
-  // A GPU table missing one of our seeds is an error naming the row and the seed.
-  CHECK_THROWS_WITH(table4_nan(csv_of, [](int no) { return no == 3 ? std::map<std::string, double>{{"1", 9.0}} : std::map<std::string, double>{}; }),
-                    Catch::Contains("row 3") && Catch::Contains("seed 2"));
+  // GPU on its own draws: seeds 8.0, 8.5, 9.0 (sd 0.5); the emulator's mean on the same inputs.
+  const double gse = 0.5 / std::sqrt(3.0);
+  CHECK(at(2, "gpu_seeds") == "3");
+  CHECK(parse_csv_number(at(2, "gpu_nan_pct_mean")) == Approx(8.5).epsilon(1e-14));
+  CHECK(parse_csv_number(at(2, "gpu_nan_pct_se")) == Approx(gse).epsilon(1e-12));
+  CHECK(parse_csv_number(at(2, "gpu_paper_distance_se")) == Approx((8.5 - 8.14) / gse).epsilon(1e-12));
+  CHECK(parse_csv_number(at(2, "emu_on_gpu_inputs_nan_pct_mean")) == Approx(8.6).epsilon(1e-14));
+  CHECK(at(1, "gpu_seeds") == "1");  // the single Am = 15 case
+  CHECK(at(0, "gpu_nan_pct_mean").empty());
+  CHECK(at(4, "gpu_nan_pct_mean").empty());
+  // Without the hardware table the GPU columns are empty.
+  CHECK(table4_nan(csv_of).rows[2][static_cast<std::size_t>(std::find(t.header.begin(), t.header.end(), "gpu_nan_pct_mean") - t.header.begin())].empty());
+  // A torn hardware table (a row shorter than its header) is an error naming the file and the line.
+  std::ofstream(hw, std::ios::app) << "uniform,20\n";
+  CHECK_THROWS_WITH(table4_nan(csv_of, hw), Catch::Contains("hw_attention.csv") && Catch::Contains("line 8"));
 }
 

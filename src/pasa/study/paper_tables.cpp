@@ -92,7 +92,12 @@ ResultTable read_table(const fs::path& file) {
   ResultTable t;
   t.file = file;
   t.header = parse_csv_line(lines.lines[0]);
-  for (std::size_t i = 1; i < lines.lines.size(); ++i) t.rows.push_back(parse_csv_line(lines.lines[i]));
+  for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+    t.rows.push_back(parse_csv_line(lines.lines[i]));
+    if (t.rows.back().size() != t.header.size())
+      throw InputError(fmt::format("{}: line {} has {} fields, the header {}", file.string(), i + 1,
+                                   t.rows.back().size(), t.header.size()));
+  }
   return t;
 }
 
@@ -181,7 +186,7 @@ double percent_value(const std::string& printed) {  // "8.14%" -> 8.14
 
 }  // namespace
 
-Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_of, const GpuNanPcts& gpu_nan_pcts) {
+Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_of, const fs::path& hardware_csv) {
   // Appendix E, Table 4 (FA-FP16/FP32): distribution, x0, Am, printed NaN percentage, panel holding it.
   struct Printed { const char* dist; const char* x0; const char* am; const char* nan; const char* sweep; };
   const Printed printed[] = {{"uniform", "30", "0.5", "100%", "fig9_uniform_x0"}, {"uniform", "20", "15", "0.12%", "fig9_uniform_am"},
@@ -190,21 +195,22 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
   const char* kFa16 = "FA-FP16/FP32";
   Table out;
   out.header = {"no", "distribution", "x0", "Am", "seeds", "nan_pct_mean", "nan_pct_se", "nan_pct_min", "nan_pct_max",
-                "paper_nan_pct", "paper_distance_se", "gpu_nan_pct_mean", "gpu_distance_se", "overflow", "paper_overflow",
+                "paper_nan_pct", "paper_distance_se", "gpu_seeds", "gpu_nan_pct_mean", "gpu_nan_pct_se", "gpu_paper_distance_se", "emu_on_gpu_inputs_nan_pct_mean", "overflow", "paper_overflow",
                 "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
+  // The H100 on its own (torch) draws, FA-FP16/FP32 = label fa_fp16_fp32: GPU and emulator NaN % per seed.
+  std::optional<ResultTable> hw;
+  if (!hardware_csv.empty()) hw = read_table(hardware_csv);
   int no = 0;
   for (const auto& p : printed) {
     ++no;
     const PaperSweep& sweep = *std::find_if(paper_sweeps().begin(), paper_sweeps().end(), [&](const PaperSweep& s) { return s.name == p.sweep; });
     const fs::path csv = results_csv_of(sweep);
     const ResultTable t = read_table(csv);
-    const std::size_t x0 = t.col("x0"), am = t.col("Am"), alg = t.col("algorithm"), nan = t.col("nan_pct"), seed = t.col("seed");
+    const std::size_t x0 = t.col("x0"), am = t.col("Am"), alg = t.col("algorithm"), nan = t.col("nan_pct");
     std::map<std::string, std::vector<double>> nan_by_alg;
-    std::map<std::string, double> fa16_by_seed;
     for (const auto& r : t.rows)
       if (parse_csv_number(r[x0]) == std::stod(p.x0) && parse_csv_number(r[am]) == std::stod(p.am)) {
         nan_by_alg[r[alg]].push_back(parse_csv_number(r[nan]));
-        if (r[alg] == kFa16) fa16_by_seed[r[seed]] = parse_csv_number(r[nan]);
       }
     if (nan_by_alg[kFa16].empty())
       throw InputError(fmt::format("{}: no {} rows at x0 = {}, Am = {} (Table 4 needs them)", csv.string(), kFa16, p.x0, p.am));
@@ -212,23 +218,22 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
     // Standard error of the mean over the seeds: how far the seed mean may be from the generator's expected
     // NaN % (the paper's value is a sample from the same generator family, its own error unknown).
     const double se = s.sd / std::sqrt(static_cast<double>(s.n));
-    // GPU on identical inputs: paired by seed, the distance is the mean difference over the standard error
-    // of the per-seed differences (the generator's spread cancels; what remains is the arithmetic).
-    std::string gpu_mean, gpu_dist;
-    if (gpu_nan_pcts) {
-      const std::map<std::string, double> gpu = gpu_nan_pcts(no);
-      if (!gpu.empty()) {
-        std::vector<double> g, diff;
-        for (const auto& [seed_text, ours] : fa16_by_seed) {
-          const auto it = gpu.find(seed_text);
-          if (it == gpu.end())
-            throw InputError(fmt::format("Table 4 row {}: no GPU NaN % for seed {} (the GPU must run the same seeds)", no, seed_text));
-          g.push_back(it->second);
-          diff.push_back(ours - it->second);
+    std::vector<std::string> gpu_cols(5);  // seeds, mean, SE, distance to the paper, emulator mean
+    if (hw) {
+      const std::size_t gen = hw->col("generator"), hx0 = hw->col("x0"), ham = hw->col("Am"), label = hw->col("label"),
+                        ng = hw->col("nan_pct_gpu"), ne = hw->col("nan_pct_emu");
+      std::vector<double> g, e;
+      for (const auto& r : hw->rows)
+        if (r[label] == "fa_fp16_fp32" && r[gen] == p.dist && parse_csv_number(r[hx0]) == std::stod(p.x0) &&
+            parse_csv_number(r[ham]) == std::stod(p.am)) {
+          g.push_back(parse_csv_number(r[ng]));
+          e.push_back(parse_csv_number(r[ne]));
         }
-        const Stats d = stats_of(diff);
-        gpu_mean = csv_number(stats_of(g).mean);
-        gpu_dist = csv_number(distance_in_se(d.mean, d.sd / std::sqrt(static_cast<double>(d.n))));
+      if (!g.empty()) {
+        const Stats gs = stats_of(g);
+        const double gse = gs.sd / std::sqrt(static_cast<double>(gs.n));
+        gpu_cols = {std::to_string(gs.n), csv_number(gs.mean), csv_number(gse),
+                    csv_number(distance_in_se(gs.mean - percent_value(p.nan), gse)), csv_number(stats_of(e).mean)};
       }
     }
     auto max_of = [&](const char* label) {
@@ -237,7 +242,8 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
     };
     out.rows.push_back({std::to_string(no), p.dist, p.x0, p.am, std::to_string(s.n), csv_number(s.mean), csv_number(se),
                         csv_number(s.min), csv_number(s.max), p.nan, csv_number(distance_in_se(s.mean - percent_value(p.nan), se)),
-                        gpu_mean, gpu_dist, s.max > 0 ? "YES" : "NO", "YES", max_of("PASA-FP16"), max_of("FA-FP32")});
+                        gpu_cols[0], gpu_cols[1], gpu_cols[2], gpu_cols[3], gpu_cols[4], s.max > 0 ? "YES" : "NO", "YES",
+                        max_of("PASA-FP16"), max_of("FA-FP32")});
   }
   return out;
 }
@@ -266,8 +272,9 @@ void reproduce_paper(const ReproduceOptions& opt) {
     log(fmt::format("{}: {} cases run, {} kept from an earlier run", s.name, r.cases_run, r.cases_reused));
     write_file_atomic(opt.out / (s.name + ".csv"), figure_data(s, cfg, r.csv).text());
   }
-  write_file_atomic(opt.out / "table4.csv", table4_nan(results_of).text());
-  log("table4.csv: NaN percentages of FA-FP16/FP32");
+  write_file_atomic(opt.out / "table4.csv", table4_nan(results_of, opt.hardware_csv).text());
+  log(opt.hardware_csv.empty() ? std::string("table4.csv: NaN percentages of FA-FP16/FP32 (no GPU columns)")
+                                : "table4.csv: NaN percentages of FA-FP16/FP32, GPU columns from " + opt.hardware_csv.string());
 }
 
 }  // namespace pasa

@@ -40,22 +40,21 @@ const std::vector<PaperSweep>& paper_sweeps();
 // max over the seeds, mean NaN %, and how many seeds gave a non-finite output (drawn as "NaN" marks).
 Table figure_data(const PaperSweep&, const SweepConfig&, const std::filesystem::path& results_csv);
 
-// Per-seed NaN % of FA-FP16/FP32 measured on a GPU on the toolkit's own inputs for Table 4 row `no` (1..6),
-// keyed by the seed as the sweep's "seed" column writes it; an empty map: not measured for that row.
-using GpuNanPcts = std::function<std::map<std::string, double>(int no)>;
-
 // Table 4 from the finished figure sweeps (each of its six points lies on one of the four panels): per row
 // the seed mean of FA-FP16/FP32's NaN %, its standard error (sd / sqrt(seeds)), min, max, the paper's
-// value and (mean − paper) / SE; with gpu_nan_pcts, the GPU's seed mean and the paired distance
-// mean(ours − GPU) / SE(ours − GPU) (columns left empty without it).
+// value and (mean − paper) / SE. With hardware_csv (experiments/gpu/'s hw_attention.csv: the H100 and the
+// emulator on the SAME inputs, drawn by torch on the GPU, so not the toolkit's seeds), per row also the GPU's
+// seed mean, its SE, its distance to the paper, and the emulator's seed mean on the GPU's inputs (columns
+// left empty without it, or where the file holds no fa_fp16_fp32 case at that point).
 Table table4_nan(const std::function<std::filesystem::path(const PaperSweep&)>& results_csv_of,
-                 const GpuNanPcts& gpu_nan_pcts = {});
+                 const std::filesystem::path& hardware_csv = {});
 
 struct ReproduceOptions {
   std::filesystem::path repo = ".";       // where configs/ is
   std::filesystem::path out = "results";  // tables here, sweeps under out/sweeps/
   int threads = 1;
   bool resume = true;                     // keep finished sweeps and rows; run only what is missing
+  std::filesystem::path hardware_csv;     // GPU columns of Table 4 (see table4_nan); empty: none
   std::function<void(const std::string& sweep, const SweepProgress&)> progress;
   std::function<void(const std::string& line)> log;
 };
