@@ -283,12 +283,31 @@ void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t 
 constexpr int kZeroExp = -100000;  // exponent of a zero term: never the largest
 constexpr int kHugeExp = 100000;   // exponent of an infinite or NaN term (the result is IEEE's then)
 
+// floor(log2 |x|) from the exponent field (every value here is a normal double: the formats' subnormals are
+// normal doubles), at least the format's emin; zero: never the largest; inf or NaN: the largest.
 inline int term_exp(double x, int emin) {
-  if (x == 0.0) return kZeroExp;
-  if (!std::isfinite(x)) return kHugeExp;
-  return std::max(std::ilogb(x), emin);
+  const int f = static_cast<int>((std::bit_cast<std::uint64_t>(x) >> 52) & 0x7ff);
+  const int e = f == 0 ? kZeroExp : f == 0x7ff ? kHugeExp : f - 1023;
+  return e == kZeroExp ? e : std::max(e, emin);
 }
 inline double pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
+
+#if defined(__AVX512F__)
+// v[0..n) rounded to float in direction R (one rounding of each double), widened back in place (the
+// zero-masked forms: GCC 12 warns about the unmasked ones' undefined pass-through operand).
+template <int R>
+void cvt_rows(double* v, std::size_t n) {
+  std::size_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm512_storeu_pd(v + j, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_cvt_roundpd_ps(0xFF, _mm512_loadu_pd(v + j),
+                                                                                   R | _MM_FROUND_NO_EXC)));
+  if (j < n) {
+    const __mmask8 m = static_cast<__mmask8>((1u << (n - j)) - 1);
+    const __m512d x = _mm512_maskz_loadu_pd(m, v + j);
+    _mm512_mask_storeu_pd(v + j, m, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_cvt_roundpd_ps(0xFF, x, R | _MM_FROUND_NO_EXC)));
+  }
+}
+#endif
 
 void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
                        std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc) {
@@ -315,12 +334,37 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   while ((1 << log2_terms) < tc.block + 1) ++log2_terms;
   const bool fast = !unlimited && F + 2 + log2_terms <= 53;
   const bool nearest = tc.align_round == AlignRound::nearest;
+  // Float lanes (twice as many) where every product of the operands is an exact normal float (fp16, fp8:
+  // p_a + p_b <= 24, products within [2^-126, 2^127)) and the scaled products, integers below 2^(F+2), add
+  // up in int32 over groups of 2^(29 − F) products without overflow.
+  const double min_product = g.a_format.min_subnormal() * g.b_format.min_subnormal();
+  const double max_product = g.a_format.max_finite() * g.b_format.max_finite();
+  const bool float_lanes = fast && !nearest && F <= 25 && float_exact(g.a_format) && float_exact(g.b_format) &&
+                           g.a_format.p + g.b_format.p <= 24 && min_product >= 0x1p-126 && max_product < 0x1p127;
+  const std::size_t group = float_lanes ? std::size_t{1} << (29 - F) : 0;
+  thread_local std::vector<float> bf_buf, sf_buf;
+  thread_local std::vector<std::int32_t> i32_buf;
+  bf_buf.resize(float_lanes ? k * n : 0);
+  sf_buf.resize(n);
+  i32_buf.resize(n);
+  float* bf = bf_buf.data();
+  float* sf = sf_buf.data();
+  std::int32_t* i32 = i32_buf.data();
+  if (float_lanes)
+    for (std::size_t t = 0; t < k; ++t)
+      for (std::size_t j = 0; j < n; ++j) bf[t * n + j] = static_cast<float>(B[t * ldb + j]);
   const int ea_min = g.a_format.emin(), eb_min = g.b_format.emin(), ec_min = tcf.emin();
   const std::size_t block = static_cast<std::size_t>(tc.block);
   const std::size_t promote = static_cast<std::size_t>(tc.promote);
 
   thread_local std::vector<int> eb_buf, e_buf;
   thread_local std::vector<double> c_buf, outer_buf, sum_buf, scale_buf, ex_buf;
+  thread_local std::vector<std::int64_t> isum_buf;
+  thread_local std::vector<double> unscale_buf;
+  isum_buf.resize(n);
+  unscale_buf.resize(n);
+  double* unscale = unscale_buf.data();
+  std::int64_t* isum = isum_buf.data();
   eb_buf.resize(k * n);
   e_buf.resize(n);
   c_buf.resize(n);
@@ -342,7 +386,22 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
       all_finite = all_finite && std::isfinite(B[t * ldb + j]);
     }
   auto cut = [nearest](double x) { return nearest ? std::nearbyint(x) : std::trunc(x); };
+  // An fp32 accumulator with IEEE overflow and no flushing: the hardware conversion double → float in the
+  // block's rounding direction is that one rounding (IEEE 754 §5.4.2; overflow as §7.4, as pasa::round's ieee)
+  const bool native_fp32 = tcf == fp32() && block_opt.overflow == Overflow::ieee && !block_opt.flush_input &&
+                           !block_opt.flush_output;
   auto round_into_acc = [&](double* v) {  // the block values, rounded once to the accumulator
+#if defined(__AVX512F__)
+    if (native_fp32) {
+      switch (block_opt.mode) {
+        case RoundMode::toward_zero: cvt_rows<_MM_FROUND_TO_ZERO>(v, n); return;
+        case RoundMode::nearest_even: cvt_rows<_MM_FROUND_TO_NEAREST_INT>(v, n); return;
+        case RoundMode::toward_pos: cvt_rows<_MM_FROUND_TO_POS_INF>(v, n); return;
+        case RoundMode::toward_neg: cvt_rows<_MM_FROUND_TO_NEG_INF>(v, n); return;
+        default: break;
+      }
+    }
+#endif
     round_span(std::span<const double>(v, n), std::span<double>(v, n), tcf, block_opt);
   };
   for (std::size_t r = 0; r < m; ++r) {
@@ -363,15 +422,47 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
       }
       // 2^(F − E), E clamped so that the power of two is a normal double (an all-zero block has E = kZeroExp;
       // a huge E only where a term is not finite and IEEE's value is taken below)
-      for (std::size_t j = 0; j < n; ++j) scale[j] = pow2(F - std::clamp(E[j], F - 1000, F + 1000));
+      for (std::size_t j = 0; j < n; ++j) {
+        const int e = std::clamp(E[j], F - (float_lanes ? 100 : 1000), F + (float_lanes ? 100 : 1000));
+        scale[j] = pow2(F - e);
+        unscale[j] = pow2(e - F);
+      }
       if (fast) {
-        for (std::size_t j = 0; j < n; ++j) sum[j] = tc.acc_in_block ? cut(c[j] * scale[j]) : 0.0;
-        for (std::size_t t = t0; t < t1; ++t) {
-          const double at = a[t];
-          const double* bt = B + t * ldb;
-          for (std::size_t j = 0; j < n; ++j) sum[j] += cut(at * bt[j] * scale[j]);
+        // integers below 2^(F+2) each: int64 conversion truncates toward zero (vectorised), the sum is exact
+        auto to_int = [nearest](double x) {
+          return static_cast<std::int64_t>(nearest ? std::nearbyint(x) : x);
+        };
+        if (nearest) {
+          for (std::size_t j = 0; j < n; ++j) isum[j] = tc.acc_in_block ? to_int(c[j] * scale[j]) : 0;
+          for (std::size_t t = t0; t < t1; ++t) {
+            const double at = a[t];
+            const double* bt = B + t * ldb;
+            for (std::size_t j = 0; j < n; ++j) isum[j] += to_int(at * bt[j] * scale[j]);
+          }
+        } else if (float_lanes) {
+          for (std::size_t j = 0; j < n; ++j) {
+            isum[j] = tc.acc_in_block ? static_cast<std::int64_t>(c[j] * scale[j]) : 0;
+            sf[j] = static_cast<float>(scale[j]);  // a power of two within float's range (E clamped above)
+          }
+          for (std::size_t g0 = t0; g0 < t1; g0 += group) {
+            std::fill(i32, i32 + n, 0);
+            for (std::size_t t = g0; t < std::min(t1, g0 + group); ++t) {
+              const float at = static_cast<float>(a[t]);
+              const float* bt = bf + t * n;
+              for (std::size_t j = 0; j < n; ++j) i32[j] += static_cast<std::int32_t>(at * bt[j] * sf[j]);
+            }
+            for (std::size_t j = 0; j < n; ++j) isum[j] += i32[j];
+          }
+        } else {
+          for (std::size_t j = 0; j < n; ++j)
+            isum[j] = tc.acc_in_block ? static_cast<std::int64_t>(c[j] * scale[j]) : 0;
+          for (std::size_t t = t0; t < t1; ++t) {
+            const double at = a[t];
+            const double* bt = B + t * ldb;
+            for (std::size_t j = 0; j < n; ++j) isum[j] += static_cast<std::int64_t>(at * bt[j] * scale[j]);
+          }
         }
-        for (std::size_t j = 0; j < n; ++j) sum[j] /= scale[j];
+        for (std::size_t j = 0; j < n; ++j) sum[j] = static_cast<double>(isum[j]) * unscale[j];  // exact
         round_into_acc(sum);
       } else {
         for (std::size_t j = 0; j < n; ++j) {
