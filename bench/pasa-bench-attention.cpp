@@ -1,7 +1,8 @@
 // Attention benchmark: FA-FP16/FP32, PASA-FP16 (fp32-accumulate GEMMs) and a round-every-operation
 // allocation at the paper's shape (1, 16, 1280, 128), as GFLOP/s (4·S1·S2·D·heads per run) next to a
 // plain float32 GEMM of the same flop count (OpenBLAS cblas_sgemm: Q·Kᵀ and P·V per head) timed in the same
-// run, with 1 and 2 threads. Goals: fp32-accumulate ≥ 1/3 of the BLAS rate, round-every-op ≥ 1/10.
+// run, with 1 and 2 threads. Goals: fp32-accumulate ≥ 1/3 of the BLAS rate, round-every-op ≥ 1/10; the H100
+// tensor-core model (fa_fp16_fp32_h100, pasa_fp16_h100) ≥ 1/4 of the same allocation under the ordered model.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     const char* label;
     AlgorithmSpec spec;
     bool every_op;
+    int ordered_twin = -1;  // index of the same allocation under the ordered GEMM model (tensor-core rows)
   };
   std::vector<Kernel> kernels;
   AlgorithmSpec fa;
@@ -73,6 +75,12 @@ int main(int argc, char** argv) {
   AlgorithmSpec pa_strict = pa;  // the same with every partial sum of the reductions rounded to fp16
   pa_strict.alloc = allocation_preset("pasa_fp16_strict");
   kernels.push_back({"PASA-FP16 (pasa, pasa_fp16_strict)", pa_strict, false});
+  AlgorithmSpec fa_tc = fa;
+  fa_tc.alloc = allocation_preset("fa_fp16_fp32_h100");
+  kernels.push_back({"FA-FP16/FP32, H100 tensor-core GEMMs", fa_tc, false, 0});
+  AlgorithmSpec pa_tc = pa;
+  pa_tc.alloc = allocation_preset("pasa_fp16_h100");
+  kernels.push_back({"PASA-FP16, H100 tensor-core GEMMs", pa_tc, false, 1});
   AlgorithmSpec eo = fa;
   eo.alloc = allocation_preset("fa_fp16_strict");
   eo.alloc.gemm.kind = GemmKind::every_op;
@@ -106,12 +114,18 @@ int main(int argc, char** argv) {
 #else
     std::printf("\nthreads %d: no OpenBLAS found at build time; no baseline\n", threads);
 #endif
+    std::vector<double> times;
     for (const auto& kr : kernels) {
       const double t = best_of(reps, [&] { run_attention(in, kr.spec, threads); });
+      times.push_back(t);
       const double rate = gflop / t;
       const double ratio = blas_rate > 0 ? rate / blas_rate : 0;
-      std::printf("  %-36s %7.3f s  %6.2f GFLOP/s  %.3f of BLAS (goal %s)\n", kr.label, t, rate, ratio,
-                  kr.every_op ? ">= 0.100" : ">= 0.333");
+      if (kr.ordered_twin >= 0)
+        std::printf("  %-36s %7.3f s  %6.2f GFLOP/s  %.3f of BLAS, %.3f of the ordered model (goal >= 0.250)\n",
+                    kr.label, t, rate, ratio, times[static_cast<std::size_t>(kr.ordered_twin)] / t);
+      else
+        std::printf("  %-36s %7.3f s  %6.2f GFLOP/s  %.3f of BLAS (goal %s)\n", kr.label, t, rate, ratio,
+                    kr.every_op ? ">= 0.100" : ">= 0.333");
     }
   }
   return 0;

@@ -190,6 +190,8 @@ double reference_dot(const GemmModel& model, const StageSpec& acc, const StageSp
         c = rnd(acc, sum.v);
       }
       break;
+    case GemmKind::tensor_core:  // checked against its own scalar reference in tests/attention/test_tensor_core.cpp
+      throw std::invalid_argument("reference_dot: the tensor_core model is not restated here");
   }
   return rnd(out, c);  // the GEMM's output, rounded once
 }

@@ -94,7 +94,32 @@ const std::vector<std::string>& strict_bases() {
   return b;
 }
 
+// Every preset with narrow GEMM inputs also exists as "<name>_h100": the same stages with the GEMMs under the
+// tensor-core model the H100 applies to its Q stage's format (tensor_core_preset "h100_<format>").
+constexpr std::string_view kH100 = "_h100";
+const std::vector<std::string>& h100_bases() {
+  static const std::vector<std::string> b = {"fa_fp32",      "fa_fp16_fp32", "fa_fp16", "pasa_fp16", "fa_fp32_bf16",
+                                             "fa_bf16_fp32", "fa_bf16",      "pasa_bf16", "fa_fp8", "pasa_fp8"};
+  return b;
+}
+
+Allocation preset_or_throw(std::string_view name, const std::string& where);
+
+Allocation h100_preset(std::string_view name, std::string_view base, const std::string& where) {
+  Allocation a = preset_or_throw(base, where);
+  a.name = std::string(name);
+  const std::string& q = a.spec(Stage::q).format.name;
+  a.gemm.kind = GemmKind::tensor_core;
+  a.gemm.tc = tensor_core_preset(q == "fp8_e4m3fn" ? "h100_e4m3" : "h100_" + q);
+  return a;
+}
+
 Allocation preset_or_throw(std::string_view name, const std::string& where) {
+  if (name.size() > kH100.size() && name.ends_with(kH100)) {
+    const std::string_view base = name.substr(0, name.size() - kH100.size());
+    if (std::find(h100_bases().begin(), h100_bases().end(), base) != h100_bases().end())
+      return h100_preset(name, base, where);
+  }
   if (name.size() > kStrict.size() && name.ends_with(kStrict)) {
     const std::string_view base = name.substr(0, name.size() - kStrict.size());
     if (std::find(strict_bases().begin(), strict_bases().end(), base) != strict_bases().end()) {
@@ -161,7 +186,48 @@ std::vector<std::string> allocation_preset_names() {
   std::vector<std::string> n = {"fp64",         "fa_fp32", "fa_fp16_fp32", "fa_fp16", "pasa_fp16", "fa_fp32_bf16",
                                 "fa_bf16_fp32", "fa_bf16", "pasa_bf16",    "fa_fp8",  "pasa_fp8"};
   for (const auto& b : strict_bases()) n.push_back(b + std::string(kStrict));
+  for (const auto& b : h100_bases()) n.push_back(b + std::string(kH100));
   return n;
+}
+
+TensorCore tensor_core_preset(std::string_view name) {
+  // Measured on an H100 SXM (experiments/gpu/tc_probe.py; docs/tensor-cores.md): products exact, aligned to
+  // the largest exponent sum, 25 bits kept below it (fp16, bf16, tf32) or 13 (fp8), dropped bits truncated
+  // toward zero, the accumulator one of the aligned terms, the block's sum rounded toward zero into fp32
+  // (fp8: into 14 significant bits).
+  TensorCore t;
+  if (name == "h100_fp16" || name == "h100_bf16") return t;
+  if (name == "h100_tf32") {
+    t.block = 8;
+    return t;
+  }
+  if (name == "h100_e4m3" || name == "h100_e5m2" || name == "h100_e4m3_fast" || name == "h100_e5m2_fast") {
+    t.block = 32;
+    t.align_bits = 13;
+    t.acc_bits = 14;  // the block's sum kept to 14 significant bits (e8m13), rounded toward zero
+    t.promote = name.ends_with("_fast") ? 0 : 128;  // cuBLAS's promotion to fp32 unless use_fast_accum
+    return t;
+  }
+  if (name == "exact") {
+    t.align_bits = kUnlimitedAlign;
+    t.block_round = RoundMode::nearest_even;
+    return t;
+  }
+  throw InputError(fmt::format("unknown tensor-core model \"{}\"; known: {}", name,
+                               fmt::join(tensor_core_preset_names(), ", ")));
+}
+
+std::vector<std::string> tensor_core_preset_names() {
+  return {"h100_fp16", "h100_bf16", "h100_tf32", "h100_e4m3", "h100_e5m2", "h100_e4m3_fast", "h100_e5m2_fast",
+          "exact"};
+}
+
+const char* align_round_name(AlignRound r) { return r == AlignRound::nearest ? "nearest" : "truncate"; }
+
+AlignRound align_round_by_name(std::string_view name) {
+  if (name == "truncate") return AlignRound::truncate;
+  if (name == "nearest") return AlignRound::nearest;
+  throw InputError(fmt::format("unknown alignment rounding \"{}\"; known: truncate, nearest", name));
 }
 
 Allocation allocation_preset(std::string_view name) { return preset_or_throw(name, ""); }

@@ -43,17 +43,66 @@ inline constexpr std::size_t kStageCount = 18;
 
 // How a GEMM rounds. The product of two input values is exact in every model except every_op.
 enum class GemmKind {
-  ordered,   // acc ← round_acc(acc + a·b) for k in order (an FMA chain); the result rounded once on output
-  chunked,   // products summed in groups of `chunk` (in fp64, as a tensor core's wide adder), each group sum
-             // added to the accumulator with one rounding; rounded once on output
-  every_op,  // every product and every addition rounded to the accumulator format
+  ordered,      // acc ← round_acc(acc + a·b) for k in order (an FMA chain); the result rounded once on output
+  chunked,      // products summed in groups of `chunk` (in fp64, as a tensor core's wide adder), each group sum
+                // added to the accumulator with one rounding; rounded once on output
+  every_op,     // every product and every addition rounded to the accumulator format
+  tensor_core,  // a matrix engine's multi-operand adder, parametrised by the TensorCore fields (below)
+};
+
+// How a tensor core's multi-operand adder treats the bits of the aligned terms [Fasi et al. 2021, Sec. 3;
+// Khattak & Mikaitis 2025, Sec. 3].
+enum class AlignRound {
+  truncate,  // the bits below the kept ones are dropped, sign-magnitude (toward zero): NVIDIA V100 .. H100
+  nearest,   // each aligned term rounded to nearest even at the kept bits
+};
+
+// The tensor-core model (kind == tensor_core), per output element: the products a_k·b_k are exact; every
+// `block` consecutive products (k = 0..block−1, block..2·block−1, ...) form one multi-operand addition,
+// together with the accumulator c when acc_in_block. Each term t is aligned to the largest exponent E of the
+// block's terms — for a product the SUM of its operands' exponents e_a + e_b (its significand is in [1, 4);
+// a subnormal operand counts with the format's emin), for c its own exponent — and kept to `align_bits` bits
+// below 2^E (multiples of 2^(E − align_bits)), the rest dropped as `align_round` says. The kept terms are
+// added exactly, and the sum is normalised and rounded ONCE to the accumulator format (the qk_acc / pv_acc
+// stage; with acc_bits > 0 its exponent range with only acc_bits significand bits, the FP8 engines' e8m13)
+// with `block_round`. Without acc_in_block the block's sum is rounded so on its own and then added to c
+// with one rounding (block_round). With promote = N > 0 the tensor-core accumulator starts from 0 every N
+// products and its value is added to an outer accumulator of the acc stage (format and rounding options of
+// the stage: the CUDA cores' fp32 FADD) — the FP8 recipes' promotion; split-K with sequential reduction of
+// the partial sums is the same computation. align_bits = kUnlimitedAlign keeps every bit (the block's exact
+// sum rounded once). Measured H100 values: tensor_core_preset().
+inline constexpr int kUnlimitedAlign = -1;
+struct TensorCore {
+  int block = 16;           // products per multi-operand addition, >= 1
+  bool acc_in_block = true;  // the accumulator is one of the aligned terms
+  int align_bits = 25;      // bits kept below the largest exponent, 0..60, or kUnlimitedAlign
+  AlignRound align_round = AlignRound::truncate;
+  RoundMode block_round = RoundMode::toward_zero;  // normalisation into the accumulator (rne, rz, ru, rd)
+  int promote = 0;          // products per promotion to the outer accumulator; 0: never
+  int acc_bits = 0;         // significand bits of the tensor core's accumulator; 0: the acc stage's (2..53)
+  bool operator==(const TensorCore&) const = default;
 };
 
 struct GemmModel {
+  GemmModel(GemmKind k = GemmKind::ordered, int c = 16, TensorCore t = {})  // NOLINT: {kind, chunk} reads well
+      : kind(k), chunk(c), tc(t) {}
   GemmKind kind = GemmKind::ordered;
   int chunk = 16;  // products per group (chunked only), >= 1
+  TensorCore tc;   // tensor_core only
   bool operator==(const GemmModel&) const = default;
 };
+
+// Named tensor-core models, measured on an NVIDIA H100 (experiments/gpu/tc_probe.py, docs/tensor-cores.md):
+//   h100_fp16, h100_bf16  block 16, align_bits 25, truncate, rz, accumulator in the block
+//   h100_tf32             block 8, otherwise as fp16 (cuBLAS adds split-K for some K: see the doc)
+//   h100_e4m3, h100_e5m2  block 32, align_bits 13, acc_bits 14, truncate, rz; promote 128 (torch._scaled_mm's default,
+//                         use_fast_accum=False); h100_e4m3_fast, h100_e5m2_fast: no promotion
+//   exact                 unlimited bits, one block per product group of 16, rne (the wide-adder ideal)
+// Throws InputError naming the known ones.
+TensorCore tensor_core_preset(std::string_view name);
+std::vector<std::string> tensor_core_preset_names();
+const char* align_round_name(AlignRound r);
+AlignRound align_round_by_name(std::string_view name);  // throws InputError
 
 // The order in which a reduction adds its n terms x[0..n) (each addition one rounding to the accumulator).
 enum class ReduceOrder {
@@ -127,6 +176,9 @@ ExpVia exp_via_by_name(std::string_view name);  // throws InputError naming the 
 // round once (hardware practice); where that differs from the strict model (a sum or mean stage narrower than
 // fp32: fa_fp16, pasa_fp16, fa_bf16, pasa_bf16, pasa_fp8), `<preset>_strict` keeps every partial sum in the
 // stage format. Throws InputError for unknown names.
+// `<preset>_h100` (every preset but fp64): the same stages with the GEMMs under the H100's tensor-core model
+// for the Q stage's format (tensor_core_preset "h100_fp16", "h100_bf16" or "h100_e4m3"): opt-in, the plain
+// presets keep the `ordered` model.
 Allocation allocation_preset(std::string_view name);
 std::vector<std::string> allocation_preset_names();
 

@@ -3,6 +3,8 @@
 #include "pasa/numeric/double_double.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <span>
 #include <stdexcept>
@@ -22,6 +24,11 @@ const Format& fp32() {
 const Format& fp64() {
   static const Format f = format_by_name("fp64");
   return f;
+}
+
+double round_sum_dd(DD x, const Format& f, const RoundOptions& o) {
+  if (!std::isfinite(x.hi)) return round(x.hi, f, o);
+  return round_sum(x.hi, x.lo, f, o);
 }
 
 bool plain_rne(const RoundOptions& o) {
@@ -259,6 +266,235 @@ void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t 
           finish_row(c);
           break;
         }
+        case GemmKind::tensor_core: throw std::logic_error("gemm: tensor_core runs in dgemm_tensor_core");
+      }
+    }
+  }
+}
+
+// The tensor-core model (TensorCore in allocation.hpp) [Fasi et al. 2021; Khattak & Mikaitis 2025]. Per row,
+// per block of products: E = the largest exponent of the block's terms (products: e_a + e_b, subnormal operands
+// at their format's emin; the accumulator: its own exponent when it is one of the terms), every term scaled by
+// 2^(F − E) (exact: a power of two), cut to an integer (trunc: toward zero; nearbyint: nearest even), the
+// integers added, the sum scaled back and rounded once to the accumulator. Fast path: the cut terms are
+// integers below 2^(F+2) each (|a·b| < 2^(e_a+e_b+2), |c| < 2^(E+1)), so their sum over block + 1 terms is
+// exact in double when F + 2 + log2(block + 1) <= 53; otherwise (or with unlimited bits) every cut term goes
+// into a floating-point expansion and round_sum rounds the exact sum once.
+constexpr int kZeroExp = -100000;  // exponent of a zero term: never the largest
+constexpr int kHugeExp = 100000;   // exponent of an infinite or NaN term (the result is IEEE's then)
+
+// floor(log2 |x|) from the exponent field (every value here is a normal double: the formats' subnormals are
+// normal doubles), at least the format's emin; zero: never the largest; inf or NaN: the largest.
+inline int term_exp(double x, int emin) {
+  const int f = static_cast<int>((std::bit_cast<std::uint64_t>(x) >> 52) & 0x7ff);
+  const int e = f == 0 ? kZeroExp : f == 0x7ff ? kHugeExp : f - 1023;
+  return e == kZeroExp ? e : std::max(e, emin);
+}
+inline double pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52); }
+
+#if defined(__AVX512F__)
+// v[0..n) rounded to float in direction R (one rounding of each double), widened back in place (the
+// zero-masked forms: GCC 12 warns about the unmasked ones' undefined pass-through operand).
+template <int R>
+void cvt_rows(double* v, std::size_t n) {
+  std::size_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm512_storeu_pd(v + j, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_cvt_roundpd_ps(0xFF, _mm512_loadu_pd(v + j),
+                                                                                   R | _MM_FROUND_NO_EXC)));
+  if (j < n) {
+    const __mmask8 m = static_cast<__mmask8>((1u << (n - j)) - 1);
+    const __m512d x = _mm512_maskz_loadu_pd(m, v + j);
+    _mm512_mask_storeu_pd(v + j, m, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_cvt_roundpd_ps(0xFF, x, R | _MM_FROUND_NO_EXC)));
+  }
+}
+#endif
+
+void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                       std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+  const TensorCore& tc = g.model.tc;
+  if (tc.block < 1) throw std::logic_error("gemm: tensor_core block must be >= 1");
+  if (tc.promote < 0 || (tc.promote > 0 && tc.promote % tc.block != 0))
+    throw std::logic_error("gemm: tensor_core promote must be 0 or a multiple of block");
+  if (g.a_format.p > 26 || g.b_format.p > 26)
+    throw std::invalid_argument("gemm: the tensor_core model needs operands of at most 26 bits (products exact in "
+                                "double); got " + g.a_format.name + " x " + g.b_format.name);
+  if (g.acc.round.mode == RoundMode::stochastic || tc.block_round == RoundMode::stochastic ||
+      tc.block_round == RoundMode::odd)
+    throw std::invalid_argument("gemm: the tensor_core model takes rne, rz, ru or rd (no stochastic or odd rounding)");
+  if (tc.acc_bits != 0 && (tc.acc_bits < 2 || tc.acc_bits > 53))
+    throw std::logic_error("gemm: tensor_core acc_bits must be 0 or 2..53");
+  const Format& af = g.acc.format;
+  // the tensor core's own accumulator: the acc stage's exponent range, acc_bits significand bits
+  const Format tcf = tc.acc_bits == 0 ? af : custom_format(tc.acc_bits, af.emax, af.subnormals, af.specials);
+  RoundOptions block_opt = g.acc.round;  // the stage's overflow and flush policies, the model's rounding
+  block_opt.mode = tc.block_round;
+  const bool unlimited = tc.align_bits == kUnlimitedAlign;
+  const int F = unlimited ? 0 : tc.align_bits;
+  int log2_terms = 0;
+  while ((1 << log2_terms) < tc.block + 1) ++log2_terms;
+  const bool fast = !unlimited && F + 2 + log2_terms <= 53;
+  const bool nearest = tc.align_round == AlignRound::nearest;
+  // Float lanes (twice as many) where every product of the operands is an exact normal float (fp16, fp8:
+  // p_a + p_b <= 24, products within [2^-126, 2^127)) and the scaled products, integers below 2^(F+2), add
+  // up in int32 over groups of 2^(29 − F) products without overflow.
+  const double min_product = g.a_format.min_subnormal() * g.b_format.min_subnormal();
+  const double max_product = g.a_format.max_finite() * g.b_format.max_finite();
+  const bool float_lanes = fast && !nearest && F <= 25 && float_exact(g.a_format) && float_exact(g.b_format) &&
+                           g.a_format.p + g.b_format.p <= 24 && min_product >= 0x1p-126 && max_product < 0x1p127;
+  const std::size_t group = float_lanes ? std::size_t{1} << (29 - F) : 0;
+  thread_local std::vector<float> bf_buf, sf_buf;
+  thread_local std::vector<std::int32_t> i32_buf;
+  bf_buf.resize(float_lanes ? k * n : 0);
+  sf_buf.resize(n);
+  i32_buf.resize(n);
+  float* bf = bf_buf.data();
+  float* sf = sf_buf.data();
+  std::int32_t* i32 = i32_buf.data();
+  if (float_lanes)
+    for (std::size_t t = 0; t < k; ++t)
+      for (std::size_t j = 0; j < n; ++j) bf[t * n + j] = static_cast<float>(B[t * ldb + j]);
+  const int ea_min = g.a_format.emin(), eb_min = g.b_format.emin(), ec_min = tcf.emin();
+  const std::size_t block = static_cast<std::size_t>(tc.block);
+  const std::size_t promote = static_cast<std::size_t>(tc.promote);
+
+  thread_local std::vector<int> eb_buf, e_buf;
+  thread_local std::vector<double> c_buf, outer_buf, sum_buf, scale_buf, ex_buf;
+  thread_local std::vector<std::int64_t> isum_buf;
+  thread_local std::vector<double> unscale_buf;
+  isum_buf.resize(n);
+  unscale_buf.resize(n);
+  double* unscale = unscale_buf.data();
+  std::int64_t* isum = isum_buf.data();
+  eb_buf.resize(k * n);
+  e_buf.resize(n);
+  c_buf.resize(n);
+  outer_buf.resize(n);
+  sum_buf.resize(n);
+  scale_buf.resize(n);
+  ex_buf.resize(2 * block + 4);
+  int* eb = eb_buf.data();
+  int* E = e_buf.data();
+  double* c = c_buf.data();
+  double* outer = outer_buf.data();
+  double* sum = sum_buf.data();
+  double* scale = scale_buf.data();
+  double* ex = ex_buf.data();
+  bool all_finite = true;
+  for (std::size_t t = 0; t < k; ++t)
+    for (std::size_t j = 0; j < n; ++j) {
+      eb[t * n + j] = term_exp(B[t * ldb + j], eb_min);
+      all_finite = all_finite && std::isfinite(B[t * ldb + j]);
+    }
+  auto cut = [nearest](double x) { return nearest ? std::nearbyint(x) : std::trunc(x); };
+  // An fp32 accumulator with IEEE overflow and no flushing: the hardware conversion double → float in the
+  // block's rounding direction is that one rounding (IEEE 754 §5.4.2; overflow as §7.4, as pasa::round's ieee)
+  const bool native_fp32 = tcf == fp32() && block_opt.overflow == Overflow::ieee && !block_opt.flush_input &&
+                           !block_opt.flush_output;
+  auto round_into_acc = [&](double* v) {  // the block values, rounded once to the accumulator
+#if defined(__AVX512F__)
+    if (native_fp32) {
+      switch (block_opt.mode) {
+        case RoundMode::toward_zero: cvt_rows<_MM_FROUND_TO_ZERO>(v, n); return;
+        case RoundMode::nearest_even: cvt_rows<_MM_FROUND_TO_NEAREST_INT>(v, n); return;
+        case RoundMode::toward_pos: cvt_rows<_MM_FROUND_TO_POS_INF>(v, n); return;
+        case RoundMode::toward_neg: cvt_rows<_MM_FROUND_TO_NEG_INF>(v, n); return;
+        default: break;
+      }
+    }
+#endif
+    round_span(std::span<const double>(v, n), std::span<double>(v, n), tcf, block_opt);
+  };
+  for (std::size_t r = 0; r < m; ++r) {
+    const double* a = A + r * lda;
+    double* out = C + r * ldc;
+    bool row_finite = all_finite;
+    for (std::size_t t = 0; t < k; ++t) row_finite = row_finite && std::isfinite(a[t]);
+    std::fill(c, c + n, 0.0);
+    std::fill(outer, outer + n, 0.0);
+    std::size_t since_promotion = 0;
+    for (std::size_t t0 = 0; t0 < k; t0 += block) {
+      const std::size_t t1 = std::min(k, t0 + block);
+      for (std::size_t j = 0; j < n; ++j) E[j] = tc.acc_in_block ? term_exp(c[j], ec_min) : kZeroExp;
+      for (std::size_t t = t0; t < t1; ++t) {
+        const int ea = term_exp(a[t], ea_min);
+        const int* ebt = eb + t * n;
+        for (std::size_t j = 0; j < n; ++j) E[j] = std::max(E[j], ea + ebt[j]);
+      }
+      // 2^(F − E), E clamped so that the power of two is a normal double (an all-zero block has E = kZeroExp;
+      // a huge E only where a term is not finite and IEEE's value is taken below)
+      for (std::size_t j = 0; j < n; ++j) {
+        const int e = std::clamp(E[j], F - (float_lanes ? 100 : 1000), F + (float_lanes ? 100 : 1000));
+        scale[j] = pow2(F - e);
+        unscale[j] = pow2(e - F);
+      }
+      if (fast) {
+        // integers below 2^(F+2) each: int64 conversion truncates toward zero (vectorised), the sum is exact
+        auto to_int = [nearest](double x) {
+          return static_cast<std::int64_t>(nearest ? std::nearbyint(x) : x);
+        };
+        if (nearest) {
+          for (std::size_t j = 0; j < n; ++j) isum[j] = tc.acc_in_block ? to_int(c[j] * scale[j]) : 0;
+          for (std::size_t t = t0; t < t1; ++t) {
+            const double at = a[t];
+            const double* bt = B + t * ldb;
+            for (std::size_t j = 0; j < n; ++j) isum[j] += to_int(at * bt[j] * scale[j]);
+          }
+        } else if (float_lanes) {
+          for (std::size_t j = 0; j < n; ++j) {
+            isum[j] = tc.acc_in_block ? static_cast<std::int64_t>(c[j] * scale[j]) : 0;
+            sf[j] = static_cast<float>(scale[j]);  // a power of two within float's range (E clamped above)
+          }
+          for (std::size_t g0 = t0; g0 < t1; g0 += group) {
+            std::fill(i32, i32 + n, 0);
+            for (std::size_t t = g0; t < std::min(t1, g0 + group); ++t) {
+              const float at = static_cast<float>(a[t]);
+              const float* bt = bf + t * n;
+              for (std::size_t j = 0; j < n; ++j) i32[j] += static_cast<std::int32_t>(at * bt[j] * sf[j]);
+            }
+            for (std::size_t j = 0; j < n; ++j) isum[j] += i32[j];
+          }
+        } else {
+          for (std::size_t j = 0; j < n; ++j)
+            isum[j] = tc.acc_in_block ? static_cast<std::int64_t>(c[j] * scale[j]) : 0;
+          for (std::size_t t = t0; t < t1; ++t) {
+            const double at = a[t];
+            const double* bt = B + t * ldb;
+            for (std::size_t j = 0; j < n; ++j) isum[j] += static_cast<std::int64_t>(at * bt[j] * scale[j]);
+          }
+        }
+        for (std::size_t j = 0; j < n; ++j) sum[j] = static_cast<double>(isum[j]) * unscale[j];  // exact
+        round_into_acc(sum);
+      } else {
+        for (std::size_t j = 0; j < n; ++j) {
+          int ne = 0;
+          auto add = [&](double x) {
+            if (unlimited) expansion_add(ex, ne, x);
+            else if (const double q = cut(x * scale[j]); q != 0.0) expansion_add(ex, ne, q / scale[j]);
+          };
+          if (tc.acc_in_block) add(c[j]);
+          for (std::size_t t = t0; t < t1; ++t) add(a[t] * B[t * ldb + j]);
+          sum[j] = ne == 0 ? 0.0 : round_sum_dd(expansion_to_dd(ex, ne), tcf, block_opt);
+        }
+      }
+      if (tc.acc_in_block) std::copy(sum, sum + n, c);
+      else
+        for (std::size_t j = 0; j < n; ++j) c[j] = round_sum_dd(two_sum(c[j], sum[j]), tcf, block_opt);
+      since_promotion += t1 - t0;
+      if (promote > 0 && (since_promotion == promote || t1 == k)) {  // the CUDA cores' add, in the acc stage
+        for (std::size_t j = 0; j < n; ++j) {
+          outer[j] = round_sum_dd(two_sum(outer[j], c[j]), af, g.acc.round);
+          c[j] = 0.0;
+        }
+        since_promotion = 0;
+      }
+    }
+    const double* result = promote > 0 ? outer : c;
+    for (std::size_t j = 0; j < n; ++j) out[j] = result[j];
+    if (!row_finite) {  // a non-finite operand: IEEE arithmetic's value wherever the exact sum is not finite
+      for (std::size_t j = 0; j < n; ++j) {
+        double s = 0.0;
+        for (std::size_t t = 0; t < k; ++t) s = std::fma(a[t], B[t * ldb + j], s);
+        if (!std::isfinite(s)) out[j] = s;
       }
     }
   }
@@ -299,7 +535,8 @@ bool float_path(const GemmSpec& g) {
   const bool acc_fp32 = native(g.acc, fp32());
   const bool narrow_every_op = g.model.kind == GemmKind::every_op && plain_rne(g.acc.round) && g.acc.format.p <= 11 &&
                                float_exact(g.acc.format) && g.a_format.p + g.b_format.p <= 24;
-  return operands_float && ((acc_fp32 && g.model.kind != GemmKind::chunked) || narrow_every_op);
+  const bool fma_kinds = g.model.kind == GemmKind::ordered || g.model.kind == GemmKind::every_op;
+  return operands_float && ((acc_fp32 && fma_kinds) || narrow_every_op);
 }
 
 }  // namespace
@@ -319,7 +556,8 @@ bool gemm_uses_floats(const GemmSpec& g) { return float_path(g); }
 void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
           const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   if (!float_path(g)) {
-    dgemm_generic(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
+    if (g.model.kind == GemmKind::tensor_core) dgemm_tensor_core(g, m, n, k, A, lda, B, ldb, C, ldc);
+    else dgemm_generic(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
     round_rows(g, m, n, C, ldc, rng);
     return;
   }
@@ -342,7 +580,8 @@ void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const 
   double* db = db_buffer.data();
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < n; ++j) db[t * n + j] = B[t * ldb + j];
-  dgemm_generic(g, m, n, k, A, lda, db, n, C, ldc, rng);
+  if (g.model.kind == GemmKind::tensor_core) dgemm_tensor_core(g, m, n, k, A, lda, db, n, C, ldc);
+  else dgemm_generic(g, m, n, k, A, lda, db, n, C, ldc, rng);
   round_rows(g, m, n, C, ldc, rng);
 }
 

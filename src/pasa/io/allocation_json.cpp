@@ -44,16 +44,81 @@ void read_stage(const json& j, const std::string& path, Stage st, StageSpec& s) 
   if (j.contains("via")) s.via = as_named(j.at("via"), path + "/via", exp_via_by_name);
 }
 
+// The tensor-core fields of "gemm": "tensor_core" (a named model: tensor_core_preset) first, then the fields
+// given one by one override it. Only with "model": "tensor_core" (or a base allocation that has it).
+void read_tensor_core(const json& g, const std::string& gp, GemmModel& m) {
+  const bool any = g.contains("tensor_core") || g.contains("block") || g.contains("acc_in_block") ||
+                   g.contains("align_bits") || g.contains("align_round") || g.contains("block_round") ||
+                   g.contains("promote") || g.contains("acc_bits");
+  if (!any) return;
+  if (m.kind != GemmKind::tensor_core)
+    json_fail(gp, "tensor-core fields (tensor_core, block, acc_in_block, align_bits, align_round, block_round, "
+                  "promote, acc_bits) need \"model\": \"tensor_core\"");
+  TensorCore& t = m.tc;
+  if (g.contains("tensor_core")) t = as_named(g.at("tensor_core"), gp + "/tensor_core", tensor_core_preset);
+  if (g.contains("block")) {
+    const std::int64_t b = as_integer(g.at("block"), gp + "/block");
+    if (b < 1 || b > 1024) json_fail(gp + "/block", fmt::format("expected 1..1024 products, got {}", b));
+    t.block = static_cast<int>(b);
+  }
+  read_bool(g, "acc_in_block", gp, t.acc_in_block);
+  if (g.contains("align_bits")) {
+    const json& v = g.at("align_bits");
+    if (v.is_string() && v.get<std::string>() == "unlimited") t.align_bits = kUnlimitedAlign;
+    else {
+      const std::int64_t b = as_integer(v, gp + "/align_bits");
+      if (b < 0 || b > 60) json_fail(gp + "/align_bits", fmt::format("expected 0..60 or \"unlimited\", got {}", b));
+      t.align_bits = static_cast<int>(b);
+    }
+  }
+  if (g.contains("align_round")) t.align_round = as_named(g.at("align_round"), gp + "/align_round", align_round_by_name);
+  if (g.contains("block_round")) {
+    const RoundMode r = as_named(g.at("block_round"), gp + "/block_round", round_mode_by_name);
+    if (r == RoundMode::stochastic || r == RoundMode::odd)
+      json_fail(gp + "/block_round", "expected rne, rz, ru or rd (a tensor core rounds deterministically)");
+    t.block_round = r;
+  }
+  if (g.contains("acc_bits")) {
+    const std::int64_t b = as_integer(g.at("acc_bits"), gp + "/acc_bits");
+    if (b != 0 && (b < 2 || b > 53)) json_fail(gp + "/acc_bits", fmt::format("expected 0 or 2..53, got {}", b));
+    t.acc_bits = static_cast<int>(b);
+  }
+  if (g.contains("promote")) t.promote = static_cast<int>(as_size(g.at("promote"), gp + "/promote", 0));
+  if (t.promote > 0 && t.promote % t.block != 0)
+    json_fail(gp + "/promote", fmt::format("promote ({}) must be 0 or a multiple of block ({})", t.promote, t.block));
+}
+
 const char* kind_name(GemmKind k) {
   switch (k) {
     case GemmKind::ordered: return "ordered";
     case GemmKind::chunked: return "chunked";
     case GemmKind::every_op: return "every_op";
+    case GemmKind::tensor_core: return "tensor_core";
   }
   return "?";
 }
 
 }  // namespace
+
+GemmModel gemm_model_from_json(const json& g, const std::string& gp, GemmModel m) {
+  require_object(g, gp);
+  check_keys(g, {"model", "chunk", "tensor_core", "block", "acc_in_block", "align_bits", "align_round",
+                 "block_round", "promote", "acc_bits"},
+             gp);
+  if (g.contains("model")) {
+    const std::string name = as_string(g.at("model"), gp + "/model");
+    if (name == "ordered") m.kind = GemmKind::ordered;
+    else if (name == "chunked") m.kind = GemmKind::chunked;
+    else if (name == "every_op") m.kind = GemmKind::every_op;
+    else if (name == "tensor_core") m.kind = GemmKind::tensor_core;
+    else
+      json_fail(gp + "/model",
+                fmt::format("unknown GEMM model \"{}\"; known: ordered, chunked, every_op, tensor_core", name));
+  }
+  if (g.contains("chunk")) m.chunk = static_cast<int>(as_size(g.at("chunk"), gp + "/chunk", 1));
+  read_tensor_core(g, gp, m);
+  return m;
+}
 
 Allocation allocation_from_json(const json& j, const std::string& path) {
   if (j.is_string()) return as_named(j, path, allocation_preset);
@@ -64,19 +129,7 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
   if (j.contains("name")) a.name = as_string(j.at("name"), path + "/name");
   else if (!full) a.name = a.name + "+overrides";
   else a.name = "custom";
-  if (j.contains("gemm")) {
-    const json& g = j.at("gemm");
-    const std::string gp = path + "/gemm";
-    check_keys(g, {"model", "chunk"}, gp);
-    if (g.contains("model")) {
-      const std::string m = as_string(g.at("model"), gp + "/model");
-      if (m == "ordered") a.gemm.kind = GemmKind::ordered;
-      else if (m == "chunked") a.gemm.kind = GemmKind::chunked;
-      else if (m == "every_op") a.gemm.kind = GemmKind::every_op;
-      else json_fail(gp + "/model", fmt::format("unknown GEMM model \"{}\"; known: ordered, chunked, every_op", m));
-    }
-    if (g.contains("chunk")) a.gemm.chunk = static_cast<int>(as_size(g.at("chunk"), gp + "/chunk", 1));
-  }
+  if (j.contains("gemm")) a.gemm = gemm_model_from_json(j.at("gemm"), path + "/gemm", a.gemm);
   std::array<bool, kStageCount> given{};
   if (j.contains("stages")) {
     const json& st = j.at("stages");
@@ -127,6 +180,16 @@ json to_json(const Allocation& a) {
   }
   json gemm = {{"model", kind_name(a.gemm.kind)}};
   if (a.gemm.kind == GemmKind::chunked) gemm["chunk"] = a.gemm.chunk;
+  if (a.gemm.kind == GemmKind::tensor_core) {
+    const TensorCore& t = a.gemm.tc;
+    gemm["block"] = t.block;
+    gemm["acc_in_block"] = t.acc_in_block;
+    gemm["align_bits"] = t.align_bits == kUnlimitedAlign ? json("unlimited") : json(t.align_bits);
+    gemm["align_round"] = align_round_name(t.align_round);
+    gemm["block_round"] = round_mode_name(t.block_round);
+    gemm["promote"] = t.promote;
+    gemm["acc_bits"] = t.acc_bits;
+  }
   return {{"name", a.name}, {"gemm", gemm}, {"stages", stages}};
 }
 

@@ -10,14 +10,20 @@
 namespace pasa {
 
 // JSON: a preset name as a string, or an object
-//   {"preset": "fa_fp16", "name": "...", "gemm": {"model": "ordered|chunked|every_op", "chunk": 16},
+//   {"preset": "fa_fp16", "name": "...", "gemm": {"model": "ordered|chunked|every_op|tensor_core", "chunk": 16},
 //    "stages": {"max": "fp32", "exp": {"format": "fp16", "round": "rne", "overflow": "saturate",
 //                                      "ftz": false, "daz": false, "via": "exact|fp32"},
 //               "sum": {"format": "fp16", "acc": "fp32", "order": "sequential|pairwise|blocked", "width": 32}}}
 // "acc", "order" and "width" (a power of two in [1, 1024]) are the Reduction of the sum and mean stages;
 // "via" belongs to the exp stage. A stage given as a plain format name reduces in that format, sequentially.
+// "gemm" with "model": "tensor_core" takes "tensor_core": a named model (tensor_core_preset, e.g. "h100_fp16")
+// and/or the TensorCore fields one by one: "block", "acc_in_block", "align_bits" (0..60 or "unlimited"),
+// "align_round" ("truncate" | "nearest"), "block_round" ("rne" | "rz" | "ru" | "rd"), "promote" (0 or a
+// multiple of block), "acc_bits" (0 or 2..53); fields given override the named model.
 // Without "preset" every stage must be given. Errors are InputErrors naming the JSON path.
 Allocation allocation_from_json(const nlohmann::json& j, const std::string& json_path);
-nlohmann::json to_json(const Allocation& a);  // the full form (every stage); reads back equal
+nlohmann::json to_json(const Allocation& a);
+// The "gemm" object alone, applied over `base` (fields absent keep base's values).
+GemmModel gemm_model_from_json(const nlohmann::json& j, const std::string& json_path, GemmModel base = {});  // the full form (every stage); reads back equal
 
 }  // namespace pasa

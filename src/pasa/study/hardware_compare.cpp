@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/gemm.hpp"
+#include "pasa/io/npy.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
@@ -198,6 +200,46 @@ std::vector<HwAttentionRow> compare_attention(const HwAttentionOptions& opt) {
     }
   }
   return rows;
+}
+
+HwGemmResult compare_gemm(const HwGemmOptions& o) {
+  const NpyArray na = read_npy(o.a), nb = read_npy(o.b), nc = read_npy(o.c);
+  auto dims = [](const NpyArray& x, const fs::path& p) {
+    if (x.shape.size() != 3)
+      throw InputError(fmt::format("{}: expected a (batch, rows, columns) array, got {} dimensions", p.string(),
+                                   x.shape.size()));
+    return x.shape;
+  };
+  const auto sa = dims(na, o.a), sb = dims(nb, o.b), sc = dims(nc, o.c);
+  const std::size_t Q = sa[0], M = sa[1], K = sa[2], N = sb[1];
+  if (sb[0] != Q || sb[2] != K || sc[0] != Q || sc[1] != M || sc[2] != N)
+    throw InputError(fmt::format("{}, {}, {}: shapes ({}, {}, {}), ({}, {}, {}), ({}, {}, {}) are not A (q, m, k), "
+                                 "Bt (q, n, k), C (q, m, n)",
+                                 o.a.string(), o.b.string(), o.c.string(), sa[0], sa[1], sa[2], sb[0], sb[1], sb[2],
+                                 sc[0], sc[1], sc[2]));
+  std::vector<double> A = npy_values(na, &o.a_format), Bt = npy_values(nb, &o.b_format),
+                      Cg = npy_values(nc, &o.out_format);
+  Format fa = o.a_format, fb = o.b_format;
+  if (o.convert) {
+    for (double& x : A) x = round(x, o.convert->first, o.convert->second);
+    for (double& x : Bt) x = round(x, o.convert->first, o.convert->second);
+    fa = fb = o.convert->first;
+  }
+  const GemmSpec g{fa, fb, StageSpec{format_by_name("fp32")}, StageSpec{o.out_format}, o.model};
+  Tensor gpu(Shape{1, Q, M, N}, o.out_format), emu(Shape{1, Q, M, N}, o.out_format);
+  gpu.data = Cg;
+  std::vector<double> B(K * N);
+  for (std::size_t q = 0; q < Q; ++q) {
+    for (std::size_t t = 0; t < K; ++t)
+      for (std::size_t j = 0; j < N; ++j) B[t * N + j] = Bt[(q * N + j) * K + t];
+    gemm(g, M, N, K, A.data() + q * M * K, K, B.data(), N, emu.data.data() + q * M * N, N);
+  }
+  HwGemmResult r;
+  r.ulps = ulp_histogram(emu, gpu);
+  for (std::size_t x = 0; x < Cg.size() && r.mismatches.size() < o.max_mismatches; ++x)
+    if (!(emu.data[x] == Cg[x] || (std::isnan(emu.data[x]) && std::isnan(Cg[x]))))
+      r.mismatches.push_back({x / (M * N), x / N % M, x % N, Cg[x], emu.data[x]});
+  return r;
 }
 
 std::string hw_attention_csv(const std::vector<HwAttentionRow>& rows) {

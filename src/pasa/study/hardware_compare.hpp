@@ -18,9 +18,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "pasa/attention/allocation.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/inputs/tensor.hpp"
 #include "pasa/numeric/format.hpp"
@@ -58,6 +61,28 @@ struct HwAttentionOptions {
 // gives a row with status "missing <file>" (and NaN figures). Errors (InputError) name the file and problem.
 std::vector<HwAttentionRow> compare_attention(const HwAttentionOptions&);
 std::string hw_attention_csv(const std::vector<HwAttentionRow>&);
+
+// A GPU GEMM against the tensor-core model (experiments/gpu/tc_probe.py, tc_random.py): A (nb, M, K) and Bt
+// (nb, N, K) .npy as the GPU multiplied them (storage of their formats: float16, float32, or uint16/uint8 bit
+// patterns of bf16 / fp8), C (nb, M, N) the GPU's outputs in out_format. The model computes every C[q] =
+// A[q]·Bt[q]ᵀ with the accumulator `acc` (fp32) and rounds to out_format (RNE); inputs are first rounded to
+// `convert` (e.g. float32 → tf32 inside cuBLAS) when given.
+struct HwGemmOptions {
+  std::filesystem::path a, b, c;
+  Format a_format, b_format, out_format;
+  GemmModel model;
+  std::optional<std::pair<Format, RoundOptions>> convert;  // the inputs' conversion before the GEMM
+  std::size_t max_mismatches = 0;                           // listed, in output order
+};
+struct HwGemmMismatch {
+  std::size_t q = 0, i = 0, j = 0;
+  double gpu = 0, model = 0;
+};
+struct HwGemmResult {
+  UlpHistogram ulps;
+  std::vector<HwGemmMismatch> mismatches;
+};
+HwGemmResult compare_gemm(const HwGemmOptions&);
 
 struct HwConversionMismatch {
   std::uint32_t input = 0;
