@@ -26,6 +26,10 @@ std::vector<std::string> algorithm_names() {
 AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads) {
   check_algorithm_name(spec.name, "");
   if (spec.s1 == 0 || spec.s2 == 0) throw InputError("block sizes s1 and s2 must be at least 1");
+  if (spec.splits == 0) throw InputError("splits must be at least 1 (1: no split-KV)");
+  if (spec.splits > 1 && spec.name != "fa2" && spec.name != "pasa" && spec.name != "smooth_k")
+    throw InputError(fmt::format("splits = {}: split-KV needs fa2, smooth_k or pasa (an unnormalised output to merge), "
+                                 "got \"{}\"", spec.splits, spec.name));
   validate(in);
   detail::Run run(in, spec);
   AttentionOutput out;

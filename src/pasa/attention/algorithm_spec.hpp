@@ -31,6 +31,11 @@ struct AlgorithmSpec {
   std::size_t s1 = 128, s2 = 128;  // query and key/value block sizes
   PasaOptions pasa;
   std::uint64_t seed = 0;  // random stream for stochastic rounding (one stream per (batch, head, query block))
+  // Split-KV ("flash-decoding", [UA]): the keys of each work item cut into this many parts at s2-block
+  // boundaries, each returning (unnormalised O, max, sum) (PASA: also its pseudo-average and block count),
+  // merged in the allocation's `merge` stage (attention/detail/split_kv.hpp). 1: no split (the engine as
+  // is). fa2, smooth_k and pasa only.
+  std::size_t splits = 1;
   bool operator==(const AlgorithmSpec&) const = default;
 };
 

@@ -16,8 +16,9 @@ namespace pasa {
 //               "sum": {"format": "fp16", "acc": "fp32", "order": "sequential|pairwise|blocked", "width": 32}}}
 // "acc", "order" and "width" (a power of two in [1, 1024]) are the Reduction of the sum and mean stages;
 // "via" belongs to the exp stage. A stage given as a plain format name reduces in that format, sequentially.
-// Without "preset" every stage must be given. Errors are InputErrors naming the JSON path.
+// Without "preset" every stage must be given, except "merge" (split-KV), which is the "o" stage's spec when
+// not given (also when a preset's "o" is overridden). Errors are InputErrors naming the JSON path.
 Allocation allocation_from_json(const nlohmann::json& j, const std::string& json_path);
-nlohmann::json to_json(const Allocation& a);  // the full form (every stage); reads back equal
+nlohmann::json to_json(const Allocation& a);  // the full form (every stage; merge only where it is not o's); reads back equal
 
 }  // namespace pasa
