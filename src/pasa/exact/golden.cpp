@@ -117,11 +117,11 @@ double lse_from_dd(DD m, DD l) {
 
 // Fast double-double path for rows [i0, i1) of (b, h). Returns false (nothing trusted) when a row's bound
 // is below kMinFastBits; the caller then redoes the block with MPFR.
-bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, BlockResult& res) {
+bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, const KeysT& keys,
+                BlockResult& res) {
   const AttentionInputs& in = P.in;
   const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
   const std::size_t hk = h / in.group();
-  const KeysT keys(in.k, b, hk);
   const double* V = in.v.head(b, hk);
   std::vector<double> shi(Skv), slo(Skv), nh(D), nc(D), delta(Skv);
   std::vector<DD> p(Skv);
@@ -320,18 +320,26 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   const bool fast = opt.fast && fast_path_safe(in, P.max_abs_v);
   const std::size_t blocks = (qs.S + kRowBlock - 1) / kRowBlock;
   std::vector<BlockResult> results(qs.B * qs.N * blocks);
-  parallel_for(results.size(), opt.threads, [&](std::size_t w) {
-    const std::size_t blk = w % blocks, bh = w / blocks, b = bh / qs.N, h = bh % qs.N;
+  // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its
+  // transposed keys (decode: one row per head, so the transposition would otherwise dominate). Each
+  // (head, row block) result is computed as on its own; the split only decides what runs together.
+  const std::size_t G = in.group(), Nkv = in.k.shape.N;
+  parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
+    const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
-    BlockResult r;
-    if (!fast || !fast_block(P, b, h, i0, i1, r)) {
-      r = BlockResult{};
-      mpfr_block(P, b, h, i0, i1, r);
+    std::unique_ptr<KeysT> keys;
+    if (fast) keys = std::make_unique<KeysT>(in.k, b, hk);
+    for (std::size_t h = hk * G; h < (hk + 1) * G; ++h) {
+      BlockResult r;
+      if (!fast || !fast_block(P, b, h, i0, i1, *keys, r)) {
+        r = BlockResult{};
+        mpfr_block(P, b, h, i0, i1, r);
+      }
+      results[(b * qs.N + h) * blocks + blk] = r;
     }
     // MPFR caches constants (log 2 for the lse and the exp tables) per thread; parallel_for's threads end
     // with the call, so free them here (LeakSanitizer reports them otherwise).
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
-    results[w] = r;
   });
   g.guaranteed_bits = 1000;
   for (const BlockResult& r : results) {

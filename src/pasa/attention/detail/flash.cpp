@@ -115,19 +115,23 @@ void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, 
 
 }  // namespace
 
+void fa2_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
+  if (run.spec.splits <= 1) {
+    fa2_blocks(run, it, 0, run.Skv, st, rng);
+    return;
+  }
+  std::vector<Partial> parts;  // split-KV: every part from a fresh state, then the merge
+  for (const auto& [jb, je] : split_ranges(run, it)) {
+    parts.emplace_back(it.rows(), run.D, kNegInf);
+    fa2_blocks(run, it, jb, je, parts.back(), rng);
+  }
+  merge_partials(run, parts, false, 0.0, st, rng);
+}
+
 void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std::vector<double>* lse_shift) {
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
     Partial st(it.rows(), run.D, kNegInf);
-    if (run.spec.splits <= 1) {
-      fa2_blocks(run, it, 0, run.Skv, st, rng);
-    } else {  // split-KV: every part from a fresh state, then the merge
-      std::vector<Partial> parts;
-      for (const auto& [jb, je] : split_ranges(run, it)) {
-        parts.emplace_back(it.rows(), run.D, kNegInf);
-        fa2_blocks(run, it, jb, je, parts.back(), rng);
-      }
-      merge_partials(run, parts, false, 0.0, st, rng);
-    }
+    fa2_item(run, it, st, rng);
     finish_rows(run, it, st.O, st.l, st.m, st.seen, true, lse_shift, out, rng);
   });
 }

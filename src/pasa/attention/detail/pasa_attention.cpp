@@ -57,7 +57,7 @@ std::vector<double> shifting_matrix(const Run& run, std::size_t n, RandomBits* r
 
 }  // namespace
 
-void pasa_attention(Run& run, AttentionOutput& out, int threads) {
+void pasa_prepare(Run& run, int threads) {
   const PasaOptions& opt = run.spec.pasa;
   if (!(opt.beta >= 0 && opt.beta < 1)) throw InputError("pasa: beta must be in [0, 1)");
   if (opt.form != "fa2" && opt.form != "printed")
@@ -82,9 +82,14 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
     run.set_keys_t(b, h, shifted.data());
   });
 
+}
+
+double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
+  const PasaOptions& opt = run.spec.pasa;
+  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2;
   const double beta = opt.beta;
   const bool printed = opt.form == "printed";
-  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+  {
     const std::size_t rows = it.rows();
     const double inva = run.round_exact(Stage::mean, exact_ratio(beta, 0.0, 1.0, 1.0, beta), rng);  // Thm. 2.1
     std::vector<double> Z, P(rows * s2);
@@ -179,7 +184,6 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
     }
     };
     const double m0 = opt.m0_zero ? 0.0 : kNegInf;
-    Partial st(rows, D, m0);
     if (run.spec.splits <= 1) {
       blocks(0, S, st);
     } else {  // split form: each part carries its pseudo-average F_t and block count J_t (split_kv.hpp)
@@ -190,10 +194,25 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       }
       merge_partials(run, parts, true, inva, st, rng);
     }
-    // Step 22: O = O/l. The running max is relative to Inva·F, so the lse adds it back.
-    std::vector<double> frame(rows);
-    for (std::size_t r = 0; r < rows; ++r) frame[r] = st.m[r] + inva * st.F[r];
-    finish_rows(run, it, st.O, st.l, frame, st.seen, true, nullptr, out, rng);
+    return inva;
+  }
+}
+
+double pasa_m0(const Run& run) { return run.spec.pasa.m0_zero ? 0.0 : kNegInf; }
+
+void pasa_finish(const Run& run, const Item& it, const Partial& st, double inva, AttentionOutput& out, RandomBits* rng) {
+  // Step 22: O = O/l. The running max is relative to Inva·F, so the lse adds it back.
+  std::vector<double> frame(it.rows());
+  for (std::size_t r = 0; r < it.rows(); ++r) frame[r] = st.m[r] + inva * st.F[r];
+  finish_rows(run, it, st.O, st.l, frame, st.seen, true, nullptr, out, rng);
+}
+
+void pasa_attention(Run& run, AttentionOutput& out, int threads) {
+  pasa_prepare(run, threads);
+  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+    Partial st(it.rows(), run.D, pasa_m0(run));
+    const double inva = pasa_item(run, it, st, rng);
+    pasa_finish(run, it, st, inva, out, rng);
   });
 }
 
