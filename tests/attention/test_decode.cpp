@@ -4,6 +4,7 @@
 // for every split count; split = 1 is the engine as is), the merge stage in allocations, and bad inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -283,4 +284,91 @@ TEST_CASE("decode: bad inputs are errors naming what is wrong", "[decode][errors
   CHECK_THROWS_WITH(algorithm_from_json(nlohmann::json{{"name", "fa1"}, {"splits", 2}}, "/a"),
                     Catch::Contains("/a/splits"));
   CHECK(algorithm_from_json(nlohmann::json{{"name", "pasa"}, {"splits", 3}}, "").splits == 3);
+}
+
+namespace {
+
+AlgorithmSpec fdpp_spec(const std::string& alloc, double phi, double a, double b, std::size_t splits = 1) {
+  AlgorithmSpec s = spec_of("fdpp", alloc, 32, splits);
+  s.fdpp = FdppOptions{phi, a, b};
+  return s;
+}
+
+// The largest visible, unselected score x of every row (long double, from the definition).
+std::vector<long double> row_max_scores(const AttentionInputs& in) {
+  std::vector<long double> mx;
+  const std::size_t D = in.q.shape.D;
+  for (std::size_t bb = 0; bb < in.q.shape.B; ++bb)
+    for (std::size_t h = 0; h < in.q.shape.N; ++h)
+      for (std::size_t i = 0; i < in.q.shape.S; ++i) {
+        long double m = -INFINITY;
+        for (std::size_t j = 0; j < in.k.shape.S; ++j) {
+          if (!visible(in, bb, i, j)) continue;
+          if (!in.mask.select.empty() && in.mask.select[(bb * in.q.shape.S + i) * in.k.shape.S + j]) continue;
+          long double x = 0;
+          for (std::size_t d = 0; d < D; ++d)
+            x += static_cast<long double>(in.q.at(bb, h, i, d)) * in.k.at(bb, h / in.group(), j, d);
+          x = x / std::sqrt(static_cast<long double>(D)) + (in.pse.data.empty() ? 0.0L : in.pse.at(bb, h, i, j));
+          m = std::max(m, x);
+        }
+        mx.push_back(m);
+      }
+  return mx;
+}
+
+}  // namespace
+
+TEST_CASE("FlashDecoding++: fp64 equals the golden, asynchronised or recomputed, any split count", "[decode][fdpp]") {
+  const AttentionInputs in = decode_inputs(2, 4, 2, 2, 300, 16, 91);
+  const Golden g = golden_attention(in);
+  for (std::size_t splits : {1, 3, 8}) {
+    INFO("splits = " << splits);
+    const AttentionOutput wide = run_attention(in, fdpp_spec("fp64", 0.5, -700, 700, splits));
+    CHECK(wide.recomputed_rows == 0);
+    CHECK(rmse(wide.o, g.o) < 1e-13);
+    const AttentionOutput narrow = run_attention(in, fdpp_spec("fp64", 0.5, -1, 1, splits));
+    CHECK(narrow.recomputed_rows == 16);
+    CHECK(rmse(narrow.o, g.o) < 1e-13);
+    for (std::size_t r = 0; r < g.lse.size(); ++r) CHECK(wide.lse[r] == Approx(g.lse[r]).epsilon(1e-13));
+  }
+  // The recomputed rows are exactly those with a score at or above φ + b (b between the rows' maxima).
+  std::vector<long double> mx = row_max_scores(in);
+  std::vector<long double> sorted = mx;
+  std::sort(sorted.begin(), sorted.end());
+  const double b = static_cast<double>((sorted[7] + sorted[8]) / 2) - 0.3;
+  std::size_t expect = 0;
+  for (long double m : mx) expect += m - 0.3L >= b;
+  CHECK(expect == 8);
+  const AttentionOutput some = run_attention(in, fdpp_spec("fp64", 0.3, -700, b));
+  CHECK(some.recomputed_rows == expect);
+  CHECK(rmse(some.o, g.o) < 1e-13);
+}
+
+TEST_CASE("FlashDecoding++: b guards the exp format; the fp16 row sum needs more", "[decode][fdpp]") {
+  // Scores near 8 (q, k ~ U(0.5, 1.5), D = 64): with φ = -6, e^{x − φ} ≈ e^{14} > 65504 overflows an fp16
+  // exp stage unless b = 11 sends the rows to the recomputation.
+  AttentionInputs in = decode_inputs(1, 2, 1, 1, 128, 64, 95, 0.0, false, 1, 0.5);
+  in.pse.data.clear();
+  const Golden g = golden_attention(in);
+  const AttentionOutput unguarded = run_attention(in, fdpp_spec("fa_fp16", -6, -30, 40));
+  CHECK(unguarded.recomputed_rows == 0);
+  CHECK(compare_outputs(unguarded.o, g.o).rows_with_nonfinite == 2);
+  const AttentionOutput guarded = run_attention(in, fdpp_spec("fa_fp16", -6, -30, 11));
+  CHECK(guarded.recomputed_rows == 2);
+  CHECK(compare_outputs(guarded.o, g.o).rows_with_nonfinite == 0);
+  CHECK(compare_outputs(guarded.o, g.o).rmse < 2e-3);
+  // With φ = -2 every e^{x − φ} ≈ e^{10} fits fp16 and no row leaves the range, but the fp16 row sum of 128
+  // such terms (≈ 2.8e6) overflows, and so do P·V and O: with fp16 sum/pv/o stages, n·e^b·max|V| must fit,
+  // not only e^b (with those three stages in fp32 it is fine).
+  const AttentionOutput sum16 = run_attention(in, fdpp_spec("fa_fp16", -2, -30, 11));
+  CHECK(sum16.recomputed_rows == 0);
+  CHECK(compare_outputs(sum16.o, g.o).rows_with_nonfinite == 2);
+  AlgorithmSpec sum32 = fdpp_spec("fa_fp16", -2, -30, 11);
+  sum32.alloc.spec(Stage::sum) = StageSpec{format_by_name("fp32")};
+  sum32.alloc.spec(Stage::o) = StageSpec{format_by_name("fp32")};
+  sum32.alloc.spec(Stage::pv) = StageSpec{format_by_name("fp32")};
+  CHECK(compare_outputs(run_attention(in, sum32).o, g.o).rmse < 2e-3);
+  CHECK_THROWS_WITH(algorithm_from_json(nlohmann::json{{"name", "fdpp"}, {"fdpp", {{"a", 2}, {"b", 1}}}}, "/x"),
+                    Catch::Contains("/x/fdpp: expected a < b"));
+  CHECK(algorithm_from_json(nlohmann::json{{"name", "fdpp"}, {"fdpp", {{"phi", -3}}}}, "").fdpp.phi == -3);
 }
