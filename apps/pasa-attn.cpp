@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
     const Shape& s = in.q.shape;
     fmt::print("problem      Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {}{}\n", s.B, s.N, s.S, s.D, in.k.shape.B,
                in.k.shape.N, in.k.shape.S, in.k.shape.D, in.q.format.name, in.mask.causal ? ", causal" : "");
-    fmt::print("algorithm    {} / {} (s1 {}, s2 {}), {:.3f} s\n", algo.name, algo.alloc.name, algo.s1, algo.s2, t_algo);
+    fmt::print("algorithm    {} / {} (s1 {}, s2 {}{}), {:.3f} s\n", algo.name, algo.alloc.name, algo.s1, algo.s2,
+               algo.splits > 1 ? fmt::format(", {} KV splits", algo.splits) : "", t_algo);
     fmt::print("golden       {} guaranteed bits{}, {:.3f} s\n", golden.guaranteed_bits,
                golden.used_mpfr ? " (MPFR)" : "", t_golden);
     fmt::print("{:<28}{}\n", "metric", "value");

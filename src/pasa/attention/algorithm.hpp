@@ -6,6 +6,7 @@
 //   fa2             FlashAttention 2 ([FA2, Alg. 1], Q outer loop): returns the log-sum-exp
 //   pasa            PASA ([PASA, Alg. 1], as read in docs/; options below)
 //   smooth_k        SageAttention's "smooth K": K minus its mean over the whole sequence, then fa2
+//   fdpp            FlashDecoding++'s asynchronised softmax with a unified max φ and recomputation ([FD++, §3])
 //
 // Every algorithm parallelises over (batch, head, query block); the loop order over blocks is fixed by the
 // algorithm, not by the threads, so results are bit-identical whatever the thread count. Blocks that a mask

@@ -25,18 +25,35 @@ struct PasaOptions {
   bool operator==(const PasaOptions&) const = default;
 };
 
+// FlashDecoding++'s asynchronised softmax ([FD++, §3]): every part uses the same "unified maximum" φ,
+// P = e^{x − φ}, no running max and no rescaling; a row with a visible score x where x − φ <= a or x − φ >= b
+// (overflow or precision loss of e^{x − φ}) is recomputed with the synchronised scheme (fa2 with the same
+// splits). φ is rounded to the max stage.
+struct FdppOptions {
+  double phi = 0;
+  double a = -30, b = 11;  // e^{11} < 65504: b fits an fp16 exp stage
+  bool operator==(const FdppOptions&) const = default;
+};
+
 struct AlgorithmSpec {
   std::string name = "fa2";  // one of algorithm_names()
   Allocation alloc;
   std::size_t s1 = 128, s2 = 128;  // query and key/value block sizes
   PasaOptions pasa;
   std::uint64_t seed = 0;  // random stream for stochastic rounding (one stream per (batch, head, query block))
+  // Split-KV ("flash-decoding", [UA]): the keys of each work item cut into this many parts at s2-block
+  // boundaries, each returning (unnormalised O, max, sum) (PASA: also its pseudo-average and block count),
+  // merged in the allocation's `merge` stage (attention/detail/split_kv.hpp). 1: no split (the engine as
+  // is). fa2, smooth_k and pasa only.
+  std::size_t splits = 1;
+  FdppOptions fdpp;  // the "fdpp" algorithm only
   bool operator==(const AlgorithmSpec&) const = default;
 };
 
 struct AttentionOutput {
   Tensor o;                 // (B, Nq, Sq, D), values of the allocation's "out" format
   std::vector<double> lse;  // (B, Nq, Sq): m + log(l) in fp64 from the algorithm's final m and l (−inf: no key)
+  std::size_t recomputed_rows = 0;  // fdpp: rows whose scores left (φ + a, φ + b) and were recomputed
 };
 
 }  // namespace pasa

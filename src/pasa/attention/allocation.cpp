@@ -12,7 +12,7 @@ namespace {
 const std::array<std::string, kStageCount>& names() {
   static const std::array<std::string, kStageCount> n = {"q",   "k",   "v",  "qk_acc", "s",  "scale",
                                                          "max", "exp", "sum", "p",     "pv_acc", "pv",
-                                                         "o",   "div", "out", "shift", "k_shift", "mean"};
+                                                         "o",   "div", "out", "shift", "k_shift", "mean", "merge"};
   return n;
 }
 

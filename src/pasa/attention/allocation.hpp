@@ -19,6 +19,9 @@
 //   shift     PASA's shifting matrix M (Eq. 10)
 //   k_shift   the shifted keys written by PASA's pre-processing GEMM (Eq. 11) or smooth_k's K − mean(K)
 //   mean      PASA's row means S̄' and pseudo-averages F (Eq. 15) and correction terms Δm'; smooth_k's mean of K
+//   merge     the merge of split-KV parts (AlgorithmSpec::splits > 1, [UA]): re-framing, e^{m_t − M}, Σ a_t·l_t,
+//             Σ a_t·O_t. Used only with splits; where an allocation does not name it, it is the `o` stage's spec
+//             (the presets: merge == o), so allocations written before it existed keep their meaning.
 //
 // Reductions (the row sum l in `sum`, the means in `mean`) have their own accumulator: see Reduction.
 // Elementwise steps are computed exactly and rounded once to their stage's format, except the exp stage's
@@ -38,8 +41,8 @@
 
 namespace pasa {
 
-enum class Stage { q, k, v, qk_acc, s, scale, max, exp, sum, p, pv_acc, pv, o, div, out, shift, k_shift, mean };
-inline constexpr std::size_t kStageCount = 18;
+enum class Stage { q, k, v, qk_acc, s, scale, max, exp, sum, p, pv_acc, pv, o, div, out, shift, k_shift, mean, merge };
+inline constexpr std::size_t kStageCount = 19;
 
 // How a GEMM rounds. The product of two input values is exact in every model except every_op.
 enum class GemmKind {

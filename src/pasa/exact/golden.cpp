@@ -6,6 +6,8 @@
 //
 // Fast-path bound, per row (u = 2^-53, n visible keys, S = scale):
 //   score error   δ_j <= S·dot2_error_bound(D, ‖q‖‖k_j‖) + 9u²|s_j|   (Dot2, then ×scale in dd: 8u² + scale's u²)
+//                 + 4u²(|s_j| + |pse_j|) with a position bias ([IFA]: s_j = q·k_j·scale + pse_j, one dd_add);
+//                 δ_j = 0 for a key masked by select (its score is the constant select_value, exact)
 //   shifted t_j = s_j - m: δ_j + 3u²|t_j| (AccurateDWPlusDW); the error of m itself is a common factor
 //   exp(-δm) of every weight and cancels in N/L.  Weight error ε_p <= 1.01·max_j (δ_j + 3u²|t_j|) + kExpDDRelErr
 //   over the keys whose weight is kept.
@@ -115,11 +117,11 @@ double lse_from_dd(DD m, DD l) {
 
 // Fast double-double path for rows [i0, i1) of (b, h). Returns false (nothing trusted) when a row's bound
 // is below kMinFastBits; the caller then redoes the block with MPFR.
-bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, BlockResult& res) {
+bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, const KeysT& keys,
+                BlockResult& res) {
   const AttentionInputs& in = P.in;
   const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
   const std::size_t hk = h / in.group();
-  const KeysT keys(in.k, b, hk);
   const double* V = in.v.head(b, hk);
   std::vector<double> shi(Skv), slo(Skv), nh(D), nc(D), delta(Skv);
   std::vector<DD> p(Skv);
@@ -133,16 +135,26 @@ bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     }
     const std::size_t end = vis.size();
     const double* q = in.q.head(b, h) + i * D;
+    const double* pse = pse_row(in, b, h, i);
+    const std::uint8_t* sel = select_row(in, b, i);
     dot2_scores(q, keys, end, shi.data(), slo.data());
     const double qn = row_norm(q, D);
     DD m{-std::numeric_limits<double>::infinity(), 0};
     for (std::size_t j = 0; j < end; ++j) {
       if (!vis[j]) continue;
-      const DD s = dd_mul(DD{shi[j], slo[j]}, P.scale_dd);
+      DD s = dd_mul(DD{shi[j], slo[j]}, P.scale_dd);
+      delta[j] = std::abs(P.scale_dd.hi) * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi);
+      if (pse) {  // [IFA] q·k·scale + pse: one dd_add (relative error < 3u² of the sum; 4u²(|s| + |pse|) covers it)
+        delta[j] += 4 * kU2 * (std::abs(s.hi) + std::abs(pse[j]));
+        s = dd_add(s, DD{pse[j], 0});
+      }
+      if (sel && sel[j]) {  // masked by select: the score IS the constant (exact)
+        s = DD{in.mask.select_value, 0};
+        delta[j] = 0;
+      }
       shi[j] = s.hi;
       slo[j] = s.lo;
       if (dd_less(m, s)) m = s;
-      delta[j] = std::abs(P.scale_dd.hi) * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi);
     }
     DD l{0, 0};
     double dmax = 0;
@@ -206,6 +218,8 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
       continue;
     }
     const double* q = in.q.head(b, h) + i * D;
+    const double* pse = pse_row(in, b, h, i);
+    const std::uint8_t* sel = select_row(in, b, i);
     const double qn = row_norm(q, D);
     double dmax = 0;
     bool have_max = false;
@@ -218,10 +232,18 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
         mpfr_add(s[j], s[j], acc, MPFR_RNDN);
       }
       mpfr_mul(s[j], s[j], scale, MPFR_RNDN);
+      double dj = scale_d * 1.01 * static_cast<double>(D) * u * qn * knorm[j] + 2 * u * std::abs(mpfr_get_d(s[j], MPFR_RNDN));
+      if (pse) {  // [IFA] q·k·scale + pse, one rounding
+        dj += u * (std::abs(mpfr_get_d(s[j], MPFR_RNDN)) + std::abs(pse[j]));
+        mpfr_add_d(s[j], s[j], pse[j], MPFR_RNDN);
+      }
+      if (sel && sel[j]) {  // masked by select: the score is the constant, exactly
+        mpfr_set_d(s[j], in.mask.select_value, MPFR_RNDN);
+        dj = 0;
+      }
       if (!have_max || mpfr_greater_p(s[j], m)) mpfr_set(m, s[j], MPFR_RNDN);
       have_max = true;
-      dmax = std::max(dmax, scale_d * 1.01 * static_cast<double>(D) * u * qn * knorm[j] +
-                                2 * u * std::abs(mpfr_get_d(s[j], MPFR_RNDN)));
+      dmax = std::max(dmax, dj);
     }
     mpfr_set_zero(l, 1);
     for (std::size_t x = 0; x < D; ++x) mpfr_set_zero(num[x], 1);
@@ -260,7 +282,8 @@ bool fast_path_safe(const AttentionInputs& in, double max_abs_v) {
     return m;
   };
   const double bound = 0x1p900;
-  const double qk = max_abs(in.q) * max_abs(in.k) * static_cast<double>(in.q.shape.D);
+  const double qk = max_abs(in.q) * max_abs(in.k) * static_cast<double>(in.q.shape.D) + max_abs(in.pse) +
+                    std::abs(in.mask.select_value);
   return qk < bound && max_abs_v * static_cast<double>(in.k.shape.S) < bound;
 }
 
@@ -297,18 +320,26 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   const bool fast = opt.fast && fast_path_safe(in, P.max_abs_v);
   const std::size_t blocks = (qs.S + kRowBlock - 1) / kRowBlock;
   std::vector<BlockResult> results(qs.B * qs.N * blocks);
-  parallel_for(results.size(), opt.threads, [&](std::size_t w) {
-    const std::size_t blk = w % blocks, bh = w / blocks, b = bh / qs.N, h = bh % qs.N;
+  // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its
+  // transposed keys (decode: one row per head, so the transposition would otherwise dominate). Each
+  // (head, row block) result is computed as on its own; the split only decides what runs together.
+  const std::size_t G = in.group(), Nkv = in.k.shape.N;
+  parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
+    const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
-    BlockResult r;
-    if (!fast || !fast_block(P, b, h, i0, i1, r)) {
-      r = BlockResult{};
-      mpfr_block(P, b, h, i0, i1, r);
+    std::unique_ptr<KeysT> keys;
+    if (fast) keys = std::make_unique<KeysT>(in.k, b, hk);
+    for (std::size_t h = hk * G; h < (hk + 1) * G; ++h) {
+      BlockResult r;
+      if (!fast || !fast_block(P, b, h, i0, i1, *keys, r)) {
+        r = BlockResult{};
+        mpfr_block(P, b, h, i0, i1, r);
+      }
+      results[(b * qs.N + h) * blocks + blk] = r;
     }
     // MPFR caches constants (log 2 for the lse and the exp tables) per thread; parallel_for's threads end
     // with the call, so free them here (LeakSanitizer reports them otherwise).
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
-    results[w] = r;
   });
   g.guaranteed_bits = 1000;
   for (const BlockResult& r : results) {

@@ -1,5 +1,5 @@
-// The golden attention: O = softmax(scale·QKᵀ masked)·V and lse = log Σ exp(scale·QKᵀ) over the visible
-// keys, from the exact input values, rounded to double only at the end. Every accuracy figure in pasa is
+// The golden attention: O = softmax(scale·QKᵀ + pse, masked)·V and lse = log Σ exp(scale·QKᵀ + pse) over the
+// visible keys (a key masked by select has the score select_value instead, see Mask), from the exact input values, rounded to double only at the end. Every accuracy figure in pasa is
 // measured against it. With scale = 0 the exact 1/sqrt(D) is used (not its double).
 // Fully masked rows (no visible key): O = 0 and lse = -inf.
 #pragma once

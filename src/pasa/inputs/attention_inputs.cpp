@@ -59,8 +59,30 @@ void validate(const AttentionInputs& in) {
   if (!m.keep.empty() && m.keep.size() != q.B * q.S * k.S)
     throw InputError(fmt::format("boolean mask has {} entries, expected B*Sq*Skv = {}*{}*{} = {}", m.keep.size(),
                                  q.B, q.S, k.S, q.B * q.S * k.S));
+  if (!m.select.empty() && m.select.size() != q.B * q.S * k.S)
+    throw InputError(fmt::format("select mask has {} entries, expected B*Sq*Skv = {}*{}*{} = {}", m.select.size(),
+                                 q.B, q.S, k.S, q.B * q.S * k.S));
+  if (!std::isfinite(m.select_value))
+    throw InputError(fmt::format("select_value must be finite, got {}", m.select_value));
+  if (!in.pse.data.empty()) {
+    const Shape& p = in.pse.shape;
+    if ((p.B != 1 && p.B != q.B) || p.N != q.N || p.S != q.S || p.D != k.S || in.pse.data.size() != p.size())
+      throw InputError(fmt::format("pse has shape {} ({} values), expected (B or 1, Nq, Sq, Skv) = ({} or 1, {}, {}, {})",
+                                   shape_str(p), in.pse.data.size(), q.B, q.N, q.S, k.S));
+    check_finite(in.pse, "pse");
+  }
   if (!in.allow_nonfinite)
     for (int t = 0; t < 3; ++t) check_finite(*ts[t], names[t]);
+}
+
+const double* pse_row(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i) {
+  if (in.pse.data.empty()) return nullptr;
+  return in.pse.head(in.pse.shape.B == 1 ? 0 : b, h) + i * in.pse.shape.D;
+}
+
+const std::uint8_t* select_row(const AttentionInputs& in, std::size_t b, std::size_t i) {
+  if (in.mask.select.empty()) return nullptr;
+  return in.mask.select.data() + (b * in.q.shape.S + i) * in.k.shape.S;
 }
 
 std::size_t visible_end(const AttentionInputs& in, std::size_t b, std::size_t i) {

@@ -17,6 +17,13 @@ struct Mask {
   bool causal = false;
   std::vector<std::size_t> kv_len;  // per batch valid KV length (empty: all Skv keys); keys j >= kv_len[b] hidden
   std::vector<std::uint8_t> keep;   // optional boolean (B, Sq, Skv), 1 = visible (empty: all visible)
+  // Masking by select, as a decode kernel does it ([IFA]: atten_mask, true = masked): the score of a
+  // selected key is REPLACED by select_value (rounded to the engine's score format), the key still takes
+  // part in the softmax. Unlike keep/kv_len/causal (the exact masks: the key is absent), the effect of the
+  // value is visible: a row whose keys are all selected averages V over them, and a value that overflows
+  // the score format becomes −inf. Optional (B, Sq, Skv), 1 = masked (empty: none).
+  std::vector<std::uint8_t> select;
+  double select_value = -1e12;  // finite; the fp32 constant such kernels write into masked scores
 };
 
 // Fully masked rows (no visible key) have a defined result everywhere in pasa: output 0, lse = -inf.
@@ -24,6 +31,10 @@ struct AttentionInputs {
   Tensor q, k, v;
   double scale = 0;              // 0 means 1/sqrt(D); the golden then uses the exact 1/sqrt(D), not its double
   Mask mask;
+  // Additive position bias [IFA] (pse): the score of key j for query row i is q·k·scale + pse[b, h, i, j].
+  // Shape (B or 1, Nq, Sq, Skv) held as a Tensor whose D is Skv (B = 1 broadcasts over the batch); values
+  // enter exactly (store them on a format's grid to model an fp16 pse). Empty data: no bias.
+  Tensor pse;
   bool allow_nonfinite = false;  // validate() rejects NaN/inf input elements unless this is set
 
   std::size_t group() const { return k.shape.N == 0 ? 0 : q.shape.N / k.shape.N; }  // N_q / N_kv (GQA)
@@ -31,9 +42,15 @@ struct AttentionInputs {
 };
 
 // Throws InputError naming the problem: shape mismatch between Q, K and V, D = 0, empty sequences,
-// N_q not a multiple of N_kv, data size != shape, bad mask sizes or kv_len > Skv, non-finite scale,
+// N_q not a multiple of N_kv, data size != shape, bad mask sizes or kv_len > Skv, a pse of the wrong shape
+// or with non-finite values, a non-finite select_value, non-finite scale,
 // NaN/inf elements (with their tensor and index) unless allow_nonfinite.
 void validate(const AttentionInputs&);
+
+// The pse row (Skv values) of query row i of head h in batch b, or nullptr without pse.
+const double* pse_row(const AttentionInputs&, std::size_t b, std::size_t h, std::size_t i);
+// The select mask row (Skv flags, 1 = score replaced by select_value) of query row i in batch b, or nullptr.
+const std::uint8_t* select_row(const AttentionInputs&, std::size_t b, std::size_t i);
 
 // Whether key j is visible to query row i of batch b (the three mask kinds combined).
 bool visible(const AttentionInputs&, std::size_t b, std::size_t i, std::size_t j);

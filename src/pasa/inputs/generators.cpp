@@ -118,6 +118,11 @@ void validate(const ProblemSpec& p) {
   validate_gen(p.q, "/q");
   validate_gen(p.k, "/k");
   validate_gen(p.v, "/v");
+  if (p.has_pse) validate_gen(p.pse, "/pse");
+  if (!(p.select_p >= 0 && p.select_p <= 1))
+    throw InputError(fmt::format("/select/p: a probability in [0, 1] expected, got {}", p.select_p));
+  if (!std::isfinite(p.select_value))
+    throw InputError(fmt::format("/select/value: must be finite, got {}", p.select_value));
 }
 
 
@@ -148,6 +153,14 @@ AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
   in.scale = p.scale;
   in.mask.causal = p.causal;
   in.mask.kv_len = p.kv_len;
+  if (p.has_pse) in.pse = generate_tensor(p.pse, {p.B, p.Nq, p.Sq, p.Skv}, fmt, p.seed, "pse", threads);
+  if (p.select_p > 0) {
+    boost::random::mt19937_64 eng(stream_seed(p.seed, "select", 0, 0));
+    boost::random::bernoulli_distribution<double> bern(p.select_p);
+    in.mask.select.resize(p.B * p.Sq * p.Skv);
+    for (auto& x : in.mask.select) x = bern(eng) ? 1 : 0;
+  }
+  in.mask.select_value = p.select_value;
   validate(in);
   return in;
 }

@@ -40,6 +40,13 @@ struct ProblemSpec {
   std::vector<std::size_t> kv_len;  // per batch, optional
   std::uint64_t seed = 0;
   TensorGen q, k, v;
+  // Decode inputs ([IFA]): a position bias pse (B, Nq, Sq, Skv) drawn by its own generator in `format`
+  // (stream "pse"), and a select mask hiding each (b, i, j) with probability select_p (stream "select"),
+  // its masked scores set to select_value.
+  bool has_pse = false;
+  TensorGen pse;
+  double select_p = 0;
+  double select_value = -1e12;
 };
 
 std::string gen_kind_name(GenKind);

@@ -34,7 +34,7 @@ PasaOptions pasa_from_json(const json& j, const std::string& path) {
 }  // namespace
 
 AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
-  check_keys(j, {"name", "alloc", "s1", "s2", "seed", "pasa"}, path);
+  check_keys(j, {"name", "alloc", "s1", "s2", "seed", "splits", "pasa", "fdpp"}, path);
   AlgorithmSpec s;
   if (j.contains("name")) {
     s.name = as_string(j.at("name"), path + "/name");
@@ -44,12 +44,27 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
   read_size(j, "s1", path, s.s1, 1);
   read_size(j, "s2", path, s.s2, 1);
   read_u64(j, "seed", path, s.seed);
+  read_size(j, "splits", path, s.splits, 1);
+  if (s.splits > 1 && s.name != "fa2" && s.name != "pasa" && s.name != "smooth_k" && s.name != "fdpp")
+    json_fail(path + "/splits", fmt::format("split-KV needs fa2, smooth_k, pasa or fdpp; \"{}\" has no unnormalised "
+                                            "output to merge", s.name));
+  if (j.contains("fdpp")) {
+    const json& f = j.at("fdpp");
+    const std::string fp = path + "/fdpp";
+    check_keys(f, {"phi", "a", "b"}, fp);
+    read_number(f, "phi", fp, s.fdpp.phi);
+    read_number(f, "a", fp, s.fdpp.a);
+    read_number(f, "b", fp, s.fdpp.b);
+    if (!(s.fdpp.a < s.fdpp.b)) json_fail(fp, fmt::format("expected a < b, got a = {}, b = {}", s.fdpp.a, s.fdpp.b));
+  }
   if (j.contains("pasa")) s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
   return s;
 }
 
 json to_json(const AlgorithmSpec& s) {
   json j = {{"name", s.name}, {"alloc", to_json(s.alloc)}, {"s1", s.s1}, {"s2", s.s2}, {"seed", s.seed}};
+  if (s.splits != 1) j["splits"] = s.splits;
+  if (s.name == "fdpp") j["fdpp"] = {{"phi", s.fdpp.phi}, {"a", s.fdpp.a}, {"b", s.fdpp.b}};
   if (s.name == "pasa")
     j["pasa"] = {{"beta", s.pasa.beta},
                  {"alpha_in_M", s.pasa.alpha_in_M},

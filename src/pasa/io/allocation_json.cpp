@@ -141,6 +141,11 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
       given[static_cast<std::size_t>(s)] = true;
     }
   }
+  // The merge stage (split-KV) came after allocations were first written: not given, it is the o stage's.
+  if (!given[static_cast<std::size_t>(Stage::merge)]) {
+    if (full || given[static_cast<std::size_t>(Stage::o)]) a.spec(Stage::merge) = a.spec(Stage::o);
+    given[static_cast<std::size_t>(Stage::merge)] = true;
+  }
   if (full)
     for (std::size_t i = 0; i < kStageCount; ++i)
       if (!given[i])
@@ -155,6 +160,7 @@ json to_json(const Allocation& a) {
   for (std::size_t i = 0; i < kStageCount; ++i) {
     const Stage st = static_cast<Stage>(i);
     const StageSpec& s = a.stages[i];
+    if (st == Stage::merge && s == a.spec(Stage::o)) continue;  // the default (see allocation_from_json)
     const bool plain_round = s.round.mode == plain.mode && s.round.overflow == plain.overflow &&
                              !s.round.flush_input && !s.round.flush_output;
     const bool plain_reduce = !reduces(st) || s.reduce == Reduction{};

@@ -20,10 +20,11 @@ namespace pasa {
 // and/or the TensorCore fields one by one: "block", "acc_in_block", "align_bits" (0..60 or "unlimited"),
 // "align_round" ("truncate" | "nearest"), "block_round" ("rne" | "rz" | "ru" | "rd"), "promote" (0 or a
 // multiple of block), "acc_bits" (0 or 2..53); fields given override the named model.
-// Without "preset" every stage must be given. Errors are InputErrors naming the JSON path.
+// Without "preset" every stage must be given, except "merge" (split-KV), which is the "o" stage's spec when
+// not given (also when a preset's "o" is overridden). Errors are InputErrors naming the JSON path.
 Allocation allocation_from_json(const nlohmann::json& j, const std::string& json_path);
-nlohmann::json to_json(const Allocation& a);
+nlohmann::json to_json(const Allocation& a);  // the full form (every stage; merge only where it is not o's); reads back equal
 // The "gemm" object alone, applied over `base` (fields absent keep base's values).
-GemmModel gemm_model_from_json(const nlohmann::json& j, const std::string& json_path, GemmModel base = {});  // the full form (every stage); reads back equal
+GemmModel gemm_model_from_json(const nlohmann::json& j, const std::string& json_path, GemmModel base = {});
 
 }  // namespace pasa

@@ -29,7 +29,8 @@ void read_gen(const nlohmann::json& j, const std::string& path, TensorGen& g) {
 
 ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path) {
   const std::string& root = json_path;
-  check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "generator", "q", "k", "v"}, root);
+  check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "generator", "q", "k", "v", "pse", "select"},
+             root);
   ProblemSpec p;
   if (auto it = j.find("shape"); it != j.end()) {
     const std::string sp = root + "/shape";
@@ -58,6 +59,15 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   TensorGen* gens[] = {&p.q, &p.k, &p.v};
   for (int t = 0; t < 3; ++t)
     if (auto it = j.find(names[t]); it != j.end()) read_gen(*it, root + "/" + names[t], *gens[t]);
+  if (auto it = j.find("pse"); it != j.end()) {  // its own generator (not the shared one)
+    p.has_pse = true;
+    read_gen(*it, root + "/pse", p.pse);
+  }
+  if (auto it = j.find("select"); it != j.end()) {
+    check_keys(*it, {"p", "value"}, root + "/select");
+    read_number(*it, "p", root + "/select", p.select_p);
+    read_number(*it, "value", root + "/select", p.select_value);
+  }
   try {
     validate(p);
   } catch (const InputError& e) {
@@ -85,6 +95,9 @@ nlohmann::json to_json(const ProblemSpec& p) {
                       {"k", to_json(p.k)},
                       {"v", to_json(p.v)}};
   if (!p.kv_len.empty()) j["kv_len"] = p.kv_len;
+  if (p.has_pse) j["pse"] = to_json(p.pse);
+  if (p.select_p > 0 || p.select_value != ProblemSpec{}.select_value)
+    j["select"] = {{"p", p.select_p}, {"value", p.select_value}};
   return j;
 }
 

@@ -72,6 +72,10 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
   if (gemm_uses_floats(qk)) q_f32.assign(q.data.begin(), q.data.end());
   scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
+  // [IFA]: the constant the select writes into masked scores, held in the score (scale) format (drawn after
+  // the scale so that runs without a select mask keep their stochastic streams).
+  if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
+  biased = !in.pse.data.empty() || !in.mask.select.empty();
 }
 
 void Run::set_keys_t_format(const Format& f) {
@@ -182,6 +186,25 @@ void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
     return;
   }
   run.round_each(Stage::scale, S, count, rng, [&](std::size_t i) { return two_prod(S[i], run.scale); });
+}
+
+void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* Z, RandomBits* rng) {
+  for (std::size_t r = it.r0; r < it.r1; ++r) {
+    double* z = Z + (r - it.r0) * n;
+    if (const double* pse = pse_row(run.in, it.b, it.h, r)) {  // Z + pse, one rounding to the score format
+      const double* p = pse + j0;
+      if (run.fusable(Stage::scale)) {
+        run.fused(Stage::scale, [&](auto rnd) {
+          for (std::size_t c = 0; c < n; ++c) z[c] = rnd(two_sum(z[c], p[c]));
+        });
+      } else {
+        run.round_each(Stage::scale, z, n, rng, [&](std::size_t c) { return two_sum(z[c], p[c]); });
+      }
+    }
+    if (const std::uint8_t* sel = select_row(run.in, it.b, r))
+      for (std::size_t c = 0; c < n; ++c)
+        if (sel[j0 + c]) z[c] = run.select_value;
+  }
 }
 
 void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count) {
@@ -417,6 +440,7 @@ bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
   Z.resize(it.rows() * n);
   tile_scores(run, it, j0, n, Z.data(), rng);
   tile_scale(run, Z.data(), Z.size(), rng);
+  if (run.biased) tile_bias_select(run, it, j0, n, Z.data(), rng);
   if (run.masked) tile_mask(Z.data(), vis, Z.size());
   return true;
 }

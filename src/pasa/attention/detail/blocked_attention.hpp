@@ -66,6 +66,8 @@ struct Run {
                                                 // kernels (else empty)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
+  bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
+  double select_value = 0;    // the select mask's value rounded to the scale stage
   GemmSpec qk, pv;
 
   Run(const AttentionInputs& in, const AlgorithmSpec& spec);
@@ -141,6 +143,9 @@ bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t
 void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng);
 // Z = round_scale(S · scale), in place.
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng);
+// [IFA] Z = round_scale(Z + pse) where the inputs have a pse, then Z = select_value where the select mask
+// says so, for the rows of `it` × keys [j0, j0 + n) (Z: rows × n).
+void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* Z, RandomBits* rng);
 // Masked entries become −inf.
 void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count);
 // PV (rows × D) = P (rows × n, ld ldp) · V[j0 : j0 + n] through the P·V GEMM (pv_acc, pv). P already in p.

@@ -1,5 +1,7 @@
 #include "pasa/attention/detail/flash.hpp"
 
+#include "pasa/attention/detail/split_kv.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -91,24 +93,46 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
   });
 }
 
+namespace {
+
+// [FA2, Alg. 1] over the key blocks of [jb, je) (jb a multiple of s2), continuing the state st.
+void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, Partial& st, RandomBits* rng) {
+  const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
+  std::vector<double> Z, P(rows * s2), rs(rows), PV(rows * D), alpha(rows), mnew(rows);
+  std::vector<std::uint8_t> vis;
+  for (std::size_t j0 = jb; j0 < je; j0 += s2) {
+    const std::size_t n = std::min(s2, je - j0);
+    if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
+    advance_running_max(run, Z.data(), rows, n, st.m, mnew, st.seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
+    tile_exp(run, Z.data(), rows, n, n, st.m.data(), P.data(), rng);
+    reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);
+    run.round_to(Stage::p, P.data(), rows * n, rng);
+    tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
+    rescale_add(run, Stage::sum, st.l.data(), alpha.data(), rs.data(), rows, 1, rng);
+    rescale_add(run, Stage::o, st.O.data(), alpha.data(), PV.data(), rows, D, rng);
+  }
+}
+
+}  // namespace
+
+void fa2_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
+  if (run.spec.splits <= 1) {
+    fa2_blocks(run, it, 0, run.Skv, st, rng);
+    return;
+  }
+  std::vector<Partial> parts;  // split-KV: every part from a fresh state, then the merge
+  for (const auto& [jb, je] : split_ranges(run, it)) {
+    parts.emplace_back(it.rows(), run.D, kNegInf);
+    fa2_blocks(run, it, jb, je, parts.back(), rng);
+  }
+  merge_partials(run, parts, false, 0.0, st, rng);
+}
+
 void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std::vector<double>* lse_shift) {
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
-    const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
-    std::vector<double> m(rows, kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2), rs(rows), PV(rows * D);
-    std::vector<double> alpha(rows), mnew(rows);
-    std::vector<std::uint8_t> vis, seen(rows, 0);
-    for (std::size_t j0 = 0; j0 < run.Skv; j0 += s2) {
-      const std::size_t n = std::min(s2, run.Skv - j0);
-      if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
-      advance_running_max(run, Z.data(), rows, n, m, mnew, seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
-      tile_exp(run, Z.data(), rows, n, n, m.data(), P.data(), rng);
-      reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);
-      run.round_to(Stage::p, P.data(), rows * n, rng);
-      tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
-      rescale_add(run, Stage::sum, l.data(), alpha.data(), rs.data(), rows, 1, rng);
-      rescale_add(run, Stage::o, O.data(), alpha.data(), PV.data(), rows, D, rng);
-    }
-    finish_rows(run, it, O, l, m, seen, true, lse_shift, out, rng);
+    Partial st(it.rows(), run.D, kNegInf);
+    fa2_item(run, it, st, rng);
+    finish_rows(run, it, st.O, st.l, st.m, st.seen, true, lse_shift, out, rng);
   });
 }
 

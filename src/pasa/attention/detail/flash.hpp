@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "pasa/attention/detail/blocked_attention.hpp"
+#include "pasa/attention/detail/split_kv.hpp"
 
 namespace pasa::detail {
 
@@ -20,5 +21,9 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads);
 // l_j = e^{m_{j−1} − m_j}·l_{j−1} + rowsum P̃, O_j = e^{m_{j−1} − m_j}·O_{j−1} + P̃V; O = O/l, L = m + log l.
 // lse_shift (optional, (B, Nq, Sq)): added to the lse (smooth_k's q·mean(K)·scale).
 void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std::vector<double>* lse_shift = nullptr);
+
+// The FA2 state (unnormalised O, m, l) of one item after all its keys (with the run's split-KV), not divided:
+// for engines that merge several runs (unified attention).
+void fa2_item(const Run& run, const Item& it, Partial& st, RandomBits* rng);
 
 }  // namespace pasa::detail

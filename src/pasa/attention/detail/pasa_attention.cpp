@@ -1,5 +1,7 @@
 #include "pasa/attention/detail/pasa_attention.hpp"
 
+#include "pasa/attention/detail/split_kv.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -55,7 +57,7 @@ std::vector<double> shifting_matrix(const Run& run, std::size_t n, RandomBits* r
 
 }  // namespace
 
-void pasa_attention(Run& run, AttentionOutput& out, int threads) {
+void pasa_prepare(Run& run, int threads) {
   const PasaOptions& opt = run.spec.pasa;
   if (!(opt.beta >= 0 && opt.beta < 1)) throw InputError("pasa: beta must be in [0, 1)");
   if (opt.form != "fa2" && opt.form != "printed")
@@ -80,18 +82,27 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
     run.set_keys_t(b, h, shifted.data());
   });
 
+}
+
+double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
+  const PasaOptions& opt = run.spec.pasa;
+  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2;
   const double beta = opt.beta;
   const bool printed = opt.form == "printed";
-  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+  {
     const std::size_t rows = it.rows();
     const double inva = run.round_exact(Stage::mean, exact_ratio(beta, 0.0, 1.0, 1.0, beta), rng);  // Thm. 2.1
-    std::vector<double> m(rows, opt.m0_zero ? 0.0 : kNegInf), l(rows, 0.0), O(rows * D, 0.0), Z, P(rows * s2);
-    std::vector<double> F(rows, 0.0), Fnew(rows), Fold(rows), mean(rows), rs(rows), PV(rows * D), a_old(rows),
+    std::vector<double> Z, P(rows * s2);
+    std::vector<double> Fnew(rows), Fold(rows), mean(rows), rs(rows), PV(rows * D), a_old(rows),
         a_new(rows), mloc(rows), shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows);
-    std::vector<std::uint8_t> vis, seen(rows, 0);
-    std::size_t jj = 0;  // processed blocks
-    for (std::size_t j0 = 0; j0 < S; j0 += s2) {
-      const std::size_t n = std::min(s2, S - j0);
+    std::vector<std::uint8_t> vis;
+    // The block loop over keys [jb, je), continuing the state st (m, l, O, F, seen; st.blocks = j so far).
+    auto blocks = [&](std::size_t jb, std::size_t je, Partial& st) {
+    std::vector<double>&m = st.m, &l = st.l, &O = st.O, &F = st.F;
+    std::vector<std::uint8_t>& seen = st.seen;
+    std::size_t& jj = st.blocks;  // processed blocks
+    for (std::size_t j0 = jb; j0 < je; j0 += s2) {
+      const std::size_t n = std::min(s2, je - j0);
       if (!tile_visibility(run, it, j0, j0 + n, vis)) continue;
       ++jj;
       Z.resize(rows * n);
@@ -99,6 +110,9 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       if (!opt.alpha_in_M) tile_scale(run, Z.data(), Z.size(), rng);
       // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
       reduce_rows(run, Stage::mean, ReduceOp::mean, Z.data(), rows, n, n, mean.data(), rng);
+      // The bias and the select come after the mean: the recovery Inva·S̄' = β·S̄ (Thm. 2.1) holds for the
+      // scores the keys were shifted by, and pse/select are per-key changes of the shifted scores.
+      if (run.biased) tile_bias_select(run, it, j0, n, Z.data(), rng);
       if (run.masked) tile_mask(Z.data(), vis, Z.size());
       // Every step below works on the block's rows at once: one rounding of each exact result
       // (two_sum, two_prod, exact_quotient), row by row.
@@ -168,10 +182,37 @@ void pasa_attention(Run& run, AttentionOutput& out, int threads) {
       rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
       rescale_add(run, Stage::o, O.data(), a_old.data(), PV.data(), rows, D, rng);
     }
-    // Step 22: O = O/l. The running max is relative to Inva·F, so the lse adds it back.
-    std::vector<double> frame(rows);
-    for (std::size_t r = 0; r < rows; ++r) frame[r] = m[r] + inva * F[r];
-    finish_rows(run, it, O, l, frame, seen, true, nullptr, out, rng);
+    };
+    const double m0 = opt.m0_zero ? 0.0 : kNegInf;
+    if (run.spec.splits <= 1) {
+      blocks(0, S, st);
+    } else {  // split form: each part carries its pseudo-average F_t and block count J_t (split_kv.hpp)
+      std::vector<Partial> parts;
+      for (const auto& [jb, je] : split_ranges(run, it)) {
+        parts.emplace_back(rows, D, m0);
+        blocks(jb, je, parts.back());
+      }
+      merge_partials(run, parts, true, inva, st, rng);
+    }
+    return inva;
+  }
+}
+
+double pasa_m0(const Run& run) { return run.spec.pasa.m0_zero ? 0.0 : kNegInf; }
+
+void pasa_finish(const Run& run, const Item& it, const Partial& st, double inva, AttentionOutput& out, RandomBits* rng) {
+  // Step 22: O = O/l. The running max is relative to Inva·F, so the lse adds it back.
+  std::vector<double> frame(it.rows());
+  for (std::size_t r = 0; r < it.rows(); ++r) frame[r] = st.m[r] + inva * st.F[r];
+  finish_rows(run, it, st.O, st.l, frame, st.seen, true, nullptr, out, rng);
+}
+
+void pasa_attention(Run& run, AttentionOutput& out, int threads) {
+  pasa_prepare(run, threads);
+  for_items(run, threads, [&](const Item& it, RandomBits* rng) {
+    Partial st(it.rows(), run.D, pasa_m0(run));
+    const double inva = pasa_item(run, it, st, rng);
+    pasa_finish(run, it, st, inva, out, rng);
   });
 }
 

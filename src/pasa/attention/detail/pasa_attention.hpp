@@ -2,6 +2,7 @@
 #pragma once
 
 #include "pasa/attention/detail/blocked_attention.hpp"
+#include "pasa/attention/detail/split_kv.hpp"
 
 namespace pasa::detail {
 
@@ -14,5 +15,13 @@ namespace pasa::detail {
 // m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j), Δm_{j−1} = m_{j−1} − m_j + Δm'_{j−1}, and the l, O updates
 // in PasaOptions::form. lse = m + Inva·F + log l (the frame of the running max is Inva·F^j).
 void pasa_attention(Run& run, AttentionOutput& out, int threads);
+
+// The pieces of pasa_attention, for engines that merge several runs (unified attention): steps 1–2 (the
+// shifted keys, once per run), the block loop of one item continuing st (with the run's split-KV; returns
+// Inva rounded to mean), the initial running max (m0 option), and step 22 (division, lse with its frame).
+void pasa_prepare(Run& run, int threads);
+double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng);
+double pasa_m0(const Run& run);
+void pasa_finish(const Run& run, const Item& it, const Partial& st, double inva, AttentionOutput& out, RandomBits* rng);
 
 }  // namespace pasa::detail

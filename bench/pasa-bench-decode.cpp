@@ -1,0 +1,114 @@
+// Decode-step benchmark ([UA] over a paged KV cache): B sequences, one new token each, Nq query heads over
+// Nkv KV heads, Skv cached tokens in blocks of `block` tokens at shuffled cache blocks; the emulated kernel
+// under an allocation preset, and the golden of the same step. Goal (issue 9): B = 8, Nq = 32, Nkv = 8,
+// Skv = 32768, D = 128, block 16 under FA-FP16/FP32 in < 1 s on 2 cores, its golden in < 5 s.
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+
+#include "pasa/attention/unified.hpp"
+#include "pasa/exact/metrics.hpp"
+#include "pasa/inputs/generators.hpp"
+
+using namespace pasa;
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+// CPU seconds of the process (user + system, all threads): on a shared machine the wall time also counts
+// the other processes' share of the cores, the CPU time does not.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Time one decode step over a paged KV cache (emulated kernel and golden)"};
+  std::size_t B = 8, Nq = 32, Nkv = 8, Skv = 32768, D = 128, block = 16, s2 = 128, splits = 1;
+  std::string alloc = "fa_fp16_fp32", algo = "fa2";
+  int threads = default_threads();
+  bool skip_golden = false;
+  app.add_option("--batch", B, "sequences (one new token each)");
+  app.add_option("--heads", Nq, "query heads Nq");
+  app.add_option("--kv-heads", Nkv, "KV heads Nkv");
+  app.add_option("--kv-seq", Skv, "context length (cached tokens + the new one)");
+  app.add_option("--dim", D, "head dimension D");
+  app.add_option("--block", block, "paged cache block size (tokens)");
+  app.add_option("--s2", s2, "key tile of the kernel");
+  app.add_option("--splits", splits, "split-KV parts");
+  app.add_option("--alloc", alloc, "allocation preset");
+  app.add_option("--algorithm", algo, "fa2 or pasa");
+  app.add_option("--threads", threads, "threads");
+  app.add_flag("--skip-golden", skip_golden, "do not compute the golden");
+  CLI11_PARSE(app, argc, argv);
+
+  // The cache: K and V drawn like a (B, Nkv, Skv, D) uniform fp16 problem, stored block by block at a
+  // permuted position (the block table), Q of the new tokens from the same problem.
+  ProblemSpec ps;
+  ps.B = B;
+  ps.Nq = Nq;
+  ps.Nkv = Nkv;
+  ps.Sq = 1;
+  ps.Skv = Skv;
+  ps.D = D;
+  ps.seed = 1;
+  ps.q = ps.k = ps.v = TensorGen{GenKind::uniform, 0, 1};
+  auto t0 = std::chrono::steady_clock::now();
+  AttentionInputs dense = generate_inputs(ps, threads);
+  PagedBatch pb;
+  const std::size_t per_seq = (Skv + block - 1) / block;
+  pb.cache.num_blocks = B * per_seq;
+  pb.cache.block_size = block;
+  pb.cache.Nkv = Nkv;
+  pb.cache.D = D;
+  pb.cache.k.assign(pb.cache.num_blocks * Nkv * block * D, 0.0);
+  pb.cache.v.assign(pb.cache.k.size(), 0.0);
+  pb.q = Tensor({1, Nq, B, D}, dense.q.format);
+  for (std::size_t b = 0; b < B; ++b) {
+    PagedSequence sq{1, Skv, 0, {}};
+    for (std::size_t t = 0; t < per_seq; ++t) sq.block_table.push_back((t * B + b * 7919) % pb.cache.num_blocks);
+    for (std::size_t h = 0; h < Nkv; ++h)
+      for (std::size_t j = 0; j < Skv; ++j) {
+        const std::size_t dst = ((sq.block_table[j / block] * Nkv + h) * block + j % block) * D;
+        std::copy_n(dense.k.head(b, h) + j * D, D, pb.cache.k.data() + dst);
+        std::copy_n(dense.v.head(b, h) + j * D, D, pb.cache.v.data() + dst);
+      }
+    for (std::size_t h = 0; h < Nq; ++h) std::copy_n(dense.q.head(b, h), D, pb.q.head(0, h) + b * D);
+    pb.seqs.push_back(std::move(sq));
+  }
+  dense = AttentionInputs{};
+  std::printf("decode step: B %zu, Nq %zu, Nkv %zu, Skv %zu, D %zu, paged block %zu; %s / %s, s2 %zu, %zu split(s), "
+              "%d threads (setup %.2f s)\n", B, Nq, Nkv, Skv, D, block, algo.c_str(), alloc.c_str(), s2, splits, threads,
+              seconds_since(t0));
+  AlgorithmSpec spec;
+  spec.name = algo;
+  spec.alloc = allocation_preset(alloc);
+  spec.s1 = 1;
+  spec.s2 = s2;
+  spec.splits = splits;
+  t0 = std::chrono::steady_clock::now();
+  double c0 = cpu_seconds();
+  const AttentionOutput out = unified_attention(pb, spec, threads);
+  const double t_kernel = seconds_since(t0), c_kernel = cpu_seconds() - c0;
+  std::printf("emulated kernel: %.3f s wall, %.3f CPU-s (goal < 1 s: %s)\n", t_kernel, c_kernel,
+              t_kernel < 1 ? "met" : "NOT met");
+  if (skip_golden) return 0;
+  GoldenOptions go;
+  go.threads = threads;
+  t0 = std::chrono::steady_clock::now();
+  c0 = cpu_seconds();
+  const Golden g = unified_golden(pb, go);
+  const double t_golden = seconds_since(t0), c_golden = cpu_seconds() - c0;
+  std::printf("golden: %.3f s wall, %.3f CPU-s, %d guaranteed bits (goal < 5 s: %s)\n", t_golden, c_golden,
+              g.guaranteed_bits, t_golden < 5 ? "met" : "NOT met");
+  std::printf("rmse (Eq. 19) of the kernel: %.3e\n", compare_outputs(out.o, g.o).rmse);
+  return 0;
+}
