@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
-#include "pasa/io/npy.hpp"
 #include "pasa/numeric/round.hpp"
 
 namespace pasa {
@@ -21,19 +20,22 @@ std::string shape_str(const std::vector<std::size_t>& s) {
 }  // namespace
 
 LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format) {
-  const NpyArray a = read_npy(path);
+  return tensor_from_array(read_npy(path), format, path.string());
+}
+
+LoadedTensor tensor_from_array(const NpyArray& a, const Format* format, const std::string& where) {
   const bool bits = a.dtype == NpyDtype::u8 || a.dtype == NpyDtype::u16;
   if (bits && format == nullptr)
     throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3fn)",
-                                 path.string(), npy_descr(a.dtype)));
+                                 where, npy_descr(a.dtype)));
   Shape s;
   const auto& d = a.shape;
   if (d.size() == 2) s = {1, 1, d[0], d[1]};
   else if (d.size() == 3) s = {1, d[0], d[1], d[2]};
   else if (d.size() == 4) s = {d[0], d[1], d[2], d[3]};
   else
-    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", path.string(), shape_str(d)));
-  if (s.size() == 0) throw InputError(fmt::format("{}: shape {} is empty", path.string(), shape_str(d)));
+    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", where, shape_str(d)));
+  if (s.size() == 0) throw InputError(fmt::format("{}: shape {} is empty", where, shape_str(d)));
   Format own;
   if (bits) own = *format;
   else own = format_by_name(a.dtype == NpyDtype::f16 ? "fp16" : a.dtype == NpyDtype::f32 ? "fp32" : "fp64");
@@ -42,7 +44,7 @@ LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format
   try {
     out.tensor.data = npy_values(a, bits ? format : nullptr);
   } catch (const std::exception& e) {
-    throw InputError(fmt::format("{}: {}", path.string(), e.what()));
+    throw InputError(fmt::format("{}: {}", where, e.what()));
   }
   if (format && !bits) {
     for (double& x : out.tensor.data) {
