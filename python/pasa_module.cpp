@@ -168,26 +168,34 @@ py::array c_native(const py::array& a) {
   return numpy().attr("ascontiguousarray")(a, py::arg("dtype") = a.dtype().attr("newbyteorder")("="));
 }
 
-// An attention tensor argument as the library's in-memory .npy (float16/32/64 values, uint8/uint16 bits).
-pasa::NpyArray npy_from(const py::handle& obj, const std::string& where) {
-  const py::array a = c_native(as_array(obj));
-  const char kind = a.dtype().kind();
-  const auto size = a.itemsize();
-  pasa::NpyDtype d;
-  if (kind == 'f' && size == 2) d = pasa::NpyDtype::f16;
-  else if (kind == 'f' && size == 4) d = pasa::NpyDtype::f32;
-  else if (kind == 'f' && size == 8) d = pasa::NpyDtype::f64;
-  else if (kind == 'u' && size == 1) d = pasa::NpyDtype::u8;
-  else if (kind == 'u' && size == 2) d = pasa::NpyDtype::u16;
-  else
-    throw InputError(fmt::format("{}: dtype {} not accepted; accepted: float16, float32, float64, uint8 and uint16 "
-                                 "(bit patterns of the format given as format=)", where, dtype_name(a)));
-  pasa::NpyArray out{d, {}, {}};
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) out.shape.push_back(static_cast<std::size_t>(a.shape(i)));
-  out.bytes.resize(static_cast<std::size_t>(a.nbytes()));
-  if (!out.bytes.empty()) std::memcpy(out.bytes.data(), a.data(), out.bytes.size());
-  return out;
-}
+// An attention tensor argument: a C-contiguous, native-order numpy array of a dtype the library reads
+// (float16/32/64 values, uint8/uint16 bit patterns), read in place by tensor_from_array.
+struct TensorArg {
+  py::array array;
+  pasa::NpyDtype dtype;
+  std::vector<std::size_t> shape;
+  std::string where;
+
+  TensorArg(const py::handle& obj, std::string where_) : array(c_native(as_array(obj))), where(std::move(where_)) {
+    const char kind = array.dtype().kind();
+    const auto size = array.itemsize();
+    if (kind == 'f' && size == 2) dtype = pasa::NpyDtype::f16;
+    else if (kind == 'f' && size == 4) dtype = pasa::NpyDtype::f32;
+    else if (kind == 'f' && size == 8) dtype = pasa::NpyDtype::f64;
+    else if (kind == 'u' && size == 1) dtype = pasa::NpyDtype::u8;
+    else if (kind == 'u' && size == 2) dtype = pasa::NpyDtype::u16;
+    else
+      throw InputError(fmt::format("{}: dtype {} not accepted; accepted: float16, float32, float64, uint8 and uint16 "
+                                   "(bit patterns of the format given as format=)", where, dtype_name(array)));
+    for (py::ssize_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<std::size_t>(array.shape(i)));
+  }
+  // Without the GIL: the array is held by this object.
+  pasa::Tensor tensor(const pasa::Format* format) const {
+    const std::span<const unsigned char> bytes(static_cast<const unsigned char*>(array.data()),
+                                               static_cast<std::size_t>(array.nbytes()));
+    return pasa::tensor_from_array(dtype, shape, bytes, format, where).tensor;
+  }
+};
 
 // A vector of doubles as a numpy float64 array that owns it (no copy).
 py::array_t<double> to_numpy(std::vector<double>&& v, const std::vector<py::ssize_t>& shape) {
@@ -220,7 +228,7 @@ int threads_or_default(const std::optional<int>& threads) { return threads ? *th
 // The arrays are taken from Python first (with the GIL); inputs() then builds and checks the AttentionInputs
 // without it, as pasa-attn does from its .npy files (load_tensor, then validate()).
 struct InputArrays {
-  pasa::NpyArray q, k, v;
+  TensorArg q, k, v;
   std::optional<std::string> format;
   double scale = 0;
   bool causal = false;
@@ -232,7 +240,7 @@ struct InputArrays {
   InputArrays(const py::handle& q_, const py::handle& k_, const py::handle& v_, std::optional<std::string> format_,
               double scale_, bool causal_, const std::optional<std::vector<std::size_t>>& kv_len_,
               const py::object& mask)
-      : q(npy_from(q_, "q")), k(npy_from(k_, "k")), v(npy_from(v_, "v")), format(std::move(format_)),
+      : q(q_, "q"), k(k_, "k"), v(v_, "v"), format(std::move(format_)),
         scale(scale_), causal(causal_) {
     if (kv_len_) kv_len = *kv_len_;
     if (!mask.is_none()) {
@@ -249,9 +257,9 @@ struct InputArrays {
     std::unique_ptr<pasa::Format> f;
     if (format) f = std::make_unique<pasa::Format>(named("format", *format, pasa::format_by_name));
     pasa::AttentionInputs in;
-    in.q = pasa::tensor_from_array(q, f.get(), "q").tensor;
-    in.k = pasa::tensor_from_array(k, f.get(), "k").tensor;
-    in.v = pasa::tensor_from_array(v, f.get(), "v").tensor;
+    in.q = q.tensor(f.get());
+    in.k = k.tensor(f.get());
+    in.v = v.tensor(f.get());
     in.scale = scale;
     in.mask.causal = causal;
     in.mask.kv_len = kv_len;
@@ -263,10 +271,7 @@ struct InputArrays {
 };
 
 // An array of outputs (any of the tensor dtypes; (S, D), (N, S, D) or (B, N, S, D)) as a Tensor.
-pasa::Tensor tensor_from(const py::handle& o, const std::string& where) {
-  const pasa::NpyArray a = npy_from(o, where);
-  return pasa::tensor_from_array(a, nullptr, where).tensor;
-}
+pasa::Tensor tensor_from(const py::handle& o, const std::string& where) { return TensorArg(o, where).tensor(nullptr); }
 
 // ---------------------------------------------------------------------------------------------------------
 // Formats and rounding
