@@ -558,7 +558,7 @@ py::object solve_beta(const py::object& beta0, long long n, const std::string& f
   opt.sqrt_d = sqrt_d;
   opt.tol = tol;
   opt.max_iter = max_iter;
-  const bool one = py::isinstance<py::float_>(beta0) || py::isinstance<py::int_>(beta0);
+  const bool one = !py::isinstance<py::sequence>(beta0) && !py::isinstance<py::array>(beta0);  // a number
   const std::vector<double> betas = one ? std::vector<double>{beta0.cast<double>()} : beta0.cast<std::vector<double>>();
   py::list rows;
   for (double b : betas) rows.append(to_python(pasa::to_json(pasa::solve_beta(b, static_cast<std::size_t>(n), tp, opt))));
