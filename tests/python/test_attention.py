@@ -218,5 +218,5 @@ def test_gil_released_while_the_library_runs(rng):
     t.join()
     lo, hi = span["start"] + 0.02, span["end"] - 0.02
     assert hi - lo > 0.05, "the call was too short to tell"
-    inside = sum(lo < x < hi for x in ticks)
-    assert inside >= 0.2 * (hi - lo) / 0.001, f"{inside} ticks in {hi - lo:.3f} s: the GIL was held"
+    inside = sum(lo < x < hi for x in ticks)  # with the GIL held throughout the call, none
+    assert inside >= 3, f"{inside} ticks in {hi - lo:.3f} s: the GIL was held"
