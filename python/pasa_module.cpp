@@ -664,6 +664,9 @@ computes.)doc";
   });
 
   using py::arg;
+  // Each docstring opens with its signature, defaults spelt out (pybind11's would show None for them).
+  py::options options;
+  options.disable_function_signatures();
 
   m.def("formats", [] {
     py::list l;
