@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds in Release and runs the main job: pasa-sweep on its built-in default.
+# Installs what is missing, builds in Release (the programs and the Python module build/python/pasa*.so) and
+# runs the main job: pasa-sweep on its built-in default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh

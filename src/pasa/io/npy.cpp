@@ -273,12 +273,16 @@ const Format& bits_format_for(NpyDtype d, const Format* f) {
 }  // namespace
 
 std::vector<double> npy_values(const NpyArray& a, const Format* bits_format) {
-  const std::size_t n = npy_element_count(a);
-  if (a.bytes.size() != n * npy_itemsize(a.dtype))
+  return npy_values(a.dtype, a.bytes, npy_element_count(a), bits_format);
+}
+
+std::vector<double> npy_values(NpyDtype dtype, std::span<const unsigned char> bytes, std::size_t n,
+                               const Format* bits_format) {
+  if (bytes.size() != n * npy_itemsize(dtype))
     throw std::invalid_argument("npy_values: data bytes do not match the shape");
   std::vector<double> v(n);
-  const unsigned char* p = a.bytes.data();
-  switch (a.dtype) {
+  const unsigned char* p = bytes.data();
+  switch (dtype) {
     case NpyDtype::f64:
       std::memcpy(v.data(), p, n * 8);
       break;
@@ -296,8 +300,8 @@ std::vector<double> npy_values(const NpyArray& a, const Format* bits_format) {
     }
     case NpyDtype::u8:
     case NpyDtype::u16: {
-      const Format& f = bits_format_for(a.dtype, bits_format);
-      const int w = static_cast<int>(npy_itemsize(a.dtype));
+      const Format& f = bits_format_for(dtype, bits_format);
+      const int w = static_cast<int>(npy_itemsize(dtype));
       for (std::size_t i = 0; i < n; ++i) {
         try {
           v[i] = decode(le(p + w * i, w), f);

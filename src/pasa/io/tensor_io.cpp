@@ -1,11 +1,12 @@
 #include "pasa/io/tensor_io.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
-#include "pasa/io/npy.hpp"
 #include "pasa/numeric/round.hpp"
 
 namespace pasa {
@@ -22,33 +23,45 @@ std::string shape_str(const std::vector<std::size_t>& s) {
 
 LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format) {
   const NpyArray a = read_npy(path);
-  const bool bits = a.dtype == NpyDtype::u8 || a.dtype == NpyDtype::u16;
+  return tensor_from_array(a.dtype, a.shape, a.bytes, format, path.string());
+}
+
+LoadedTensor tensor_from_array(NpyDtype dtype, const std::vector<std::size_t>& d, std::span<const unsigned char> bytes,
+                               const Format* format, const std::string& where) {
+  const bool bits = dtype == NpyDtype::u8 || dtype == NpyDtype::u16;
   if (bits && format == nullptr)
     throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3fn)",
-                                 path.string(), npy_descr(a.dtype)));
+                                 where, npy_descr(dtype)));
   Shape s;
-  const auto& d = a.shape;
   if (d.size() == 2) s = {1, 1, d[0], d[1]};
   else if (d.size() == 3) s = {1, d[0], d[1], d[2]};
   else if (d.size() == 4) s = {d[0], d[1], d[2], d[3]};
   else
-    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", path.string(), shape_str(d)));
-  if (s.size() == 0) throw InputError(fmt::format("{}: shape {} is empty", path.string(), shape_str(d)));
+    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", where, shape_str(d)));
+  if (s.size() == 0) throw InputError(fmt::format("{}: shape {} is empty", where, shape_str(d)));
   Format own;
   if (bits) own = *format;
-  else own = format_by_name(a.dtype == NpyDtype::f16 ? "fp16" : a.dtype == NpyDtype::f32 ? "fp32" : "fp64");
+  else own = format_by_name(dtype == NpyDtype::f16 ? "fp16" : dtype == NpyDtype::f32 ? "fp32" : "fp64");
   LoadedTensor out;
-  out.tensor = Tensor(s, format ? *format : own);
+  out.tensor.shape = s;  // (not Tensor(s, f): its zeroed data would be replaced at once)
+  out.tensor.format = format ? *format : own;
   try {
-    out.tensor.data = npy_values(a, bits ? format : nullptr);
+    out.tensor.data = npy_values(dtype, bytes, s.size(), bits ? format : nullptr);
   } catch (const std::exception& e) {
-    throw InputError(fmt::format("{}: {}", path.string(), e.what()));
+    throw InputError(fmt::format("{}: {}", where, e.what()));
   }
   if (format && !bits) {
-    for (double& x : out.tensor.data) {
-      const double r = round(x, *format);
-      out.rounded += !(r == x || (std::isnan(r) && std::isnan(x)));
-      x = r;
+    // round_span (the same bits as round() per element, through the vectorised kernel), a chunk at a time so
+    // that the changed elements can be counted without a second copy of the tensor.
+    constexpr std::size_t kChunk = 4096;
+    double rounded[kChunk];
+    for (std::size_t b = 0; b < out.tensor.data.size(); b += kChunk) {
+      const std::span<double> x = std::span<double>(out.tensor.data).subspan(b, std::min(kChunk, out.tensor.data.size() - b));
+      round_span(x, std::span<double>(rounded, x.size()), *format);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        out.rounded += !(rounded[i] == x[i] || (std::isnan(rounded[i]) && std::isnan(x[i])));
+        x[i] = rounded[i];
+      }
     }
   }
   return out;

@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "pasa/io/npy.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/inputs/tensor.hpp"
 
@@ -23,6 +25,11 @@ struct LoadedTensor {
 // dtype, values are rounded to it (nearest even; beyond its range → inf, which validate() then rejects).
 // Errors (InputError) name the file: unreadable or malformed .npy, unsupported shape, bits without format.
 LoadedTensor load_tensor(const std::filesystem::path&, const Format* format = nullptr);
+// The same for an array in memory (the Python module's numpy arrays, read in place): `bytes` holds the
+// elements of `dtype` in C order, little-endian; `where` names it in the messages as the path does above
+// ("q: shape (3,) is not (S, D), (N, S, D) or (B, N, S, D)").
+LoadedTensor tensor_from_array(NpyDtype dtype, const std::vector<std::size_t>& shape,
+                               std::span<const unsigned char> bytes, const Format* format, const std::string& where);
 
 // Writes the tensor as float64 (B, N, S, D).
 void save_tensor(const std::filesystem::path&, const Tensor&);

@@ -1,0 +1,844 @@
+// The Python module `pasa` (issue 10): the library for numpy users, through pybind11. Every function converts
+// its arguments (numpy arrays, dicts, names), calls the same library functions as the command-line programs
+// (apps/) and converts the result back; no numerics live here. Errors: the library's InputError (a bad name,
+// value, shape, JSON key) becomes ValueError with the library's message, as the programs print it after
+// "error: "; any other C++ exception becomes RuntimeError (the programs' "internal error"). The GIL is released
+// while the library runs, so other Python threads go on meanwhile.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pasa/analysis/attribution.hpp"
+#include "pasa/analysis/beta_solver.hpp"
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/allocation.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/parallel.hpp"
+#include "pasa/exact/baseline.hpp"
+#include "pasa/exact/golden.hpp"
+#include "pasa/exact/metrics.hpp"
+#include "pasa/inputs/generators.hpp"
+#include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/allocation_json.hpp"
+#include "pasa/io/analysis_report.hpp"
+#include "pasa/io/format_table.hpp"
+#include "pasa/io/json_check.hpp"
+#include "pasa/io/metrics_json.hpp"
+#include "pasa/io/npy.hpp"
+#include "pasa/io/problem_json.hpp"
+#include "pasa/io/tensor_io.hpp"
+#include "pasa/numeric/format.hpp"
+#include "pasa/numeric/round.hpp"
+#include "pasa/study/sweep.hpp"
+#include "pasa/study/sweep_config.hpp"
+
+namespace py = pybind11;
+using nlohmann::json;
+using pasa::InputError;
+
+namespace {
+
+py::module_ numpy() { return py::module_::import("numpy"); }
+
+// A library name passed as argument `arg`: an unknown one is reported with the argument's name, as the
+// programs report it with the option's ("format: unknown format \"fp17\"; known formats: ...").
+template <class ByName>
+auto named(const char* arg, const std::string& name, ByName by_name) {
+  return pasa::at_place(arg, [&] { return by_name(name); });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// JSON between Python objects and the library's readers/writers (nlohmann::json), walked directly so that
+// NaN and infinities survive as floats.
+
+json to_json_value(const py::handle& o, const std::string& where) {
+  if (o.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(o) || py::isinstance(o, numpy().attr("bool_"))) return o.cast<bool>();
+  if (py::isinstance<py::int_>(o) || py::isinstance(o, numpy().attr("integer"))) {
+    const py::int_ i(py::reinterpret_borrow<py::object>(o));
+    if (py::int_(0) > i) return i.cast<std::int64_t>();
+    return i.cast<std::uint64_t>();
+  }
+  if (py::isinstance<py::float_>(o) || py::isinstance(o, numpy().attr("floating"))) return o.cast<double>();
+  if (py::isinstance<py::str>(o)) return o.cast<std::string>();
+  if (py::isinstance<py::dict>(o)) {
+    json j = json::object();
+    for (const auto& [k, v] : o.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(k))
+        throw InputError(fmt::format("{}: key {} is not a string", where, py::repr(k).cast<std::string>()));
+      const std::string key = k.cast<std::string>();
+      j[key] = to_json_value(v, where + "/" + key);
+    }
+    return j;
+  }
+  if (py::isinstance<py::array>(o)) return to_json_value(o.attr("tolist")(), where);
+  if (py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o)) {
+    json j = json::array();
+    std::size_t i = 0;
+    for (const auto& v : o) j.push_back(to_json_value(v, fmt::format("{}/{}", where, i++)));
+    return j;
+  }
+  throw InputError(fmt::format("{}: {} cannot be written as JSON", where,
+                               py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>()));
+}
+
+// A dict, or its JSON text; `what` names it in messages ("problem", "config").
+json json_argument(const py::handle& o, const std::string& what) {
+  if (py::isinstance<py::str>(o)) {
+    const std::string text = o.cast<std::string>();
+    try {
+      return json::parse(text);
+    } catch (const json::parse_error& e) {
+      throw InputError(fmt::format("{}: invalid JSON: {}", what, e.what()));
+    }
+  }
+  if (!py::isinstance<py::dict>(o))
+    throw InputError(fmt::format("{}: expected a dict or its JSON text, got {}", what,
+                                 py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>()));
+  return to_json_value(o, what + ":");
+}
+
+// An allocation argument: a preset name, JSON text of an allocation object, or a dict.
+json alloc_argument(const py::handle& o) {
+  if (py::isinstance<py::str>(o)) {
+    const std::string s = o.cast<std::string>();
+    const auto first = s.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || s[first] != '{') return s;  // a preset name
+  }
+  return json_argument(o, "alloc");
+}
+
+py::object to_python(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return py::none();
+    case json::value_t::boolean: return py::bool_(j.get<bool>());
+    case json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
+    case json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case json::value_t::number_float: return py::float_(j.get<double>());
+    case json::value_t::string: return py::str(j.get<std::string>());
+    case json::value_t::array: {
+      py::list l;
+      for (const auto& v : j) l.append(to_python(v));
+      return l;
+    }
+    case json::value_t::object: {
+      py::dict d;
+      for (const auto& [k, v] : j.items()) d[py::str(k)] = to_python(v);
+      return d;
+    }
+    default: throw std::logic_error("to_python: unexpected JSON value");
+  }
+}
+
+// metrics_json writes NaN and infinities as the strings "nan", "inf", "-inf" (JSON has none); a Python dict
+// holds them as floats.
+py::dict numbers_as_floats(const json& j) {
+  py::dict d;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_string() && (v == "nan" || v == "inf" || v == "-inf"))
+      d[py::str(k)] = py::float_(v == "nan" ? NAN : v == "inf" ? INFINITY : -INFINITY);
+    else
+      d[py::str(k)] = to_python(v);
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// numpy arrays in and out
+
+std::string text(const py::handle& h) { return py::str(h).cast<std::string>(); }
+std::string dtype_name(const py::array& a) { return text(a.dtype()); }
+
+py::array as_array(const py::handle& o) { return numpy().attr("asarray")(o); }
+
+// A C-contiguous, native-byte-order view of a (a copy only when a is not one already).
+py::array c_native(const py::array& a) {
+  return numpy().attr("ascontiguousarray")(a, py::arg("dtype") = a.dtype().attr("newbyteorder")("="));
+}
+
+// An attention tensor argument: a C-contiguous, native-order numpy array of a dtype the library reads
+// (float16/32/64 values, uint8/uint16 bit patterns), read in place by tensor_from_array.
+struct TensorArg {
+  py::array array;
+  pasa::NpyDtype dtype;
+  std::vector<std::size_t> shape;
+  std::string where;
+
+  TensorArg(const py::handle& obj, std::string where_) : array(c_native(as_array(obj))), where(std::move(where_)) {
+    const char kind = array.dtype().kind();
+    const auto size = array.itemsize();
+    if (kind == 'f' && size == 2) dtype = pasa::NpyDtype::f16;
+    else if (kind == 'f' && size == 4) dtype = pasa::NpyDtype::f32;
+    else if (kind == 'f' && size == 8) dtype = pasa::NpyDtype::f64;
+    else if (kind == 'u' && size == 1) dtype = pasa::NpyDtype::u8;
+    else if (kind == 'u' && size == 2) dtype = pasa::NpyDtype::u16;
+    else
+      throw InputError(fmt::format("{}: dtype {} not accepted; accepted: float16, float32, float64, uint8 and uint16 "
+                                   "(bit patterns of the format given as format=)", where, dtype_name(array)));
+    for (py::ssize_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<std::size_t>(array.shape(i)));
+  }
+  // Without the GIL: the array is held by this object.
+  pasa::Tensor tensor(const pasa::Format* format) const {
+    const std::span<const unsigned char> bytes(static_cast<const unsigned char*>(array.data()),
+                                               static_cast<std::size_t>(array.nbytes()));
+    return pasa::tensor_from_array(dtype, shape, bytes, format, where).tensor;
+  }
+};
+
+// A vector of doubles as a numpy float64 array that owns it (no copy).
+py::array_t<double> to_numpy(std::vector<double>&& v, const std::vector<py::ssize_t>& shape) {
+  auto* owned = new std::vector<double>(std::move(v));
+  py::capsule free_it(owned, [](void* p) { delete static_cast<std::vector<double>*>(p); });
+  return py::array_t<double>(shape, owned->data(), free_it);
+}
+
+// The trailing `rank` dimensions of dims.
+std::vector<py::ssize_t> tail(std::vector<std::size_t> dims, std::size_t rank) {
+  std::vector<py::ssize_t> s;
+  for (std::size_t i = dims.size() - rank; i < dims.size(); ++i) s.push_back(static_cast<py::ssize_t>(dims[i]));
+  return s;
+}
+
+// A tensor returned in the rank its inputs had: (S, D), (N, S, D) or (B, N, S, D), and the lse without D.
+py::array_t<double> tensor_out(pasa::Tensor&& t, std::size_t rank) {
+  const pasa::Shape s = t.shape;
+  return to_numpy(std::move(t.data), tail({s.B, s.N, s.S, s.D}, rank));
+}
+py::array_t<double> lse_out(std::vector<double>&& lse, const pasa::Shape& s, std::size_t rank) {
+  return to_numpy(std::move(lse), tail({s.B, s.N, s.S}, rank - 1));
+}
+
+int threads_or_default(const std::optional<int>& threads) { return threads ? *threads : pasa::default_threads(); }
+
+// ---------------------------------------------------------------------------------------------------------
+// Attention inputs: Q, K, V arrays with the mask options, as pasa-attn builds them from --q/--k/--v.
+
+// The arrays are taken from Python first (with the GIL); inputs() then builds and checks the AttentionInputs
+// without it, as pasa-attn does from its .npy files (load_tensor, then validate()).
+struct InputArrays {
+  TensorArg q, k, v;
+  std::optional<std::string> format;
+  double scale = 0;
+  bool causal = false;
+  std::vector<std::size_t> kv_len;
+  std::vector<std::uint8_t> keep;
+  bool allow_nonfinite = false;
+  std::size_t rank() const { return q.shape.size(); }
+
+  InputArrays(const py::handle& q_, const py::handle& k_, const py::handle& v_, std::optional<std::string> format_,
+              double scale_, bool causal_, const std::optional<std::vector<std::size_t>>& kv_len_,
+              const py::object& mask)
+      : q(q_, "q"), k(k_, "k"), v(v_, "v"), format(std::move(format_)),
+        scale(scale_), causal(causal_) {
+    if (kv_len_) kv_len = *kv_len_;
+    if (!mask.is_none()) {
+      const py::array m = c_native(as_array(mask));
+      if (m.dtype().kind() != 'b')
+        throw InputError(fmt::format("mask: dtype {} not accepted; give a boolean array (B, Sq, Skv), True = visible",
+                                     dtype_name(m)));
+      const auto* p = static_cast<const std::uint8_t*>(m.data());
+      keep.assign(p, p + m.size());
+    }
+  }
+
+  pasa::AttentionInputs inputs() const {
+    std::unique_ptr<pasa::Format> f;
+    if (format) f = std::make_unique<pasa::Format>(named("format", *format, pasa::format_by_name));
+    pasa::AttentionInputs in;
+    in.q = q.tensor(f.get());
+    in.k = k.tensor(f.get());
+    in.v = v.tensor(f.get());
+    in.scale = scale;
+    in.mask.causal = causal;
+    in.mask.kv_len = kv_len;
+    in.mask.keep = keep;
+    in.allow_nonfinite = allow_nonfinite;
+    pasa::validate(in);
+    return in;
+  }
+};
+
+// An array of outputs (any of the tensor dtypes; (S, D), (N, S, D) or (B, N, S, D)) as a Tensor.
+pasa::Tensor tensor_from(const py::handle& o, const std::string& where) { return TensorArg(o, where).tensor(nullptr); }
+
+// ---------------------------------------------------------------------------------------------------------
+// Formats and rounding
+
+// Whether every value of f is a float32 (so that float32 arrays round into float32 ones).
+bool values_fit_float32(const pasa::Format& f) {
+  return f.p <= 24 && f.max_finite() <= FLT_MAX && f.min_subnormal() >= std::ldexp(1.0, -149);
+}
+
+py::dict format_dict(const pasa::Format& f) {
+  const pasa::FormatTableRow r = pasa::format_table({f}).front();
+  py::dict d;
+  d["name"] = r.name;
+  d["p"] = r.p;
+  d["emin"] = r.emin;
+  d["emax"] = r.emax;
+  d["min_subnormal"] = r.min_subnormal;
+  d["min_normal"] = r.min_normal;
+  d["max_finite"] = r.max_finite;
+  d["unit_roundoff"] = r.unit_roundoff;
+  d["storage_bits"] = f.storage_bits();
+  d["subnormals"] = f.subnormals;
+  d["infinities"] = f.has_infinity();
+  return d;
+}
+
+py::object round_values(const py::object& x, const std::string& format, const std::string& mode,
+                        const std::string& overflow, bool flush_input, bool flush_output, std::uint64_t seed,
+                        const py::object& out) {
+  const pasa::Format f = named("format", format, pasa::format_by_name);
+  const pasa::RoundOptions opt{named("mode", mode, pasa::round_mode_by_name),
+                               named("overflow", overflow, pasa::overflow_by_name), flush_input,
+                               flush_output};
+  const bool scalar = !py::isinstance<py::array>(x) && out.is_none() &&
+                      (py::isinstance<py::float_>(x) || py::isinstance<py::int_>(x));
+  py::array a = py::isinstance<py::array>(x) ? py::reinterpret_borrow<py::array>(x)
+                                             : py::array(numpy().attr("asarray")(x, py::arg("dtype") = "float64"));
+  const char kind = a.dtype().kind();
+  if (kind != 'f' || (a.itemsize() != 4 && a.itemsize() != 8))
+    throw InputError(fmt::format("x: dtype {} not accepted; give float32 or float64 values", dtype_name(a)));
+  const bool in_f32 = a.itemsize() == 4;
+  const bool out_f32 = in_f32 && values_fit_float32(f);
+  const py::dtype out_dtype(out_f32 ? "float32" : "float64");
+  py::array r;
+  if (out.is_none()) {
+    r = numpy().attr("empty")(a.attr("shape"), py::arg("dtype") = out_dtype);
+  } else {
+    const auto bad_out = [&] {
+      return InputError(fmt::format("out: expected a writeable C-contiguous {} array of shape {}",
+                                    text(out_dtype), text(a.attr("shape"))));
+    };
+    if (!py::isinstance<py::array>(out)) throw bad_out();
+    r = py::reinterpret_borrow<py::array>(out);
+    if (!r.dtype().equal(out_dtype) || !(r.flags() & py::array::c_style) || !r.writeable() ||
+        !py::tuple(r.attr("shape")).equal(py::tuple(a.attr("shape"))))
+      throw bad_out();
+  }
+  // Contiguous input of the output's dtype is read in place; anything else (strided, other byte order,
+  // float32 into float64) is first copied into the output, exactly, and rounded there (out may alias in).
+  const bool direct = (a.flags() & py::array::c_style) && a.dtype().equal(out_dtype) &&
+                      a.dtype().attr("isnative").cast<bool>() &&
+                      !(a.data() != r.data() && numpy().attr("may_share_memory")(a, r).cast<bool>());
+  if (!direct) {  // (widening a float32 signalling NaN raises numpy's "invalid" warning: not the user's concern)
+    py::object quiet = numpy().attr("errstate")(py::arg("invalid") = "ignore");
+    quiet.attr("__enter__")();
+    try {
+      numpy().attr("copyto")(r, a, py::arg("casting") = "safe");
+    } catch (...) {
+      quiet.attr("__exit__")(py::none(), py::none(), py::none());
+      throw;
+    }
+    quiet.attr("__exit__")(py::none(), py::none(), py::none());
+  }
+  const void* src = direct ? a.data() : r.data();
+  void* dst = r.mutable_data();
+  const auto n = static_cast<std::size_t>(a.size());
+  {
+    py::gil_scoped_release nogil;
+    pasa::RandomBits rng(seed);
+    if (out_f32)
+      pasa::round_span(std::span<const float>(static_cast<const float*>(src), n),
+                       std::span<float>(static_cast<float*>(dst), n), f, opt, &rng);
+    else
+      pasa::round_span(std::span<const double>(static_cast<const double*>(src), n),
+                       std::span<double>(static_cast<double*>(dst), n), f, opt, &rng);
+  }
+  if (scalar) return py::float_(*static_cast<const double*>(r.data()));
+  return r;
+}
+
+}  // namespace
+
+namespace {
+
+py::array encode_values(const py::object& x, const std::string& format) {
+  const pasa::Format f = named("format", format, pasa::format_by_name);
+  const py::array a = py::isinstance<py::array>(x) ? py::reinterpret_borrow<py::array>(x)
+                                                   : py::array(numpy().attr("asarray")(x, py::arg("dtype") = "float64"));
+  if (a.dtype().kind() != 'f')
+    throw InputError(fmt::format("x: dtype {} not accepted; give float16, float32 or float64 values", dtype_name(a)));
+  // float16/32 widen to float64 exactly.
+  const py::array_t<double, py::array::c_style | py::array::forcecast> v(a);
+  const int bits = f.storage_bits();
+  const char* dt = bits <= 8 ? "uint8" : bits <= 16 ? "uint16" : bits <= 32 ? "uint32" : "uint64";
+  py::array r = numpy().attr("empty")(a.attr("shape"), py::arg("dtype") = dt);
+  const double* in = v.data();
+  void* out = r.mutable_data();
+  const auto n = static_cast<std::size_t>(a.size());
+  const auto width = r.itemsize();
+  {
+    py::gil_scoped_release nogil;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t b;
+      try {
+        b = pasa::encode(in[i], f);
+      } catch (const std::domain_error& e) {
+        throw InputError(fmt::format("x: element {}: {}", i, e.what()));
+      }
+      if (width == 1) static_cast<std::uint8_t*>(out)[i] = static_cast<std::uint8_t>(b);
+      else if (width == 2) static_cast<std::uint16_t*>(out)[i] = static_cast<std::uint16_t>(b);
+      else if (width == 4) static_cast<std::uint32_t*>(out)[i] = static_cast<std::uint32_t>(b);
+      else static_cast<std::uint64_t*>(out)[i] = b;
+    }
+  }
+  return r;
+}
+
+py::array_t<double> decode_bits(const py::object& bits, const std::string& format) {
+  const pasa::Format f = named("format", format, pasa::format_by_name);
+  const py::array a = py::isinstance<py::array>(bits)
+                          ? py::reinterpret_borrow<py::array>(bits)
+                          : py::array(numpy().attr("asarray")(bits, py::arg("dtype") = "uint64"));
+  if (a.dtype().kind() != 'u')
+    throw InputError(fmt::format("bits: dtype {} not accepted; give unsigned integers (uint8, uint16, ...) holding "
+                                 "bit patterns", dtype_name(a)));
+  const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast> v(a);
+  py::array_t<double> r(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  const std::uint64_t* in = v.data();
+  double* out = r.mutable_data();
+  const auto n = static_cast<std::size_t>(a.size());
+  {
+    py::gil_scoped_release nogil;
+    for (std::size_t i = 0; i < n; ++i) {
+      try {
+        out[i] = pasa::decode(in[i], f);
+      } catch (const std::domain_error& e) {
+        throw InputError(fmt::format("bits: element {}: {}", i, e.what()));
+      }
+    }
+  }
+  return r;
+}
+
+// The algorithm as pasa-attn (and pasa-attribute) build it: from `spec` (an AlgorithmSpec dict or JSON text,
+// like --algo-json) or from the separate arguments (like --algorithm, --alloc, --s1, --s2, --beta).
+pasa::AlgorithmSpec algorithm_spec(const char* function, const py::object& spec, const std::optional<std::string>& algorithm,
+                                   const py::object& alloc, const std::optional<double>& beta,
+                                   const std::optional<std::size_t>& s1, const std::optional<std::size_t>& s2,
+                                   const std::optional<std::uint64_t>& seed, const char* default_algorithm,
+                                   const char* default_alloc) {
+  if (!spec.is_none()) {
+    if (algorithm || !alloc.is_none() || beta || s1 || s2 || seed)
+      throw InputError("spec: give spec or the separate arguments (algorithm, alloc, beta, s1, s2, seed), not both");
+    return pasa::algorithm_from_json(json_argument(spec, "spec"), "spec:");
+  }
+  json j = {{"name", algorithm.value_or(default_algorithm)},
+            {"alloc", alloc.is_none() ? json(default_alloc) : alloc_argument(alloc)},
+            {"s1", s1.value_or(128)},
+            {"s2", s2.value_or(128)},
+            {"pasa", {{"beta", beta.value_or(pasa::PasaOptions{}.beta)}}}};
+  if (seed) j["seed"] = *seed;
+  return pasa::algorithm_from_json(j, std::string(function) + ":");
+}
+
+py::tuple attention(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& algorithm,
+                    const py::object& alloc, const std::optional<double>& beta, const std::optional<std::size_t>& s1,
+                    const std::optional<std::size_t>& s2, const std::optional<std::uint64_t>& seed, const py::object& spec,
+                    const std::optional<std::string>& format, double scale, bool causal,
+                    const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
+                    bool allow_nonfinite, const std::optional<int>& threads) {
+  const pasa::AlgorithmSpec algo =
+      algorithm_spec("pasa.attention", spec, algorithm, alloc, beta, s1, s2, seed, "fa2", "fa_fp16_fp32");
+  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  arrays.allow_nonfinite = allow_nonfinite;
+  pasa::AttentionOutput out;
+  pasa::Shape shape;
+  {
+    py::gil_scoped_release nogil;
+    const pasa::AttentionInputs in = arrays.inputs();
+    shape = in.q.shape;
+    out = pasa::run_attention(in, algo, threads_or_default(threads));
+  }
+  return py::make_tuple(tensor_out(std::move(out.o), arrays.rank()), lse_out(std::move(out.lse), shape, arrays.rank()));
+}
+
+py::dict golden(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& format,
+                double scale, bool causal, const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
+                int precision_bits, bool fast, const std::optional<int>& threads) {
+  const InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  pasa::Golden g;
+  pasa::Shape shape;
+  {
+    py::gil_scoped_release nogil;
+    const pasa::AttentionInputs in = arrays.inputs();
+    shape = in.q.shape;
+    pasa::GoldenOptions opt;
+    opt.precision_bits = precision_bits;
+    opt.fast = fast;
+    opt.threads = threads_or_default(threads);
+    g = pasa::golden_attention(in, opt);
+  }
+  py::dict d;
+  d["out"] = tensor_out(std::move(g.o), arrays.rank());
+  d["lse"] = lse_out(std::move(g.lse), shape, arrays.rank());
+  d["guaranteed_bits"] = g.guaranteed_bits;
+  d["error_bound"] = g.error_bound;
+  d["used_mpfr"] = g.used_mpfr;
+  return d;
+}
+
+py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, const py::object& v,
+                                     const std::optional<std::string>& format, double scale, bool causal,
+                                     const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
+                                     const std::optional<int>& threads) {
+  const InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  pasa::Tensor b;
+  {
+    py::gil_scoped_release nogil;
+    b = pasa::uniform_baseline(arrays.inputs(), threads_or_default(threads));
+  }
+  return tensor_out(std::move(b), arrays.rank());
+}
+
+py::dict score_stats(const py::object& q, const py::object& k, const py::object& v, const std::string& score_format,
+                     const std::optional<std::string>& format, double scale, bool causal,
+                     const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
+                     const std::optional<int>& threads) {
+  const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
+  const InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  pasa::ScoreStats st;
+  {
+    py::gil_scoped_release nogil;
+    st = pasa::score_stats(arrays.inputs(), sf, threads_or_default(threads));
+  }
+  return numbers_as_floats(pasa::to_json(st));
+}
+
+py::dict metrics(const py::object& out, const py::object& golden, const py::object& baseline) {
+  const py::object g = py::isinstance<py::dict>(golden) ? py::object(golden["out"]) : golden;
+  const pasa::Tensor o = tensor_from(out, "out"), gt = tensor_from(g, "golden");
+  std::optional<pasa::Tensor> b;
+  if (!baseline.is_none()) b = tensor_from(baseline, "baseline");
+  pasa::Metrics m;
+  {
+    py::gil_scoped_release nogil;
+    m = b ? pasa::compare_outputs(o, gt, *b) : pasa::compare_outputs(o, gt);
+  }
+  return numbers_as_floats(pasa::to_json(m));
+}
+
+py::dict generate(const py::object& problem, const std::optional<int>& threads) {
+  const pasa::ProblemSpec spec = pasa::problem_from_json(json_argument(problem, "problem"), "problem:");
+  pasa::AttentionInputs in;
+  {
+    py::gil_scoped_release nogil;
+    in = pasa::generate_inputs(spec, threads_or_default(threads));
+  }
+  py::dict d;
+  d["q"] = tensor_out(std::move(in.q), 4);
+  d["k"] = tensor_out(std::move(in.k), 4);
+  d["v"] = tensor_out(std::move(in.v), 4);
+  d["format"] = spec.format;
+  d["scale"] = in.scale;
+  d["causal"] = in.mask.causal;
+  d["kv_len"] = in.mask.kv_len.empty() ? py::object(py::none()) : py::cast(in.mask.kv_len);
+  return d;
+}
+
+py::object solve_beta(const py::object& beta0, long long n, const std::string& format, std::size_t sqrt_d, double tol,
+                      int max_iter) {
+  const pasa::Format tp = named("format", format, pasa::format_by_name);
+  if (n < 1) throw InputError(fmt::format("n {}: the block size must be at least 1", n));
+  pasa::BetaOptions opt;
+  opt.sqrt_d = sqrt_d;
+  opt.tol = tol;
+  opt.max_iter = max_iter;
+  const bool one = !py::isinstance<py::sequence>(beta0) && !py::isinstance<py::array>(beta0);  // a number
+  const std::vector<double> betas = one ? std::vector<double>{beta0.cast<double>()} : beta0.cast<std::vector<double>>();
+  py::list rows;
+  for (double b : betas) rows.append(to_python(pasa::to_json(pasa::solve_beta(b, static_cast<std::size_t>(n), tp, opt))));
+  return one ? py::object(rows[0]) : py::object(rows);
+}
+
+py::dict attribute(const py::object& problem, const py::object& q, const py::object& k, const py::object& v,
+                   const std::optional<std::string>& format, double scale, bool causal,
+                   const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
+                   const std::optional<std::string>& algorithm, const py::object& alloc, const std::optional<double>& beta,
+                   const std::optional<std::size_t>& s1, const std::optional<std::size_t>& s2,
+                   const std::optional<std::uint64_t>& seed, const py::object& spec, bool invariance,
+                   const std::optional<int>& threads) {
+  const pasa::AlgorithmSpec algo =
+      algorithm_spec("pasa.attribute", spec, algorithm, alloc, beta, s1, s2, seed, "pasa", "pasa_fp16");
+  const bool arrays_given = !q.is_none() || !k.is_none() || !v.is_none();
+  if (problem.is_none() == !arrays_given)
+    throw InputError("problem: give either a problem (dict or JSON text) or the arrays q, k, v");
+  std::optional<pasa::ProblemSpec> pspec;
+  std::optional<InputArrays> arrays;
+  if (!problem.is_none()) pspec = pasa::problem_from_json(json_argument(problem, "problem"), "problem:");
+  else arrays.emplace(q, k, v, format, scale, causal, kv_len, mask);
+  const int t = threads_or_default(threads);
+  std::vector<pasa::StageShare> rows;
+  std::optional<pasa::InvarianceView> view;
+  {
+    py::gil_scoped_release nogil;
+    const pasa::AttentionInputs in = pspec ? pasa::generate_inputs(*pspec, t) : arrays->inputs();
+    pasa::GoldenOptions gopt;
+    gopt.threads = t;
+    const pasa::Golden g = pasa::golden_attention(in, gopt);
+    // The invariance view first, as pasa-attribute does: it rejects a non-PASA algorithm before the long runs.
+    if (invariance) view = pasa::invariance_view(in, algo, g, t);
+    rows = pasa::attribute_error(in, algo, g, t);
+  }
+  json j = {{"algorithm", pasa::to_json(algo)}, {"stages", json::array()}};
+  if (pspec) j["problem"] = pasa::to_json(*pspec);
+  for (const pasa::StageShare& r : rows) j["stages"].push_back(pasa::to_json(r));
+  if (view) j["invariance"] = pasa::to_json(*view);
+  return to_python(j);
+}
+
+py::dict sweep(const py::object& config, const py::object& out_dir, int threads, bool resume,
+               const std::optional<std::string>& shard) {
+  pasa::SweepConfig cfg;
+  if (py::isinstance<py::dict>(config))
+    cfg = pasa::parse_sweep_config(json_argument(config, "config"), "config");
+  else if (py::isinstance<py::str>(config) || py::isinstance(config, py::module_::import("os").attr("PathLike")))
+    cfg = pasa::load_sweep_config(py::str(py::module_::import("os").attr("fspath")(config)).cast<std::string>());
+  else
+    throw InputError(fmt::format("config: expected a dict or the path of a JSON file, got {}",
+                                 py::str(py::type::handle_of(config).attr("__name__")).cast<std::string>()));
+  pasa::SweepOptions opt;
+  if (!out_dir.is_none()) opt.out_dir = py::str(py::module_::import("os").attr("fspath")(out_dir)).cast<std::string>();
+  opt.threads = threads;
+  opt.resume = resume;
+  if (shard) pasa::parse_shard(*shard, opt.shard_index, opt.shard_count);
+  pasa::SweepReport r;
+  std::string digest;
+  {
+    py::gil_scoped_release nogil;
+    r = pasa::run_sweep(cfg, pasa::library_backend(), opt);
+    digest = pasa::sweep_digest(cfg, r.csv);
+  }
+  py::dict d;
+  d["csv"] = r.csv.string();
+  d["summary"] = r.summary.empty() ? py::object(py::none()) : py::object(py::str(r.summary.string()));
+  d["cases_run"] = r.cases_run;
+  d["cases_reused"] = r.cases_reused;
+  d["digest"] = digest;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(pasa, m) {
+  m.doc() = R"doc(pasa: numerical analysis of low-precision attention, from Python.
+
+The C++ library underneath the pasa-* programs, for numpy arrays: rounding to low-precision formats, the
+blocked attention algorithms under a precision allocation, the MPFR golden, metrics, input generators, the
+beta solver, error attribution and sweeps. Results are the programs' results bit for bit; the documentation
+of each topic is in docs/ (docs/python.md for this module).
+
+Errors: a bad argument (name, value, shape, JSON key) raises ValueError with the message the programs print
+after "error:"; anything else raises RuntimeError (a bug to report). The GIL is released while the library
+computes.)doc";
+  m.attr("__version__") = PASA_VERSION;
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (const py::builtin_exception&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  using py::arg;
+  // Each docstring opens with its signature, defaults spelt out (pybind11's would show None for them).
+  py::options options;
+  options.disable_function_signatures();
+
+  m.def("formats", [] {
+    py::list l;
+    for (const pasa::Format& f : pasa::builtin_formats()) l.append(format_dict(f));
+    return l;
+  }, R"doc(formats() -> list of dict
+
+The built-in formats (PASA Table 1 with the exponent range and the smallest values), one dict each:
+name, p (significand bits, implicit bit included), emin, emax, min_subnormal, min_normal, max_finite,
+unit_roundoff (2^-p), storage_bits, subnormals, infinities. What `pasa-round --list-formats` prints.)doc");
+
+  m.def("format_info", [](const std::string& name) { return format_dict(named("name", name, pasa::format_by_name)); }, arg("name"),
+        R"doc(format_info(name) -> dict
+
+One format by name, built-in ("fp16", "bf16", "fp8_e4m3fn", ...) or custom ("p=8,emax=15",
+"p=5,emax=15,subnormals=0"), with the keys of formats(). Unknown names raise ValueError listing the known ones.)doc");
+
+  m.def("round", &round_values, arg("x"), arg("format"), py::kw_only(), arg("mode") = "rne", arg("overflow") = "ieee",
+        arg("flush_input") = false, arg("flush_output") = false, arg("seed") = 0, arg("out") = py::none(),
+        R"doc(round(x, format, *, mode="rne", overflow="ieee", flush_input=False, flush_output=False, seed=0, out=None)
+
+Round every element of x to `format` once (from its exact value), as pasa-round does.
+
+x: a float32 or float64 numpy array of any shape (strided views too), or a Python number or list (read as
+   float64). Contiguous input is read in place; other input is copied into the result first.
+format: a format name (see formats()) or a custom "p=<bits>,emax=<e>[,subnormals=0]".
+mode: "rne" (nearest, ties to even), "rz", "ru", "rd", "ro" (to odd), "sr" (stochastic).
+overflow: "ieee" (inf, or NaN for fp8_e4m3fn) or "saturate" (clamp to the largest finite value).
+flush_input / flush_output: DAZ / FTZ (subnormal inputs / results become zero).
+seed: the random stream of stochastic rounding: one draw per element, in C order, so a given seed gives
+   the same bits as pasa-round --seed on the same values.
+out: an optional C-contiguous array of the result's dtype and shape to write into (saves the allocation).
+
+Returns an array of x's shape holding values of the format: float32 for float32 x when every value of the
+format is a float32 (fp16, bf16, fp8, tf32, fp32, ...), else float64; a float for a Python number.
+fp16 results convert to numpy.float16 exactly (result.astype(numpy.float16)).)doc");
+
+  m.def("encode", &encode_values, arg("x"), arg("format"),
+        R"doc(encode(x, format) -> numpy array of unsigned integers
+
+The storage bit patterns of values of `format` (round them first: other values raise ValueError naming the
+element). The dtype holds the format's storage bits: uint8 for fp8, uint16 for fp16/bf16, uint32 for
+fp32/tf32, uint64 for fp64. NaN encodes as the canonical quiet NaN. For fp16, encode(x, "fp16") equals
+x.astype(numpy.float16).view(numpy.uint16) for every non-NaN fp16 value.)doc");
+
+  m.def("decode", &decode_bits, arg("bits"), arg("format"),
+        R"doc(decode(bits, format) -> float64 numpy array
+
+The values of storage bit patterns of `format` (unsigned integer array, any shape; or Python ints).
+A pattern wider than the format, or one the format does not have, raises ValueError naming the element.
+For fp16, decode(b, "fp16") equals b.view(numpy.float16).astype(numpy.float64).)doc");
+
+  m.def("algorithms", &pasa::algorithm_names, "algorithms() -> list of str\n\nThe registered attention algorithms.");
+  m.def("presets", &pasa::allocation_preset_names,
+        "presets() -> list of str\n\nThe precision allocation presets (docs/allocations.md).");
+  m.def("allocation", [](const py::object& alloc) {
+    return to_python(pasa::to_json(pasa::allocation_from_json(alloc_argument(alloc), "alloc")));
+  }, arg("alloc"), R"doc(allocation(alloc) -> dict
+
+The full form of an allocation (every stage with its format, rounding and reduction, the GEMM model): a preset
+name, the JSON text of an allocation object, or a dict {"preset": ..., "stages": {...}} (docs/allocations.md).
+The result can be edited and passed back as alloc= to attention().)doc");
+
+  m.def("attention", &attention, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("algorithm") = py::none(),
+        arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
+        arg("seed") = py::none(), arg("spec") = py::none(), arg("format") = py::none(), arg("scale") = 0.0,
+        arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("allow_nonfinite") = false,
+        arg("threads") = py::none(),
+        R"doc(attention(q, k, v, *, algorithm="fa2", alloc="fa_fp16_fp32", beta=0.984497, s1=128, s2=128, seed=0,
+          spec=None, format=None, scale=0, causal=False, kv_len=None, mask=None, allow_nonfinite=False,
+          threads=None) -> (out, lse)
+
+Run one blocked attention algorithm under a precision allocation, as pasa-attn does on .npy inputs.
+
+q: (Sq, D), (Nq, Sq, D) or (B, Nq, Sq, D); k, v: the same rank with Nkv heads (Nq a multiple: GQA) and Skv
+   keys. float16/float32/float64 arrays hold values (their dtype is their format unless format= is given,
+   then they are rounded to it, nearest even); uint8/uint16 arrays hold bit patterns of format= (bf16, fp8).
+algorithm: one of algorithms() (safe_softmax, online_softmax, fa1, fa2, pasa, smooth_k).
+alloc: a preset name (presets()), the JSON text of an allocation, or a dict (see allocation()).
+beta, s1, s2, seed: PASA's shift coefficient, the query and key/value block sizes, the stochastic
+   rounding stream.
+spec: instead of the five arguments above, a whole algorithm description (dict or JSON text, the form of
+   pasa-attn --algo-json: {"name", "alloc", "s1", "s2", "seed", "pasa": {...}}).
+scale: the softmax scale (0: 1/sqrt(D)). causal: causal mask aligned to the end. kv_len: valid keys per
+   batch. mask: a boolean (B, Sq, Skv) array, True = visible.
+allow_nonfinite: accept NaN/inf input elements (else ValueError naming the first), to follow them through.
+threads: worker threads (default: all cores); the result does not depend on it.
+
+Returns out (float64, q's shape with D; values of the allocation's "out" format) and lse (float64, q's shape
+without D; natural log, -inf for rows that see no key).)doc");
+
+  m.def("golden", &golden, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
+        arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
+        arg("precision_bits") = 128, arg("fast") = true, arg("threads") = py::none(),
+        R"doc(golden(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, precision_bits=128,
+       fast=True, threads=None) -> dict
+
+The MPFR-certified attention of the exact input values (arguments as in attention()), rounded to float64 only
+at the end. Returns {"out", "lse" (arrays as attention() returns them), "guaranteed_bits" (the bound: every
+element within 2^-guaranteed_bits, relative to the weighted mean of |V|; >= 54: faithful doubles),
+"error_bound", "used_mpfr"}. precision_bits: MPFR working precision; fast: double-double path with an a
+posteriori bound, MPFR where the bound is too weak. Inputs must be finite.)doc");
+
+  m.def("uniform_baseline", &uniform_baseline, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
+        arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
+        arg("threads") = py::none(),
+        R"doc(uniform_baseline(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, threads=None)
+
+The output that ignores the scores: every row the mean of V over the keys it sees (float64, q's shape).
+Passed to metrics() as baseline= it gives the skill score.)doc");
+
+  m.def("score_stats", &score_stats, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("score_format") = "fp16",
+        arg("format") = py::none(), arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(),
+        arg("mask") = py::none(), arg("threads") = py::none(),
+        R"doc(score_stats(q, k, v, *, score_format="fp16", format=None, scale=0, causal=False, kv_len=None, mask=None,
+            threads=None) -> dict
+
+Range of the exact scores QKᵀ and scale·QKᵀ over the visible entries, and how many exceed score_format's
+largest finite value or round to inf/NaN in it (FA-FP16/FP32's overflow), as pasa-attn prints them.)doc");
+
+  m.def("metrics", &metrics, arg("out"), arg("golden"), arg("baseline") = py::none(),
+        R"doc(metrics(out, golden, baseline=None) -> dict
+
+Accuracy of an attention output against the golden (golden: the array, or the dict golden() returns):
+rmse (PASA Eq. 19), rmse_finite, NaN/inf counts and percentages, rows with NaN/inf, max_abs_err, max_rel_err,
+cosine, and with baseline= (uniform_baseline()) rmse_uniform_baseline, rmse_centred and skill (else NaN).
+The keys and values of pasa-attn --json's "metrics"; NaN and infinities as floats.)doc");
+
+  m.def("generate", &generate, arg("problem"), py::kw_only(), arg("threads") = py::none(),
+        R"doc(generate(problem, *, threads=None) -> dict
+
+Seeded inputs from a problem description (a dict or its JSON text: {"shape": {"B", "Nq", "Nkv", "Sq", "Skv",
+"D"}, "format", "scale", "causal", "kv_len", "seed", "generator": {"kind": "uniform"|"hybrid"|"resonance",
+"x0", "am", ...}, "q"/"k"/"v": {...}}; docs/inputs-golden-metrics.md), the same bits as pasa-attn --problem.
+Returns {"q", "k", "v" (float64 (B, N, S, D), values of "format"), "format", "scale", "causal", "kv_len"}:
+pass it on as pasa.attention(**inputs, algorithm=...), pasa.golden(**inputs).)doc");
+
+  m.def("table3_initial_betas", &pasa::table3_initial_betas,
+        "table3_initial_betas() -> list of float\n\nThe initial betas of the paper's Table 3.");
+
+  m.def("solve_beta", &solve_beta, arg("beta0"), py::kw_only(), arg("n") = 128, arg("format") = "fp16",
+        arg("sqrt_d") = 0, arg("tol") = 1e-8, arg("max_iter") = 1000,
+        R"doc(solve_beta(beta0, *, n=128, format="fp16", sqrt_d=0, tol=1e-8, max_iter=1000) -> dict or list of dict
+
+PASA's optimal shift coefficient (Appendix A-C, Eq. 22) from beta0 (a number, or a list: one row each), as
+pasa-beta computes it: {"beta0", "inva0", "inva_r0", "rel_err0", "beta", "inva", "inva_r", "rel_err",
+"iterations"}. n: the block size s2; format: the format M's entries are rounded to; sqrt_d > 0 rounds the
+entries of M/sqrt(D) (Eq. 10). solve_beta(table3_initial_betas()) is the paper's Table 3.)doc");
+
+  m.def("attribute", &attribute, arg("problem") = py::none(), py::kw_only(), arg("q") = py::none(),
+        arg("k") = py::none(), arg("v") = py::none(), arg("format") = py::none(), arg("scale") = 0.0,
+        arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("algorithm") = py::none(),
+        arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
+        arg("seed") = py::none(), arg("spec") = py::none(), arg("invariance") = false, arg("threads") = py::none(),
+        R"doc(attribute(problem=None, *, q=None, k=None, v=None, format=None, scale=0, causal=False, kv_len=None,
+          mask=None, algorithm="pasa", alloc="pasa_fp16", beta=0.984497, s1=128, s2=128, seed=0, spec=None,
+          invariance=False, threads=None) -> dict
+
+Which rounding stage of the allocation makes the error (docs/attribution.md), as pasa-attribute --json:
+each stage lifted alone to fp64, and alone kept in its format. The inputs: a problem (dict or JSON text, as
+generate() takes) or the arrays q, k, v with the mask options of attention(). The algorithm: as attention().
+invariance=True adds PASA's invariance view (given beta, exact M, optimised beta).
+Returns {"problem" (with a problem), "algorithm", "stages": [{"stage", "format", "rmse_base", "rmse_fp64",
+"rmse_lifted", "reduction", "share", "rmse_only", "share_only", "nan_pct_base", "nan_pct_lifted",
+"nan_pct_only"}, ...], "invariance" (with invariance=True)}.)doc");
+
+  m.def("sweep", &sweep, arg("config"), arg("out_dir") = py::none(), py::kw_only(), arg("threads") = 1,
+        arg("resume") = false, arg("shard") = py::none(),
+        R"doc(sweep(config, out_dir=None, *, threads=1, resume=False, shard=None) -> dict
+
+Run a sweep (grid x seeds x algorithms) as pasa-sweep does: config is a dict (the JSON schema of
+docs/sweeps.md) or the path of a config file; out_dir overrides the config's outputs.dir; shard "I/N" runs
+every N-th problem. Writes results.csv and summary.json there and returns {"csv", "summary" (None for a
+shard), "cases_run", "cases_reused", "digest" (the table's mean RMSE and NaN % per grid point)}.)doc");
+}
