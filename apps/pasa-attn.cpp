@@ -174,6 +174,8 @@ int main(int argc, char** argv) {
                in.k.shape.N, in.k.shape.S, in.k.shape.D, in.q.format.name, in.mask.causal ? ", causal" : "");
     fmt::print("algorithm    {} / {} (s1 {}, s2 {}{}), {:.3f} s\n", algo.name, algo.alloc.name, algo.s1, algo.s2,
                algo.splits > 1 ? fmt::format(", {} KV splits", algo.splits) : "", t_algo);
+    if (algo.name == "fdpp")  // [FD++]: rows whose scores left (φ + a, φ + b), recomputed synchronised
+      fmt::print("fdpp         phi {}, recomputed rows {} of {}\n", algo.fdpp.phi, out.recomputed_rows, s.B * s.N * s.S);
     fmt::print("golden       {} guaranteed bits{}, {:.3f} s\n", golden.guaranteed_bits,
                golden.used_mpfr ? " (MPFR)" : "", t_golden);
     fmt::print("{:<28}{}\n", "metric", "value");

@@ -147,6 +147,7 @@ AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spe
       gather(pb, s, j0, j1, in->k, in->v);
       in->scale = pb.scale;
       in->mask.causal = j1 == sq.ctx_len;  // new token i sees new tokens 0..i (Sq = Skv = q_len)
+      in->allow_nonfinite = true;  // Q checked by validate(pb), K and V by gather: no second scan
       validate(*in);
       runs.push_back(std::make_unique<detail::Run>(*in, spec));
       if (pasa) detail::pasa_prepare(*runs.back(), threads);

@@ -69,7 +69,10 @@ void validate(const AttentionInputs& in) {
     if ((p.B != 1 && p.B != q.B) || p.N != q.N || p.S != q.S || p.D != k.S || in.pse.data.size() != p.size())
       throw InputError(fmt::format("pse has shape {} ({} values), expected (B or 1, Nq, Sq, Skv) = ({} or 1, {}, {}, {})",
                                    shape_str(p), in.pse.data.size(), q.B, q.N, q.S, k.S));
-    check_finite(in.pse, "pse");
+    for (std::size_t idx = 0; idx < in.pse.data.size(); ++idx)  // allow_nonfinite does not cover the bias
+      if (!std::isfinite(in.pse.data[idx]))
+        throw InputError(fmt::format("pse has a non-finite element {} at (b={}, h={}, i={}, j={})", in.pse.data[idx],
+                                     idx / (p.N * p.S * p.D), idx / (p.S * p.D) % p.N, idx / p.D % p.S, idx % p.D));
   }
   if (!in.allow_nonfinite)
     for (int t = 0; t < 3; ++t) check_finite(*ts[t], names[t]);
