@@ -21,6 +21,10 @@
 #include "pasa/io/tensor_io.hpp"
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/metrics_json.hpp"
+#include "pasa/io/csv.hpp"
+#include "pasa/io/npy.hpp"
+#include "pasa/core/memory.hpp"
+#include "pasa/study/sweep.hpp"
 
 using namespace pasa;
 
@@ -44,9 +48,10 @@ int main(int argc, char** argv) {
   auto* o_alloc = app.add_option("--alloc", alloc, "precision allocation preset: " +
                                                         fmt::format("{}", fmt::join(allocation_preset_names(), ", ")))
                       ->check(pasa_apps::library_name(allocation_preset));
-  auto* o_s1 = app.add_option("--s1", s1, "query block size");
-  auto* o_s2 = app.add_option("--s2", s2, "key/value block size");
-  auto* o_beta = app.add_option("--beta", beta, "PASA shifting coefficient β");
+  auto* o_s1 = app.add_option("--s1", s1, "query block size (clamped to Sq)")->check(pasa_apps::unsigned_integer(1));
+  auto* o_s2 = app.add_option("--s2", s2, "key/value block size (clamped to Skv)")->check(pasa_apps::unsigned_integer(1));
+  auto* o_beta = app.add_option("--beta", beta, "PASA shifting coefficient β (algorithm pasa only)")
+                     ->check(pasa_apps::finite_number());
   auto* o_algo_json = app.add_option("--algo-json", algo_json, "algorithm JSON file (instead of the options above)");
   for (auto* o : {o_algo, o_alloc, o_s1, o_s2, o_beta}) o->excludes(o_algo_json);
   // Problem: a JSON file, generator options, or .npy tensors
@@ -66,36 +71,42 @@ int main(int argc, char** argv) {
   o_k->needs(o_q);
   o_v->needs(o_q);
   std::vector<CLI::Option*> gen_opts = {
-      app.add_option("--batch", spec.B, "B"),
-      app.add_option("--heads", spec.Nq, "query heads Nq"),
-      app.add_option("--kv-heads", spec.Nkv, "key/value heads Nkv (default Nq)"),
-      app.add_option("--seq", spec.Sq, "query length Sq"),
-      app.add_option("--kv-seq", spec.Skv, "key/value length Skv (default Sq)"),
-      app.add_option("--dim", spec.D, "head dimension D"),
+      app.add_option("--batch", spec.B, "B")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--heads", spec.Nq, "query heads Nq")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--kv-heads", spec.Nkv, "key/value heads Nkv (default Nq)")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--seq", spec.Sq, "query length Sq")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--kv-seq", spec.Skv, "key/value length Skv (default Sq)")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--dim", spec.D, "head dimension D")->check(pasa_apps::unsigned_integer(1)),
       app.add_option("--format", spec.format, "input storage format")->check(pasa_apps::library_name(format_by_name)),
-      app.add_option("--seed", spec.seed, "problem seed"),
+      app.add_option("--seed", spec.seed, "problem seed (0 .. 2^64-1)")->check(pasa_apps::unsigned_integer()),
       app.add_option("--gen", kind, "generator: uniform (Eq. 17), hybrid (Eq. 18), resonance (§3.3.2)"),
-      app.add_option("--x0", gen.x0, "generator centre / offset"),
-      app.add_option("--am", gen.am, "uniform half-width, hybrid outlier std, resonance amplitude"),
-      app.add_option("--p", gen.p, "hybrid outlier probability"),
-      app.add_option("--wavelength", gen.wavelength, "resonance wavelength along D"),
-      app.add_option("--phase-lag", phase_lag, "resonance: phase of K relative to Q in degrees (0 or 180)"),
-      app.add_option("--seq-bias", gen.seq_bias, "resonance: bias growing along the sequence"),
-      app.add_option("--noise", gen.noise, "resonance: Gaussian noise std")};
+      app.add_option("--x0", gen.x0, "generator centre / offset")->check(pasa_apps::finite_number()),
+      app.add_option("--am", gen.am, "uniform half-width, hybrid outlier std, resonance amplitude")
+          ->check(pasa_apps::finite_number()),
+      app.add_option("--p", gen.p, "hybrid outlier probability")->check(pasa_apps::finite_number()),
+      app.add_option("--wavelength", gen.wavelength, "resonance wavelength along D")->check(pasa_apps::finite_number()),
+      app.add_option("--phase-lag", phase_lag, "resonance: phase of K relative to Q in degrees (0 or 180)")
+          ->check(pasa_apps::finite_number()),
+      app.add_option("--seq-bias", gen.seq_bias, "resonance: bias growing along the sequence")
+          ->check(pasa_apps::finite_number()),
+      app.add_option("--noise", gen.noise, "resonance: Gaussian noise std")->check(pasa_apps::finite_number())};
   for (auto* o : gen_opts) o->excludes(o_problem)->excludes(o_q);
   double scale = 0;
   bool causal = false;
-  auto* o_scale = app.add_option("--scale", scale, "softmax scale (default 1/sqrt(D))");
+  auto* o_scale = app.add_option("--scale", scale, "softmax scale (default 1/sqrt(D))")->check(pasa_apps::finite_number());
   auto* o_causal = app.add_flag("--causal", causal, "causal mask (aligned to the end, as in decode)");
   o_scale->excludes(o_problem);
   o_causal->excludes(o_problem);
   // Outputs
-  bool json = false;
+  bool json = false, allow_nonfinite = false;
   int threads = default_threads(), precision_bits = 128;
-  std::string score_format = "fp16", out_npy, golden_npy;
+  std::string score_format = "fp16", out_npy, golden_npy, max_memory;
   app.add_flag("--json", json, "print the results as JSON instead of a table");
-  app.add_option("--threads", threads, "threads");
-  app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden");
+  app.add_flag("--allow-nonfinite", allow_nonfinite,
+               "accept NaN/inf input elements (the golden is then what IEEE arithmetic on the exact values gives)");
+  app.add_option("--threads", threads, "threads")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden")->check(CLI::Range(106, 100000));
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--score-format", score_format, "format for the score overflow counts")
       ->check(pasa_apps::library_name(format_by_name));
   app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
@@ -103,14 +114,25 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    // Algorithm
+    // Everything is checked before anything is computed or written: the algorithm, the outputs, the size.
     AlgorithmSpec algo;
     if (!algo_json.empty()) {
       algo = algorithm_from_json(read_json_file(algo_json), algo_json + ":");
     } else {
-      nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}, {"pasa", {{"beta", beta}}}};
+      nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}};
+      if (algorithm == "pasa" || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
       algo = algorithm_from_json(j, "command line");
     }
+    check_output_paths({{"--out-npy", out_npy}, {"--golden-npy", golden_npy}});
+    const std::size_t memory_limit = max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory");
+    GoldenOptions gopt;
+    gopt.threads = threads;
+    gopt.precision_bits = precision_bits;
+    auto check_size = [&](const ProblemSpec& p) {
+      check_memory(case_memory_bytes(p, {algo}, gopt, false), memory_limit, "this problem",
+                   fmt::format("Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {} threads", p.B, p.Nq, p.Sq, p.D, p.B, p.Nkv,
+                               p.Skv, p.D, threads));
+    };
     // Inputs
     AttentionInputs in;
     nlohmann::json problem_json;
@@ -124,7 +146,12 @@ int main(int argc, char** argv) {
       in.v = lv.tensor;
       in.scale = scale;
       in.mask.causal = causal;
+      in.allow_nonfinite = allow_nonfinite;
       validate(in);
+      ProblemSpec shape;
+      shape.B = in.q.shape.B, shape.Nq = in.q.shape.N, shape.Sq = in.q.shape.S, shape.D = in.q.shape.D;
+      shape.Nkv = in.k.shape.N, shape.Skv = in.k.shape.S, shape.format = in.q.format.name;
+      check_size(shape);
       problem_json = {{"q", q_file}, {"k", k_file}, {"v", v_file}, {"format", in.q.format.name},
                       {"rounded", lq.rounded + lk.rounded + lv.rounded}, {"scale", scale}, {"causal", causal}};
     } else {
@@ -139,6 +166,9 @@ int main(int argc, char** argv) {
         spec.scale = scale;
         spec.causal = causal;
       }
+      if (allow_nonfinite) spec.allow_nonfinite = true;
+      validate(spec);
+      check_size(spec);  // before a single element is generated
       in = generate_inputs(spec, threads);
       problem_json = to_json(spec);
     }
@@ -147,16 +177,19 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     const AttentionOutput out = run_attention(in, algo, threads);
     const double t_algo = seconds_since(t0);
-    GoldenOptions gopt;
-    gopt.threads = threads;
-    gopt.precision_bits = precision_bits;
     t0 = std::chrono::steady_clock::now();
     const Golden golden = golden_attention(in, gopt);
     const double t_golden = seconds_since(t0);
     const Metrics m = compare_outputs(out.o, golden.o, uniform_baseline(in, threads));
     const ScoreStats st = score_stats(in, sfmt, threads);
-    if (!out_npy.empty()) save_tensor(out_npy, out.o);
-    if (!golden_npy.empty()) save_tensor(golden_npy, golden.o);
+    // Both files or neither.
+    std::vector<std::pair<std::filesystem::path, std::string>> files;
+    auto npy_of = [](const Tensor& t) {
+      return npy_file_bytes(make_npy(t.data, {t.shape.B, t.shape.N, t.shape.S, t.shape.D}, NpyDtype::f64));
+    };
+    if (!out_npy.empty()) files.emplace_back(out_npy, npy_of(out.o));
+    if (!golden_npy.empty()) files.emplace_back(golden_npy, npy_of(golden.o));
+    write_files_atomic(files);
 
     if (json) {
       nlohmann::json j = {{"problem", problem_json},

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/study/hardware_compare.hpp"
@@ -23,11 +24,15 @@ int main(int argc, char** argv) {
   att->add_option("--configs", aopt.configs_dir, "folder of <label>.json hardware configs (configs/hardware)")
       ->required();
   att->add_option("--out", a_out, "CSV to write, one row per (case, label)")->required();
-  att->add_option("--threads", aopt.threads, "worker threads (results do not depend on it)")->capture_default_str();
+  att->add_option("--threads", aopt.threads, "worker threads (results do not depend on it)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1));
   auto* conv = app.add_subcommand("conversions", "pasa's rounding vs the GPU's float32 conversions");
   conv->add_option("--gpu-dir", copt.gpu_dir, "folder with conv_<fmt>.bin (and conv_range.json)")->required();
   conv->add_option("--out", c_out, "CSV to write: a summary row per format, then up to 20 mismatches")->required();
-  conv->add_option("--threads", copt.threads, "worker threads (results do not depend on it)")->capture_default_str();
+  conv->add_option("--threads", copt.threads, "worker threads (results do not depend on it)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1));
   CLI11_PARSE(app, argc, argv);
   try {
     if (att->parsed()) {

@@ -44,7 +44,12 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
   read_size(j, "s1", path, s.s1, 1);
   read_size(j, "s2", path, s.s2, 1);
   read_u64(j, "seed", path, s.seed);
-  if (j.contains("pasa")) s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
+  if (j.contains("pasa")) {
+    // Options that the algorithm would ignore are a mistake (a "pasa" block on fa2 changes nothing).
+    if (s.name != "pasa")
+      json_fail(path + "/pasa", fmt::format("PASA options do not apply to algorithm \"{}\" (only to \"pasa\")", s.name));
+    s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
+  }
   return s;
 }
 

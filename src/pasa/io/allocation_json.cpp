@@ -82,7 +82,9 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
     const json& st = j.at("stages");
     const std::string sp = path + "/stages";
     require_object(st, sp);
-    for (const auto& [key, val] : st.items()) {
+    for (const auto& item : st.items()) {
+      const std::string& key = item.key();  // (not a structured binding: clang 14 cannot capture one)
+      const json& val = item.value();
       const Stage s = at_place(sp + "/" + key, [&] { return stage_by_name(key); });
       read_stage(val, sp + "/" + key, s, a.spec(s));
       given[static_cast<std::size_t>(s)] = true;

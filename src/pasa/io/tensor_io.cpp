@@ -21,7 +21,10 @@ std::string shape_str(const std::vector<std::size_t>& s) {
 }  // namespace
 
 LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format) {
-  const NpyArray a = read_npy(path);
+  return tensor_from_npy(read_npy(path), format, path);
+}
+
+LoadedTensor tensor_from_npy(const NpyArray& a, const Format* format, const std::filesystem::path& path) {
   const bool bits = a.dtype == NpyDtype::u8 || a.dtype == NpyDtype::u16;
   if (bits && format == nullptr)
     throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3fn)",

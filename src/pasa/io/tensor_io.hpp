@@ -23,6 +23,9 @@ struct LoadedTensor {
 // dtype, values are rounded to it (nearest even; beyond its range → inf, which validate() then rejects).
 // Errors (InputError) name the file: unreadable or malformed .npy, unsupported shape, bits without format.
 LoadedTensor load_tensor(const std::filesystem::path&, const Format* format = nullptr);
+// The same from an array already read (`path` only names it in errors).
+struct NpyArray;
+LoadedTensor tensor_from_npy(const NpyArray&, const Format* format, const std::filesystem::path& path);
 
 // Writes the tensor as float64 (B, N, S, D).
 void save_tensor(const std::filesystem::path&, const Tensor&);
