@@ -128,8 +128,10 @@ int main(int argc, char** argv) {
     GoldenOptions gopt;
     gopt.threads = threads;
     gopt.precision_bits = precision_bits;
+    std::size_t memory_estimate = 0;
     auto check_size = [&](const ProblemSpec& p) {
-      check_memory(case_memory_bytes(p, {algo}, gopt, false), memory_limit, "this problem",
+      memory_estimate = case_memory_bytes(p, {algo}, gopt, false);
+      check_memory(memory_estimate, memory_limit, "this problem",
                    fmt::format("Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {} threads", p.B, p.Nq, p.Sq, p.D, p.B, p.Nkv,
                                p.Skv, p.D, threads));
     };
@@ -198,7 +200,8 @@ int main(int argc, char** argv) {
                           {"scores", to_json(st)},
                           {"golden", {{"guaranteed_bits", golden.guaranteed_bits}, {"used_mpfr", golden.used_mpfr},
                                       {"precision_bits", precision_bits}, {"seconds", t_golden}}},
-                          {"algorithm_seconds", t_algo}};
+                          {"algorithm_seconds", t_algo},
+                          {"memory_estimate_bytes", memory_estimate}};
       std::cout << j.dump(2) << "\n";
       return 0;
     }

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages pasa needs, only those that are missing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libmpfr-dev libgmp-dev libboost-dev libcli11-dev libfmt-dev
-      nlohmann-json3-dev catch2 libopenblas-dev gnuplot-nox)
+      nlohmann-json3-dev catch2 libopenblas-dev gnuplot-nox python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
