@@ -9,6 +9,7 @@
 
 #include "pasa/core/error.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/allocation_json.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/io/npy.hpp"
 #include "pasa/io/number_text.hpp"
@@ -83,4 +84,10 @@ TEST_CASE("problem JSON: generator errors where written, allow_nonfinite, shapes
   CHECK_FALSE(to_json(ProblemSpec{}).contains("allow_nonfinite"));  // written only when set (tables keep their bits)
   CHECK_THROWS_WITH(problem_from_json(json::parse(R"({"shape": {"B": 4294967296, "Sq": 4294967296, "D": 4294967296}})"), "p.json:"),
                     Catch::Contains("its element count overflows"));
+}
+
+TEST_CASE("allocation JSON: a GEMM chunk beyond int is refused, not wrapped around", "[allocation_json]") {
+  CHECK_THROWS_WITH(allocation_from_json(json::parse(R"({"preset": "fa_fp16", "gemm": {"model": "chunked", "chunk": 1099511627776}})"), "l.json:"),
+                    "l.json:/gemm/chunk: expected an integer in [1, 65536], got 1099511627776");
+  CHECK(allocation_from_json(json::parse(R"({"preset": "fa_fp16", "gemm": {"model": "chunked", "chunk": 65536}})"), "l.json:").gemm.chunk == 65536);
 }

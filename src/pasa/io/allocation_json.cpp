@@ -75,7 +75,12 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
       else if (m == "every_op") a.gemm.kind = GemmKind::every_op;
       else json_fail(gp + "/model", fmt::format("unknown GEMM model \"{}\"; known: ordered, chunked, every_op", m));
     }
-    if (g.contains("chunk")) a.gemm.chunk = static_cast<int>(as_size(g.at("chunk"), gp + "/chunk", 1));
+    if (g.contains("chunk")) {
+      // Bounded: the chunked model keeps 2·chunk + 2 doubles per thread (an int chunk of 2^40 wrapped around).
+      const std::size_t c = as_size(g.at("chunk"), gp + "/chunk", 1);
+      if (c > 65536) json_fail(gp + "/chunk", fmt::format("expected an integer in [1, 65536], got {}", c));
+      a.gemm.chunk = static_cast<int>(c);
+    }
   }
   std::array<bool, kStageCount> given{};
   if (j.contains("stages")) {
