@@ -342,84 +342,83 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     }
   };
   try {
-
-  // Cases of this shard, and those already done (from the final table or the partial rows).
-  std::vector<std::size_t> problems;
-  for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) problems.push_back(i);
-  const std::size_t total = problems.size() * cfg.algorithms.size();
-  std::map<std::size_t, CsvRow> done;
-  auto load = [&](const fs::path& file) {
-    if (!fs::exists(file)) return;
-    const CsvFileLines lines = read_complete_lines(file);  // a torn last row is dropped here
-    if (lines.lines.empty()) return;
-    if (parse_csv_line(lines.lines[0]) != header)
-      throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
-    for (std::size_t i = 1; i < lines.lines.size(); ++i) {
-      CsvRow row;
-      try {
-        row = parse_csv_line(lines.lines[i]);
-      } catch (const InputError&) {
-        continue;
+    // Cases of this shard, and those already done (from the final table or the partial rows).
+    std::vector<std::size_t> problems;
+    for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) problems.push_back(i);
+    const std::size_t total = problems.size() * cfg.algorithms.size();
+    std::map<std::size_t, CsvRow> done;
+    auto load = [&](const fs::path& file) {
+      if (!fs::exists(file)) return;
+      const CsvFileLines lines = read_complete_lines(file);  // a torn last row is dropped here
+      if (lines.lines.empty()) return;
+      if (parse_csv_line(lines.lines[0]) != header)
+        throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
+      for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+        CsvRow row;
+        try {
+          row = parse_csv_line(lines.lines[i]);
+        } catch (const InputError&) {
+          continue;
+        }
+        if (row.size() != header.size()) continue;
+        std::size_t id;
+        try {
+          id = row_case_id(row, file.string());
+        } catch (const InputError&) {
+          continue;
+        }
+        if (id >= cfg.case_count() || (id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index) continue;
+        if (!row_matches_plan(cfg, row, id)) continue;
+        done.emplace(id, std::move(row));
       }
-      if (row.size() != header.size()) continue;
-      std::size_t id;
-      try {
-        id = row_case_id(row, file.string());
-      } catch (const InputError&) {
-        continue;
+    };
+    load(report.csv);
+    load(partial);
+    report.cases_reused = done.size();
+    rows_exist = !done.empty();
+
+    // The partial file restarts from its valid rows (atomically), so new rows follow a complete line.
+    {
+      std::string text = csv_line(header);
+      for (const auto& [id, row] : done) text += csv_line(row);
+      write_file_atomic(partial, text);
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    {
+      AppendFile out(partial);
+      for (std::size_t pi : problems) {
+        std::vector<bool> wanted(cfg.algorithms.size());
+        bool any = false;
+        for (std::size_t a = 0; a < wanted.size(); ++a)
+          any |= wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
+        if (!any) continue;
+        const PlannedProblem p = plan_problem(cfg, pi);
+        backend.run(p, cfg, wanted, opt.threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
+          if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
+          if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
+            throw std::logic_error("sweep backend emitted the wrong number of metrics");
+          CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
+          out.append(csv_line(row));
+          rows_exist = true;
+          done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
+          wanted[a] = false;
+          ++report.cases_run;
+          if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
+        });
+        if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
+          throw std::logic_error("sweep backend did not run every requested algorithm");
       }
-      if (id >= cfg.case_count() || (id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index) continue;
-      if (!row_matches_plan(cfg, row, id)) continue;
-      done.emplace(id, std::move(row));
     }
-  };
-  load(report.csv);
-  load(partial);
-  report.cases_reused = done.size();
-  rows_exist = !done.empty();
 
-  // The partial file restarts from its valid rows (atomically), so new rows follow a complete line.
-  {
-    std::string text = csv_line(header);
-    for (const auto& [id, row] : done) text += csv_line(row);
-    write_file_atomic(partial, text);
-  }
-
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  {
-    AppendFile out(partial);
-    for (std::size_t pi : problems) {
-      std::vector<bool> wanted(cfg.algorithms.size());
-      bool any = false;
-      for (std::size_t a = 0; a < wanted.size(); ++a)
-        any |= wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
-      if (!any) continue;
-      const PlannedProblem p = plan_problem(cfg, pi);
-      backend.run(p, cfg, wanted, opt.threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
-        if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
-        if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
-          throw std::logic_error("sweep backend emitted the wrong number of metrics");
-        CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
-        out.append(csv_line(row));
-        rows_exist = true;
-        done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
-        wanted[a] = false;
-        ++report.cases_run;
-        if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
-      });
-      if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
-        throw std::logic_error("sweep backend did not run every requested algorithm");
-    }
-  }
-
-  std::vector<CsvRow> rows;
-  for (auto& [id, row] : done) rows.push_back(std::move(row));
-  if (rows.size() != total) throw std::logic_error("sweep finished with missing cases");
-  write_file_atomic(report.csv, table_text(header, rows));
-  if (!report.summary.empty()) write_file_atomic(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
-  fs::remove(partial);
-  return report;
+    std::vector<CsvRow> rows;
+    for (auto& [id, row] : done) rows.push_back(std::move(row));
+    if (rows.size() != total) throw std::logic_error("sweep finished with missing cases");
+    write_file_atomic(report.csv, table_text(header, rows));
+    if (!report.summary.empty()) write_file_atomic(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+    fs::remove(partial);
+    return report;
   } catch (...) {
     clean_up();
     throw;
