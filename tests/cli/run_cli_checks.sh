@@ -157,6 +157,7 @@ npy("q.npy", (4, 2), [0.5] * n)
 npy("k.npy", (4, 2), [0.25] * n)
 npy("v.npy", (4, 2), [1.0, float("inf")] + [2.0] * (n - 2))
 P
+expect 2 "needs about .* from .npy" pasa-attn --q q.npy --k k.npy --v v.npy --max-memory 1K  # sized from the headers
 expect 2 "non-finite element inf .*--allow-nonfinite" pasa-attn --q q.npy --k k.npy --v v.npy
 expect 0 "inf %  +0$" pasa-attn --q q.npy --k k.npy --v v.npy --allow-nonfinite --algorithm fa2 --alloc fa_fp32
 

@@ -3,6 +3,10 @@
 // made or could make, and the test checks that it is refused with a message naming the place and value.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +55,24 @@ TEST_CASE("JSON text: duplicate keys, deep nesting and overflowing numbers are r
 TEST_CASE(".npy: a negative dimension is named as such", "[npy]") {
   const auto bytes = npy_with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, -3), }");
   CHECK_THROWS_WITH(parse_npy(bytes, "neg.npy"), Catch::Contains("neg.npy: malformed .npy header: shape holds a negative dimension"));
+}
+
+TEST_CASE(".npy: the header alone sizes a file before its data are read", "[npy]") {
+  auto bytes = npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }");
+  const auto path = std::filesystem::temp_directory_path() / ("pasa-test-npy-header-" + std::to_string(::getpid()) + ".npy");
+  auto write = [&](std::size_t data_bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f << std::string(data_bytes, '\0');
+  };
+  write(24);
+  const NpyArray h = read_npy_header(path);
+  CHECK(h.dtype == NpyDtype::f32);
+  CHECK(h.shape == std::vector<std::size_t>{3, 2});
+  CHECK(h.bytes.empty());
+  write(20);
+  CHECK_THROWS_WITH(read_npy_header(path), Catch::Contains("truncated .npy data: shape (3, 2) of <f4 needs 24 bytes, file holds 20"));
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("number lists: a number below the smallest subnormal reads as 0, with a note", "[number_text]") {

@@ -180,15 +180,12 @@ std::size_t npy_element_count(const NpyArray& a) {
   return n;
 }
 
-NpyArray read_npy(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
-  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
-  return parse_npy(buf, file);
-}
+namespace {
 
-NpyArray parse_npy(std::span<const unsigned char> buf, const std::filesystem::path& file) {
+// The header of a .npy whose first bytes are `prefix` and whose size is `file_size`: dtype and shape (bytes
+// left empty), checked against the file size; `data_offset` receives where the data start.
+NpyArray parse_header(std::span<const unsigned char> buf, std::size_t file_size, const std::filesystem::path& file,
+                      std::size_t& data_offset) {
   if (buf.size() < kMagicLen + 2 || std::memcmp(buf.data(), kMagic, kMagicLen) != 0)
     throw InputError(fmt::format("{}: not a .npy file (wrong magic; expected \\x93NUMPY)", file.string()));
   const int major = buf[6];
@@ -200,11 +197,11 @@ NpyArray parse_npy(std::span<const unsigned char> buf, const std::filesystem::pa
   const std::size_t header_len = le(buf.data() + kMagicLen + 2, len_bytes);
   if (buf.size() - pre < header_len)
     throw InputError(fmt::format("{}: truncated .npy header (declares {} bytes, file has {})", file.string(),
-                                 header_len, buf.size() - pre));
+                                 header_len, file_size - pre));
   const std::string_view header(reinterpret_cast<const char*>(buf.data() + pre), header_len);
   NpyArray a = HeaderParser(header, file).parse();
   std::size_t need = 0;
-  const std::size_t have = buf.size() - pre - header_len;
+  const std::size_t have = file_size - pre - header_len;
   std::string dims;
   for (std::size_t d : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   if (!checked_bytes(a.shape, npy_itemsize(a.dtype), need))
@@ -215,7 +212,44 @@ NpyArray parse_npy(std::span<const unsigned char> buf, const std::filesystem::pa
   if (need < have)
     throw InputError(fmt::format("{}: .npy data has {} bytes more than shape ({}) of {} needs", file.string(),
                                  have - need, dims, npy_descr(a.dtype)));
-  a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(pre + header_len), buf.end());
+  data_offset = pre + header_len;
+  return a;
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
+  return parse_npy(buf, file);
+}
+
+NpyArray read_npy_header(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::error_code ec;
+  const std::size_t size = std::filesystem::file_size(file, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot read its size: {}", file.string(), ec.message()));
+  std::vector<unsigned char> buf(std::min<std::size_t>(size, kMagicLen + 6));
+  in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  if (buf.size() >= kMagicLen + 6 && std::memcmp(buf.data(), kMagic, kMagicLen) == 0 && buf[6] >= 1 && buf[6] <= 3) {
+    // The whole header (its length is in the first bytes), at most the file.
+    const std::size_t pre = kMagicLen + 2 + (buf[6] == 1 ? 2u : 4u);
+    const std::size_t want = std::min(size, pre + le(buf.data() + kMagicLen + 2, buf[6] == 1 ? 2 : 4));
+    const std::size_t had = buf.size();
+    buf.resize(std::max(had, want));
+    in.read(reinterpret_cast<char*>(buf.data() + had), static_cast<std::streamsize>(buf.size() - had));
+  }
+  std::size_t offset = 0;
+  return parse_header(buf, size, file, offset);
+}
+
+NpyArray parse_npy(std::span<const unsigned char> buf, const std::filesystem::path& file) {
+  std::size_t offset = 0;
+  NpyArray a = parse_header(buf, buf.size(), file, offset);
+  a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(offset), buf.end());
   return a;
 }
 

@@ -30,6 +30,9 @@ std::size_t npy_element_count(const NpyArray&);
 // Throws InputError naming the file and the reason (wrong magic, bad header, unsupported dtype, Fortran
 // order, absurd shape, truncated or over-long data).
 NpyArray read_npy(const std::filesystem::path&);
+// Only the header (dtype, shape; bytes empty), checked against the file's size: to size a run before the
+// data are read.
+NpyArray read_npy_header(const std::filesystem::path&);
 // The same from the file's bytes in memory; `file` only names it in errors.
 NpyArray parse_npy(std::span<const unsigned char> bytes, const std::filesystem::path& file);
 // Atomic: writes a temporary file next to the target and renames it; nothing is left behind on failure.
