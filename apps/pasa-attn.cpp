@@ -180,6 +180,7 @@ int main(int argc, char** argv) {
         if (app.count("--kv-heads") == 0) spec.Nkv = spec.Nq;
         if (app.count("--kv-seq") == 0) spec.Skv = spec.Sq;
         gen.kind = gen_kind_by_name(kind);
+        validate(gen, "command line: generator");  // "command line: generator/p: must lie in [0, 1] (got 2)"
         spec.q = spec.k = spec.v = gen;
         spec.k.phase_deg = gen.phase_deg + phase_lag;
         spec.scale = scale;
