@@ -1,5 +1,6 @@
 // pasa-attn: run one attention algorithm on generated or .npy inputs and measure it against the golden.
 // Only parses arguments and calls the library.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -21,6 +22,10 @@
 #include "pasa/io/tensor_io.hpp"
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/metrics_json.hpp"
+#include "pasa/io/csv.hpp"
+#include "pasa/io/npy.hpp"
+#include "pasa/core/memory.hpp"
+#include "pasa/study/sweep.hpp"
 
 using namespace pasa;
 
@@ -44,9 +49,10 @@ int main(int argc, char** argv) {
   auto* o_alloc = app.add_option("--alloc", alloc, "precision allocation preset: " +
                                                         fmt::format("{}", fmt::join(allocation_preset_names(), ", ")))
                       ->check(pasa_apps::library_name(allocation_preset));
-  auto* o_s1 = app.add_option("--s1", s1, "query block size");
-  auto* o_s2 = app.add_option("--s2", s2, "key/value block size");
-  auto* o_beta = app.add_option("--beta", beta, "PASA shifting coefficient β");
+  auto* o_s1 = app.add_option("--s1", s1, "query block size (clamped to Sq)")->check(pasa_apps::unsigned_integer(1));
+  auto* o_s2 = app.add_option("--s2", s2, "key/value block size (clamped to Skv)")->check(pasa_apps::unsigned_integer(1));
+  auto* o_beta = app.add_option("--beta", beta, "PASA shifting coefficient β (algorithm pasa only)")
+                     ->check(pasa_apps::finite_number());
   auto* o_algo_json = app.add_option("--algo-json", algo_json, "algorithm JSON file (instead of the options above)");
   for (auto* o : {o_algo, o_alloc, o_s1, o_s2, o_beta}) o->excludes(o_algo_json);
   // Problem: a JSON file, generator options, or .npy tensors
@@ -66,36 +72,42 @@ int main(int argc, char** argv) {
   o_k->needs(o_q);
   o_v->needs(o_q);
   std::vector<CLI::Option*> gen_opts = {
-      app.add_option("--batch", spec.B, "B"),
-      app.add_option("--heads", spec.Nq, "query heads Nq"),
-      app.add_option("--kv-heads", spec.Nkv, "key/value heads Nkv (default Nq)"),
-      app.add_option("--seq", spec.Sq, "query length Sq"),
-      app.add_option("--kv-seq", spec.Skv, "key/value length Skv (default Sq)"),
-      app.add_option("--dim", spec.D, "head dimension D"),
+      app.add_option("--batch", spec.B, "B")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--heads", spec.Nq, "query heads Nq")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--kv-heads", spec.Nkv, "key/value heads Nkv (default Nq)")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--seq", spec.Sq, "query length Sq")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--kv-seq", spec.Skv, "key/value length Skv (default Sq)")->check(pasa_apps::unsigned_integer(1)),
+      app.add_option("--dim", spec.D, "head dimension D")->check(pasa_apps::unsigned_integer(1)),
       app.add_option("--format", spec.format, "input storage format")->check(pasa_apps::library_name(format_by_name)),
-      app.add_option("--seed", spec.seed, "problem seed"),
+      app.add_option("--seed", spec.seed, "problem seed (0 .. 2^64-1)")->check(pasa_apps::unsigned_integer()),
       app.add_option("--gen", kind, "generator: uniform (Eq. 17), hybrid (Eq. 18), resonance (§3.3.2)"),
-      app.add_option("--x0", gen.x0, "generator centre / offset"),
-      app.add_option("--am", gen.am, "uniform half-width, hybrid outlier std, resonance amplitude"),
-      app.add_option("--p", gen.p, "hybrid outlier probability"),
-      app.add_option("--wavelength", gen.wavelength, "resonance wavelength along D"),
-      app.add_option("--phase-lag", phase_lag, "resonance: phase of K relative to Q in degrees (0 or 180)"),
-      app.add_option("--seq-bias", gen.seq_bias, "resonance: bias growing along the sequence"),
-      app.add_option("--noise", gen.noise, "resonance: Gaussian noise std")};
+      app.add_option("--x0", gen.x0, "generator centre / offset")->check(pasa_apps::finite_number()),
+      app.add_option("--am", gen.am, "uniform half-width, hybrid outlier std, resonance amplitude")
+          ->check(pasa_apps::finite_number()),
+      app.add_option("--p", gen.p, "hybrid outlier probability")->check(pasa_apps::finite_number()),
+      app.add_option("--wavelength", gen.wavelength, "resonance wavelength along D")->check(pasa_apps::finite_number()),
+      app.add_option("--phase-lag", phase_lag, "resonance: phase of K relative to Q in degrees (0 or 180)")
+          ->check(pasa_apps::finite_number()),
+      app.add_option("--seq-bias", gen.seq_bias, "resonance: bias growing along the sequence")
+          ->check(pasa_apps::finite_number()),
+      app.add_option("--noise", gen.noise, "resonance: Gaussian noise std")->check(pasa_apps::finite_number())};
   for (auto* o : gen_opts) o->excludes(o_problem)->excludes(o_q);
   double scale = 0;
   bool causal = false;
-  auto* o_scale = app.add_option("--scale", scale, "softmax scale (default 1/sqrt(D))");
+  auto* o_scale = app.add_option("--scale", scale, "softmax scale (default 1/sqrt(D))")->check(pasa_apps::finite_number());
   auto* o_causal = app.add_flag("--causal", causal, "causal mask (aligned to the end, as in decode)");
   o_scale->excludes(o_problem);
   o_causal->excludes(o_problem);
   // Outputs
-  bool json = false;
+  bool json = false, allow_nonfinite = false;
   int threads = default_threads(), precision_bits = 128;
-  std::string score_format = "fp16", out_npy, golden_npy;
+  std::string score_format = "fp16", out_npy, golden_npy, max_memory;
   app.add_flag("--json", json, "print the results as JSON instead of a table");
-  app.add_option("--threads", threads, "threads");
-  app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden");
+  app.add_flag("--allow-nonfinite", allow_nonfinite,
+               "accept NaN/inf input elements (the golden is then what IEEE arithmetic on the exact values gives)");
+  app.add_option("--threads", threads, "threads")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden")->check(CLI::Range(106, 100000));
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--score-format", score_format, "format for the score overflow counts")
       ->check(pasa_apps::library_name(format_by_name));
   app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
@@ -103,18 +115,51 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    // Algorithm
+    // Everything is checked before anything is computed or written: the algorithm, the outputs, the size.
     AlgorithmSpec algo;
     if (!algo_json.empty()) {
       algo = algorithm_from_json(read_json_file(algo_json), algo_json + ":");
     } else {
-      nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}, {"pasa", {{"beta", beta}}}};
+      nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}};
+      if (algorithm == "pasa" || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
       algo = algorithm_from_json(j, "command line");
     }
+    check_output_paths({{"--out-npy", out_npy}, {"--golden-npy", golden_npy}});
+    const std::size_t memory_limit = max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory");
+    GoldenOptions gopt;
+    gopt.threads = threads;
+    gopt.precision_bits = precision_bits;
+    std::size_t memory_estimate = 0;
+    auto check_size = [&](const ProblemSpec& p) {
+      memory_estimate = case_memory_bytes(p, {algo}, gopt, false);
+      check_memory(memory_estimate, memory_limit, "this problem",
+                   fmt::format("Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {} threads", p.B, p.Nq, p.Sq, p.D, p.B, p.Nkv,
+                               p.Skv, p.D, threads));
+    };
     // Inputs
     AttentionInputs in;
     nlohmann::json problem_json;
     if (!q_file.empty()) {
+      // Sized from the headers before any data are read: the tensors as doubles, plus the reading buffers
+      // of the largest file (its bytes are held twice while they are decoded).
+      std::vector<Shape> shapes;
+      std::size_t largest_file = 0;
+      for (const std::string& file : {q_file, k_file, v_file}) {
+        const NpyArray h = read_npy_header(file);
+        const auto& d = h.shape;
+        if (d.size() < 2 || d.size() > 4) break;  // load_tensor names the problem
+        shapes.push_back({d.size() == 4 ? d[0] : 1, d.size() >= 3 ? d[d.size() - 3] : 1, d[d.size() - 2], d.back()});
+        largest_file = std::max(largest_file, sat_mul(npy_element_count(h), npy_itemsize(h.dtype)));
+      }
+      if (shapes.size() == 3) {
+        ProblemSpec shape;
+        shape.B = shapes[0].B, shape.Nq = shapes[0].N, shape.Sq = shapes[0].S, shape.D = shapes[0].D;
+        shape.Nkv = shapes[1].N, shape.Skv = shapes[1].S;
+        memory_estimate = sat_add(case_memory_bytes(shape, {algo}, gopt, false), sat_mul(2, largest_file));
+        check_memory(memory_estimate, memory_limit, "this problem",
+                     fmt::format("Q ({}, {}, {}, {}) and K/V ({}, {}, {}, {}) from .npy, {} threads", shape.B,
+                                 shape.Nq, shape.Sq, shape.D, shape.B, shape.Nkv, shape.Skv, shape.D, threads));
+      }
       std::unique_ptr<Format> f;
       if (!input_format.empty()) f = std::make_unique<Format>(format_by_name(input_format));
       const LoadedTensor lq = load_tensor(q_file, f.get()), lk = load_tensor(k_file, f.get()),
@@ -124,6 +169,7 @@ int main(int argc, char** argv) {
       in.v = lv.tensor;
       in.scale = scale;
       in.mask.causal = causal;
+      in.allow_nonfinite = allow_nonfinite;
       validate(in);
       problem_json = {{"q", q_file}, {"k", k_file}, {"v", v_file}, {"format", in.q.format.name},
                       {"rounded", lq.rounded + lk.rounded + lv.rounded}, {"scale", scale}, {"causal", causal}};
@@ -134,11 +180,15 @@ int main(int argc, char** argv) {
         if (app.count("--kv-heads") == 0) spec.Nkv = spec.Nq;
         if (app.count("--kv-seq") == 0) spec.Skv = spec.Sq;
         gen.kind = gen_kind_by_name(kind);
+        validate(gen, "command line: generator");  // "command line: generator/p: must lie in [0, 1] (got 2)"
         spec.q = spec.k = spec.v = gen;
         spec.k.phase_deg = gen.phase_deg + phase_lag;
         spec.scale = scale;
         spec.causal = causal;
       }
+      if (allow_nonfinite) spec.allow_nonfinite = true;
+      validate(spec);
+      check_size(spec);  // before a single element is generated
       in = generate_inputs(spec, threads);
       problem_json = to_json(spec);
     }
@@ -147,16 +197,19 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     const AttentionOutput out = run_attention(in, algo, threads);
     const double t_algo = seconds_since(t0);
-    GoldenOptions gopt;
-    gopt.threads = threads;
-    gopt.precision_bits = precision_bits;
     t0 = std::chrono::steady_clock::now();
     const Golden golden = golden_attention(in, gopt);
     const double t_golden = seconds_since(t0);
     const Metrics m = compare_outputs(out.o, golden.o, uniform_baseline(in, threads));
     const ScoreStats st = score_stats(in, sfmt, threads);
-    if (!out_npy.empty()) save_tensor(out_npy, out.o);
-    if (!golden_npy.empty()) save_tensor(golden_npy, golden.o);
+    // Both files or neither.
+    std::vector<std::pair<std::filesystem::path, std::string>> files;
+    auto npy_of = [](const Tensor& t) {
+      return npy_file_bytes(make_npy(t.data, {t.shape.B, t.shape.N, t.shape.S, t.shape.D}, NpyDtype::f64));
+    };
+    if (!out_npy.empty()) files.emplace_back(out_npy, npy_of(out.o));
+    if (!golden_npy.empty()) files.emplace_back(golden_npy, npy_of(golden.o));
+    write_files_atomic(files);
 
     if (json) {
       nlohmann::json j = {{"problem", problem_json},
@@ -165,7 +218,8 @@ int main(int argc, char** argv) {
                           {"scores", to_json(st)},
                           {"golden", {{"guaranteed_bits", golden.guaranteed_bits}, {"used_mpfr", golden.used_mpfr},
                                       {"precision_bits", precision_bits}, {"seconds", t_golden}}},
-                          {"algorithm_seconds", t_algo}};
+                          {"algorithm_seconds", t_algo},
+                          {"memory_estimate_bytes", memory_estimate}};
       std::cout << j.dump(2) << "\n";
       return 0;
     }

@@ -18,6 +18,8 @@
 #include "pasa/exact/golden.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "pasa/core/memory.hpp"
+#include "pasa/study/sweep.hpp"
 
 namespace {
 
@@ -39,11 +41,15 @@ int main(int argc, char** argv) {
   app.add_option("--alloc", alloc, "allocation preset")
       ->capture_default_str()
       ->check(pasa_apps::library_name(pasa::allocation_preset));
-  app.add_option("--s1", s1, "query block size")->capture_default_str();
-  app.add_option("--s2", s2, "key/value block size")->capture_default_str();
-  app.add_option("--beta", beta, "PASA beta")->capture_default_str();
+  app.add_option("--s1", s1, "query block size")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--s2", s2, "key/value block size")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--beta", beta, "PASA beta (algorithm pasa only)")->capture_default_str()->check(pasa_apps::finite_number());
   app.add_flag("--invariance", invariance, "also the PASA invariance view (given beta, exact M, optimised beta)");
-  app.add_option("--threads", threads, "worker threads (results do not depend on it)")->capture_default_str();
+  app.add_option("--threads", threads, "worker threads (results do not depend on it)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1));
+  std::string max_memory;
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--csv", csv_path, "write the per-stage table as CSV");
   app.add_option("--json", json_path, "write the per-stage table (and invariance view) as JSON");
   CLI11_PARSE(app, argc, argv);
@@ -54,12 +60,18 @@ int main(int argc, char** argv) {
     if (!spec_path.empty()) {
       spec = pasa::algorithm_from_json(pasa::read_json_file(spec_path), spec_path + ":");
     } else {
-      spec.name = algo;
-      spec.alloc = pasa::allocation_preset(alloc);
-      spec.s1 = s1;
-      spec.s2 = s2;
-      spec.pasa.beta = beta;
+      // Through the algorithm JSON reader, so that every option is checked as a config's would be.
+      nlohmann::json j = {{"name", algo}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}};
+      if (algo == "pasa" || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
+      spec = pasa::algorithm_from_json(j, "command line");
     }
+    // Everything checked before the golden is computed: outputs, memory (inputs, golden, two runs).
+    pasa::check_output_paths({{"--csv", csv_path}, {"--json", json_path}});
+    pasa::GoldenOptions gcheck;
+    gcheck.threads = threads;
+    pasa::check_memory(pasa::case_memory_bytes(problem, {spec, spec}, gcheck, true),
+                       max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory"), "this problem",
+                       fmt::format("{} threads", threads));
     const pasa::AttentionInputs in = pasa::generate_inputs(problem);
     pasa::GoldenOptions gopt;
     gopt.threads = threads;
@@ -91,8 +103,10 @@ int main(int argc, char** argv) {
       fmt::print("{}", inv_line);
       j["invariance"] = inv_json;
     }
-    if (!csv_path.empty()) pasa::write_file_atomic(csv_path, pasa::stage_shares_csv(rows));
-    if (!json_path.empty()) pasa::write_file_atomic(json_path, j.dump(2) + "\n");
+    std::vector<std::pair<std::filesystem::path, std::string>> files;  // both or neither
+    if (!csv_path.empty()) files.emplace_back(csv_path, pasa::stage_shares_csv(rows));
+    if (!json_path.empty()) files.emplace_back(json_path, j.dump(2) + "\n");
+    pasa::write_files_atomic(files);
   } catch (...) {
     return pasa::report_error("pasa-attribute");
   }

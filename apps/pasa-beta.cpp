@@ -29,9 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("--n", n, "block size n = s2 (M is n x n)")->capture_default_str();
   app.add_option("--beta", betas, "initial beta (repeatable)");
   app.add_flag("--table3", table3, "use the paper's Table 3 initial betas (0.9, 1-2^-4, 1-2^-5, 1-2^-6, 0.99, 0.999)");
-  app.add_option("--with-sqrt-d", opt.sqrt_d, "round the entries of M = (I - beta/n J)/sqrt(D) (Eq. 10) instead of the unscaled ones");
+  app.add_option("--with-sqrt-d", opt.sqrt_d, "round the entries of M = (I - beta/n J)/sqrt(D) (Eq. 10) instead of the unscaled ones")
+      ->check(pasa_apps::unsigned_integer(1));
   app.add_option("--tol", opt.tol, "relative change of beta that stops the iteration")->capture_default_str();
-  app.add_option("--max-iter", opt.max_iter, "iteration limit")->capture_default_str();
+  app.add_option("--max-iter", opt.max_iter, "iteration limit")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
   app.add_option("--csv", csv_path, "write the table as CSV");
   app.add_option("--json", json_path, "write the table as JSON");
   CLI11_PARSE(app, argc, argv);
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     }
     if (betas.empty()) throw pasa::InputError("give at least one --beta or --table3");
     if (n < 1) throw pasa::InputError(fmt::format("--n {}: the block size must be at least 1", n));
+    pasa::check_output_paths({{"--csv", csv_path}, {"--json", json_path}});
 
     std::vector<pasa::BetaRow> rows;
     for (double b0 : betas) rows.push_back(pasa::solve_beta(b0, static_cast<std::size_t>(n), tp, opt));
@@ -56,13 +58,15 @@ int main(int argc, char** argv) {
       fmt::print("{:>10.6g} {:>10.4g} {:>10.4g} {:>8.3f}% | {:>12.8g} {:>10.4g} {:>10.4g} {:>8.3f}% {:>5}\n", r.beta0,
                  r.inva0, r.inva_r0, 100 * r.rel_err0, r.beta, r.inva, r.inva_r, 100 * r.rel_err, r.iterations);
 
-    if (!csv_path.empty()) pasa::write_file_atomic(csv_path, pasa::beta_rows_csv(rows));
+    std::vector<std::pair<std::filesystem::path, std::string>> files;  // both or neither
+    if (!csv_path.empty()) files.emplace_back(csv_path, pasa::beta_rows_csv(rows));
     if (!json_path.empty()) {
       nlohmann::json j = {{"format", tp.name}, {"n", n}, {"sqrt_d", opt.sqrt_d}, {"tol", opt.tol},
                           {"rows", nlohmann::json::array()}};
       for (const pasa::BetaRow& r : rows) j["rows"].push_back(pasa::to_json(r));
-      pasa::write_file_atomic(json_path, j.dump(2) + "\n");
+      files.emplace_back(json_path, j.dump(2) + "\n");
     }
+    pasa::write_files_atomic(files);
   } catch (...) {
     return pasa::report_error("pasa-beta");
   }

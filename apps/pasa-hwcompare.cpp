@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/io/allocation_json.hpp"
 #include "pasa/io/csv.hpp"
@@ -26,11 +27,15 @@ int main(int argc, char** argv) {
   att->add_option("--configs", aopt.configs_dir, "folder of <label>.json hardware configs (configs/hardware)")
       ->required();
   att->add_option("--out", a_out, "CSV to write, one row per (case, label)")->required();
-  att->add_option("--threads", aopt.threads, "worker threads (results do not depend on it)")->capture_default_str();
+  att->add_option("--threads", aopt.threads, "worker threads (results do not depend on it)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1));
   auto* conv = app.add_subcommand("conversions", "pasa's rounding vs the GPU's float32 conversions");
   conv->add_option("--gpu-dir", copt.gpu_dir, "folder with conv_<fmt>.bin (and conv_range.json)")->required();
   conv->add_option("--out", c_out, "CSV to write: a summary row per format, then up to 20 mismatches")->required();
-  conv->add_option("--threads", copt.threads, "worker threads (results do not depend on it)")->capture_default_str();
+  conv->add_option("--threads", copt.threads, "worker threads (results do not depend on it)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1));
   auto* gm = app.add_subcommand("gemm", "a GPU GEMM's outputs vs the GEMM model; prints one CSV row");
   pasa::HwGemmOptions gopt;
   std::string a_fmt, b_fmt, out_fmt, gemm_json = R"({"model": "tensor_core"})", convert, convert_mode = "rne";

@@ -1,6 +1,8 @@
 // pasa-round: round numbers (command line, stdin, or a float32/float64 .npy) to a low-precision format and
 // print them with their storage bits, or write them as .npy (float64 values and/or uint8/uint16 bits).
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -12,6 +14,7 @@
 
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/io/csv.hpp"
 #include "pasa/io/npy.hpp"
 #include "pasa/io/number_text.hpp"
 #include "pasa/io/format_table.hpp"
@@ -36,13 +39,43 @@ int main(int argc, char** argv) {
       ->check(pasa_apps::library_name(pasa::overflow_by_name));
   app.add_flag("--flush-input", flush_input, "treat inputs below the smallest normal as zero (DAZ)");
   app.add_flag("--flush-output", flush_output, "flush results below the smallest normal to zero (FTZ)");
-  app.add_option("--seed", seed, "seed of the random source for stochastic rounding (mode sr)")->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random source for stochastic rounding (mode sr)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer());
   app.add_option("-i,--input", input, "read the numbers from this .npy (float32 or float64)");
   app.add_option("-o,--output", output, "write the rounded values to this .npy (float64, same shape)");
   app.add_option("--bits-output", bits_output,
                  "write the storage bit patterns to this .npy (uint8 for 8-bit formats, else uint16)");
   app.add_flag("--list-formats", list_formats, "print each built-in format's precision and range, and exit");
-  CLI11_PARSE(app, argc, argv);
+  // Numbers that start with '-' ("-inf", "-nan", "-0x1p-3") would be read as short options ("-i nf"): every
+  // number is passed after "--" (in its order), unless it is the value of an option.
+  std::vector<std::string> args(argv + 1, argv + argc), options, positional;
+  bool after_dashes = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (after_dashes || a == "--") {
+      if (a == "--" && !after_dashes) after_dashes = true;
+      else positional.push_back(a);
+      continue;
+    }
+    char* end = nullptr;
+    const bool number = !a.empty() && (std::strtod(a.c_str(), &end), end == a.c_str() + a.size());
+    const bool option_value = i > 0 && !options.empty() && options.back() == args[i - 1] && [&] {
+      const CLI::Option* o = app.get_option_no_throw(args[i - 1]);
+      return o != nullptr && o->get_expected_min() > 0 && args[i - 1].find('=') == std::string::npos;
+    }();
+    if (number && !option_value) positional.push_back(a);
+    else options.push_back(a);
+  }
+  // options..., "--", numbers..., handed to CLI11 reversed (as its parse(vector) expects).
+  std::vector<std::string> reordered(positional.rbegin(), positional.rend());
+  reordered.push_back("--");
+  reordered.insert(reordered.end(), options.rbegin(), options.rend());
+  try {
+    app.parse(std::move(reordered));  // (CLI11 takes a reversed vector)
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
 
   try {
     if (list_formats) {
@@ -58,6 +91,7 @@ int main(int argc, char** argv) {
       throw pasa::InputError(fmt::format("--bits-output: format {} has {} storage bits; at most 16 fit a .npy "
                                          "uint16 (use --output for the values)", f.name, f.storage_bits()));
 
+    pasa::check_output_paths({{"--output", output}, {"--bits-output", bits_output}});
     std::vector<double> xs;
     std::vector<std::size_t> shape;
     if (!input.empty()) {
@@ -72,7 +106,9 @@ int main(int argc, char** argv) {
       for (const auto& n : numbers) text += n + ' ';
       const bool from_stdin = numbers.empty();
       if (from_stdin) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-      xs = pasa::parse_numbers(text, from_stdin ? "stdin" : "command line");
+      std::vector<std::string> notes;
+      xs = pasa::parse_numbers(text, from_stdin ? "stdin" : "command line", &notes);
+      for (const auto& n : notes) std::fprintf(stderr, "pasa-round: warning: %s\n", n.c_str());
       shape = {xs.size()};
     }
 
@@ -80,8 +116,13 @@ int main(int argc, char** argv) {
     pasa::RandomBits rng(seed);
     pasa::round_span(xs, rounded, f, opt, &rng);
 
-    if (!output.empty()) pasa::write_npy(output, pasa::make_npy(rounded, shape, pasa::NpyDtype::f64));
-    if (!bits_output.empty()) pasa::write_npy(bits_output, pasa::make_npy(rounded, shape, bits_dtype, &f));
+    // Both files or neither.
+    std::vector<std::pair<std::filesystem::path, std::string>> files;
+    if (!output.empty())
+      files.emplace_back(output, pasa::npy_file_bytes(pasa::make_npy(rounded, shape, pasa::NpyDtype::f64)));
+    if (!bits_output.empty())
+      files.emplace_back(bits_output, pasa::npy_file_bytes(pasa::make_npy(rounded, shape, bits_dtype, &f)));
+    pasa::write_files_atomic(files);
     if (output.empty() && bits_output.empty()) {
       std::string out;
       for (std::size_t i = 0; i < xs.size(); ++i)

@@ -10,7 +10,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
@@ -42,7 +44,11 @@ int main(int argc, char** argv) {
   bool resume = false, print_default = false;
   app.add_option("config", config_path, "sweep config (JSON); none: the built-in default")->check(CLI::ExistingFile);
   app.add_option("--out", out, "output folder (default: the config's outputs.dir, or sweep-out/<name>)");
-  app.add_option("--threads", threads, "threads inside each case (results do not depend on it)")->capture_default_str();
+  app.add_option("--threads", threads, "threads inside each case (results do not depend on it)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1));
+  std::string max_memory;
+  app.add_option("--max-memory", max_memory, "memory the sweep may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--shard", shard, "I/N: run every N-th problem starting at I (0 <= I < N); join with `merge`");
   app.add_flag("--resume", resume, "keep the rows already in the output folder and run only the missing cases");
   app.add_flag("--print-default", print_default, "print the built-in default config and exit");
@@ -70,6 +76,7 @@ int main(int argc, char** argv) {
     opt.out_dir = out;
     opt.threads = threads;
     opt.resume = resume;
+    if (!max_memory.empty()) opt.max_memory = pasa::parse_byte_size(max_memory, "--max-memory");
     if (!shard.empty()) pasa::parse_shard(shard, opt.shard_index, opt.shard_count);
     if (::isatty(STDERR_FILENO)) opt.progress = print_progress;
     std::fprintf(stderr, "[pasa-sweep] %s: %zu grid points x %zu seeds x %zu algorithms = %zu cases%s\n", cfg.name.c_str(),

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/study/paper_tables.hpp"
 #include "pasa/core/parallel.hpp"
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
   bool fresh = false;
   app.add_option("--repo", repo, "repository root holding configs/")->capture_default_str();
   app.add_option("--out", out, "output folder (sweeps under OUT/sweeps/)")->capture_default_str();
-  app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str();
+  app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
   app.add_flag("--fresh", fresh, "refuse to reuse finished sweeps in OUT/sweeps (default: resume them)");
   app.add_option("--hardware", hardware,
                  "GPU-vs-emulator table for Table 4's GPU columns (default: REPO/results/hardware/hw_attention.csv "

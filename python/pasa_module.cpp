@@ -440,8 +440,9 @@ pasa::AlgorithmSpec algorithm_spec(const char* function, const py::object& spec,
   json j = {{"name", algorithm.value_or(default_algorithm)},
             {"alloc", alloc.is_none() ? json(default_alloc) : alloc_argument(alloc)},
             {"s1", s1.value_or(128)},
-            {"s2", s2.value_or(128)},
-            {"pasa", {{"beta", beta.value_or(pasa::PasaOptions{}.beta)}}}};
+            {"s2", s2.value_or(128)}};
+  // As pasa-attn: PASA options only for pasa, or when β is given (then the library names the mistake).
+  if (j["name"] == "pasa" || beta) j["pasa"] = {{"beta", beta.value_or(pasa::PasaOptions{}.beta)}};
   if (seed) j["seed"] = *seed;
   return pasa::algorithm_from_json(j, std::string(function) + ":");
 }

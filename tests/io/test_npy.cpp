@@ -204,7 +204,7 @@ TEST_CASE("npy reports each kind of malformed file", "[npy]") {
   expect_error(npy_bytes("{'descr': '<f4', 'shape': (2,), }", two), "lacks one of the keys");
   expect_error(npy_bytes("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,), }", two), "neither True nor False");
   expect_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2.5,), }", two), "in the shape tuple");
-  expect_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", two), "non-integer");
+  expect_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", two), "negative dimension");
   expect_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", two), "unexpected header key 'x'");
   expect_error(npy_bytes("[1, 2]", two), "malformed .npy header");
   // Unsupported dtypes: the message lists the supported ones.

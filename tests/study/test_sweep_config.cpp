@@ -52,7 +52,7 @@ TEST_CASE("sweep config: wrong types are named with their JSON path", "[sweep]")
   CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/seeds: expected a list of seeds, got string \"7\""));
   c = base_config();
   c["seeds"] = {7, 1.5};
-  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/seeds/1: expected an integer, got number 1.5"));
+  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/seeds/1: expected a non-negative integer, got number 1.5"));
   c = base_config();
   c["algorithms"][1]["label"] = 3;
   CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/algorithms/1/label: expected a string"));
@@ -71,7 +71,7 @@ TEST_CASE("sweep config: wrong types are named with their JSON path", "[sweep]")
 TEST_CASE("sweep config: impossible values are refused", "[sweep]") {
   json c = base_config();
   c["seeds"] = {7, -1};
-  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/seeds/1: -1 is negative"));
+  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/seeds/1: expected a non-negative integer, got integer -1"));
   c = base_config();
   c["seeds"] = {7, 7};
   CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/seeds/1: seed 7 appears twice"));
@@ -90,7 +90,7 @@ TEST_CASE("sweep config: impossible values are refused", "[sweep]") {
   CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/repeats: 0 must be between 1 and 1000000"));
   c = base_config();
   c["golden"] = {{"precision_bits", 24}};
-  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/golden/precision_bits: 24 is outside [53, 4096]"));
+  CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/golden/precision_bits: 24 is outside [106, 4096]"));
   c = base_config();
   c["score_format"] = "fp17";
   CHECK_THAT(error_of(c), Catch::StartsWith("cfg.json:/score_format: ") && Catch::Contains("fp16"));

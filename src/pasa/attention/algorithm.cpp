@@ -1,5 +1,6 @@
 #include "pasa/attention/algorithm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include "pasa/attention/detail/blocked_attention.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/attention/detail/fdpp.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/attention/detail/flash.hpp"
 #include "pasa/attention/detail/pasa_attention.hpp"
 #include "pasa/attention/detail/smooth_k.hpp"
@@ -18,6 +20,38 @@ void check_algorithm_name(const std::string& name, const std::string& where) {
     if (n == name) return;
   throw InputError(fmt::format("{}unknown algorithm \"{}\"; known algorithms: {}", where, name,
                                fmt::join(algorithm_names(), ", ")));
+}
+
+std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input_format, const AlgorithmSpec& spec,
+                            int threads) {
+  const std::size_t qn = sat_product(q.B, q.N, q.S, q.D);
+  const std::size_t kn = sat_product(kv.B, kv.N, kv.S, kv.D);
+  const std::size_t rows_total = sat_product(q.B, q.N, q.S);
+  // The output tensor and the lse.
+  std::size_t n = sat_add(qn, rows_total);
+  // Rounded copies of Q, K, V where a stage's format differs from the inputs' (blocked_attention.cpp
+  // to_stage), the transposed keys and the float copies of the GEMM operands (counted as doubles and
+  // always present: an upper bound that stays within a few % of the peak).
+  auto copies = [&](Stage st) {
+    const StageSpec& s = spec.alloc.spec(st);
+    return !(s.format == input_format && s.round.mode != RoundMode::stochastic) && s.format != format_by_name("fp64");
+  };
+  if (copies(Stage::q)) n = sat_add(n, qn);
+  if (copies(Stage::k)) n = sat_add(n, kn);
+  if (copies(Stage::v)) n = sat_add(n, kn);
+  n = sat_add(n, sat_add(kn, sat_add(kn / 2, qn / 2)));  // keys_t (8 bytes), v_f32 and q_f32 (4 bytes)
+  // Per thread: the tiles of one work item (s1 rows × s2 keys, a few of them), rows × D accumulators, whole
+  // score rows for the algorithms that keep them (safe_softmax, online_softmax, fa1), and the shifted
+  // (S × D) keys of pasa and smooth_k.
+  const std::size_t s1 = std::min(spec.s1, q.S), s2 = std::min(spec.s2, kv.S);
+  std::size_t per_thread = sat_add(sat_product(4, s1, s2), sat_product(4, s1, q.D));
+  if (spec.name == "safe_softmax" || spec.name == "online_softmax" || spec.name == "fa1")
+    per_thread = sat_add(per_thread, sat_product(2, s1, kv.S));
+  if (spec.name == "pasa" || spec.name == "smooth_k") per_thread = sat_add(per_thread, sat_product(kv.S, kv.D));
+  if (spec.name == "pasa") per_thread = sat_add(per_thread, sat_product(2, s2, s2));
+  const std::size_t work_items = sat_mul(sat_product(q.B, q.N), (q.S + s1 - 1) / std::max<std::size_t>(s1, 1));
+  n = sat_add(n, sat_mul(per_thread, std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), work_items)));
+  return sat_mul(n, sizeof(double));
 }
 
 std::vector<std::string> algorithm_names() {
@@ -35,7 +69,13 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
     throw InputError(fmt::format("splits = {}: split-KV needs fa2, smooth_k, pasa or fdpp (an unnormalised output to merge), "
                                  "got \"{}\"", spec.splits, spec.name));
   validate(in);
-  detail::Run run(in, spec);
+  // A block longer than the sequence is the whole sequence (the engines already cut every block at S):
+  // clamping changes no result, only the size of the per-block buffers (s2 = 4e6 on 256 keys allocated
+  // s1 × s2 doubles per work item).
+  AlgorithmSpec clamped = spec;
+  clamped.s1 = std::min(spec.s1, in.q.shape.S);
+  clamped.s2 = std::min(spec.s2, in.k.shape.S);
+  detail::Run run(in, clamped);
   AttentionOutput out;
   out.o = Tensor(in.q.shape, run.stage(Stage::out).format);
   out.lse.assign(run.B * run.Nq * run.Sq, detail::kNegInf);

@@ -28,6 +28,12 @@ namespace pasa {
 // Throws InputError for an unknown algorithm, s1 or s2 = 0, or inputs that fail validate().
 AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads = default_threads());
 
+// Memory run_attention needs beyond its inputs (the output, rounded and transposed copies, per-thread
+// buffers), in bytes, saturating at kTooLarge (core/memory.hpp); s1 and s2 are clamped to Sq and Skv
+// as run_attention clamps them (a longer block is the whole sequence).
+std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input_format, const AlgorithmSpec& spec,
+                            int threads);
+
 std::vector<std::string> algorithm_names();
 // Throws InputError "<where>unknown algorithm \"name\"; known algorithms: ..." unless name is registered.
 void check_algorithm_name(const std::string& name, const std::string& where);

@@ -11,12 +11,14 @@
 //   std::logic_error (others)     a bug inside the library: one of its own invariants broke.
 //
 // Apps catch at main() through report_error(): an InputError prints "<app>: error: <what>" and exits 2;
+// a std::filesystem::filesystem_error (a path that cannot be created or written) is reported the same way;
 // anything else prints "<app>: internal error: <what>" and exits 3. Command-line syntax errors are
 // reported by CLI11 before that, with its own exit codes (>= 100).
 #pragma once
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +37,10 @@ inline int report_error(const char* app) {
   try {
     throw;
   } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", app, e.what());
+    return kExitInputError;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be created, read or written: their environment, not a bug.
     std::fprintf(stderr, "%s: error: %s\n", app, e.what());
     return kExitInputError;
   } catch (const std::exception& e) {

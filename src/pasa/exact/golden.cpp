@@ -32,6 +32,8 @@
 
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
+#include "pasa/exact/golden_nonfinite.hpp"
 #include "pasa/exact/score_rows.hpp"
 
 namespace pasa {
@@ -289,14 +291,26 @@ bool fast_path_safe(const AttentionInputs& in, double max_abs_v) {
 
 }  // namespace
 
+std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& opt) {
+  const std::size_t out = sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S));
+  // Per thread (one block of kRowBlock rows at a time): the transposed keys and their norms (KeysT), five
+  // key-length rows (scores hi/lo, bounds, double-double weights) and, on the MPFR path, a key-length row of
+  // MPFR numbers (limbs + header) as well as D accumulators.
+  const std::size_t mp = static_cast<std::size_t>(opt.precision_bits) / 64 + 5;  // 8-byte words per mpfr_t
+  const std::size_t per_thread = sat_add(sat_product(kv.S, kv.D + 6), sat_mul(sat_add(kv.S, q.D), mp));
+  const std::size_t blocks = sat_mul(sat_product(q.B, q.N), (q.S + kRowBlock - 1) / kRowBlock);
+  const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(opt.threads, 1)), blocks);
+  return sat_mul(sizeof(double), sat_add(sat_add(out, blocks), sat_mul(per_thread, t)));
+}
+
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   validate(in);
-  if (in.allow_nonfinite)
-    for (const Tensor* t : {&in.q, &in.k, &in.v})
-      for (double x : t->data)
-        if (!std::isfinite(x)) throw InputError("the golden needs finite inputs; found " + fmt::format("{}", x));
   if (opt.precision_bits < 106 || opt.precision_bits > 100000)
     throw InputError(fmt::format("golden precision_bits must be in [106, 100000], got {}", opt.precision_bits));
+  if (in.allow_nonfinite)
+    for (const Tensor* t : {&in.q, &in.k, &in.v})
+      if (!std::all_of(t->data.begin(), t->data.end(), [](double x) { return std::isfinite(x); }))
+        return detail::golden_with_nonfinite(in, opt);
   const Shape& qs = in.q.shape;
   Golden g;
   g.o = Tensor(qs, format_by_name("fp64"));

@@ -36,8 +36,14 @@ struct Golden {
   bool used_mpfr = false;   // some block (or all, fast = false) was computed by the plain MPFR path
 };
 
-// Validates the inputs (InputError) and requires finite input elements (the golden of a non-finite input is
-// undefined: InputError). Deterministic: the result does not depend on options.threads.
+// Memory golden_attention needs beyond its inputs (output, lse, per-thread row buffers and MPFR numbers),
+// in bytes, saturating at kTooLarge (core/memory.hpp).
+std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& = {});
+
+// Validates the inputs (InputError). Inputs holding NaN/inf (allowed by in.allow_nonfinite) get what IEEE 754
+// arithmetic on the exact values gives (golden_nonfinite.cpp states it row by row: NaN rows where a score
+// is NaN or +inf, ±inf/NaN columns where V holds them, the finite golden elsewhere). Deterministic: the
+// result does not depend on options.threads.
 Golden golden_attention(const AttentionInputs&, const GoldenOptions& = {});
 
 }  // namespace pasa

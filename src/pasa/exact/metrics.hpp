@@ -14,15 +14,19 @@ namespace pasa {
 struct Metrics {
   std::size_t elements = 0, rows = 0;  // rows = B·N·S output rows of D elements
   // PASA Eq. 19: ‖O − O_golden‖₂ / ‖O_golden‖₂ over the whole output, sums in double-double. NaN/inf output
-  // elements are counted, not dropped: rmse is NaN if any element is NaN, else +inf if any is ±inf.
+  // elements are counted, not dropped: rmse is NaN if any element is NaN, else +inf if any is ±inf. A golden
+  // exactly zero gives 0 for an output exactly zero (exact), +inf otherwise.
+  // Golden elements that are NaN/inf (inputs holding NaN/inf, allow_nonfinite) are exact where the output
+  // holds the same special value (left out of every sum and count), and count as NaN elements otherwise.
   double rmse = 0;
-  double rmse_finite = 0;      // the same ratio over the finite output elements only (0/0 → NaN)
+  double rmse_finite = 0;      // the same ratio over the finite output elements only (NaN when there are none)
   std::size_t nan_count = 0, inf_count = 0;
   double nan_pct = 0, inf_pct = 0;        // of all elements (PASA Table 4 reports nan_pct)
   std::size_t rows_with_nonfinite = 0;
   double rows_with_nonfinite_pct = 0;     // share of rows containing any NaN/inf
-  // Over the finite elements: max |o − g|, max |o − g|/|g| over g ≠ 0, and cos(o, g) (NaN if a norm is 0);
-  // all three NaN when no element is finite.
+  // Over the finite elements: max |o − g|, max |o − g|/|g| over g ≠ 0, and cos(o, g) (with a zero norm: 1
+  // when both o and g are zero, 0 when only one is); all three NaN when no element is finite (cosine 1
+  // when every element is a special value the output matches exactly).
   double max_abs_err = 0, max_rel_err = 0, cosine = 0;
   // Against the uniform-weights baseline B (uniform_baseline(): every row the mean of V over its visible
   // keys, the output that ignores the scores). Eq. 19 has little range when V has a large mean (uniform
@@ -34,12 +38,13 @@ struct Metrics {
   //   skill                 = 1 − rmse / rmse_uniform_baseline = 1 − rmse_centred (1 exact, 0 no
   //                           information from QKᵀ, < 0 worse than ignoring the scores)
   // rmse_centred and skill follow rmse's NaN/inf rule (NaN if any output element is NaN, else inf/-inf if
-  // any is ±inf); with G = B (e.g. V constant along the keys) rmse_centred is NaN (O = G) or inf.
+  // any is ±inf); with G = B (e.g. V constant along the keys) rmse_centred is 0 (O = G) or inf.
   // All three are NaN when compare_outputs is called without the baseline.
   double rmse_uniform_baseline = 0, rmse_centred = 0, skill = 0;
 };
 
-// Throws InputError when the shapes differ. The golden (and the baseline) must be finite.
+// Throws InputError when the shapes differ. The baseline metrics are NaN when the baseline holds NaN/inf
+// where the golden is finite.
 Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& baseline);
 // The same without the baseline metrics (rmse_uniform_baseline, rmse_centred, skill are NaN).
 Metrics compare_outputs(const Tensor& out, const Tensor& golden);

@@ -19,7 +19,7 @@ void check_finite(const Tensor& t, const char* name) {
     const Shape& s = t.shape;
     const std::size_t d = idx % s.D, row = idx / s.D, i = row % s.S, bn = row / s.S;
     throw InputError(fmt::format("{} has a non-finite element {} at (b={}, n={}, s={}, d={}); "
-                                 "allow non-finite inputs explicitly if this is intended",
+                                 "allow them with --allow-nonfinite (pasa-attn) or \"allow_nonfinite\": true (problem JSON)",
                                  name, t.data[idx], bn / s.N, bn % s.N, i, d));
   }
 }

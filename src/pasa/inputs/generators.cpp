@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/numeric/round.hpp"
 
 namespace pasa {
@@ -38,9 +39,12 @@ void fill_head(const TensorGen& g, double* out, std::size_t S, std::size_t D, st
   boost::random::mt19937_64 eng(seed);
   switch (g.kind) {
     case GenKind::uniform: {
-      boost::random::uniform_real_distribution<double> u(g.x0 - g.am, g.x0 + g.am);
-      // Boost draws until the result is below the upper end, so a zero-width interval must not draw.
-      for (std::size_t e = 0; e < S * D; ++e) out[e] = g.am == 0 ? g.x0 : u(eng);
+      const double lo = g.x0 - g.am, hi = g.x0 + g.am;
+      // Boost draws until the result is below the upper end, so an interval that is empty in double (am = 0,
+      // or am below half an ulp of x0: x0 - am and x0 + am round to the same double) must not draw: it would
+      // never return. Its values are that one double. (validate() keeps hi - lo finite.)
+      boost::random::uniform_real_distribution<double> u(lo, lo < hi ? hi : std::nextafter(lo, INFINITY));
+      for (std::size_t e = 0; e < S * D; ++e) out[e] = lo < hi ? u(eng) : lo;
       break;
     }
     case GenKind::hybrid: {
@@ -67,20 +71,6 @@ void fill_head(const TensorGen& g, double* out, std::size_t S, std::size_t D, st
   }
 }
 
-void validate_gen(const TensorGen& g, const std::string& path) {
-  auto need = [&](bool ok, const char* key, double v, const char* what) {
-    if (!ok) throw InputError(fmt::format("{}/{}: {} (got {})", path, key, what, v));
-  };
-  need(std::isfinite(g.x0), "x0", g.x0, "must be finite");
-  need(std::isfinite(g.am) && g.am >= 0, "am", g.am, "must be finite and >= 0");
-  need(g.p >= 0 && g.p <= 1, "p", g.p, "must lie in [0, 1]");
-  need(std::isfinite(g.wavelength) && g.wavelength > 0, "wavelength", g.wavelength, "must be > 0");
-  need(std::isfinite(g.phase_deg), "phase_deg", g.phase_deg, "must be finite");
-  need(std::isfinite(g.seq_bias), "seq_bias", g.seq_bias, "must be finite");
-  need(std::isfinite(g.noise) && g.noise >= 0, "noise", g.noise, "must be finite and >= 0");
-}
-
-
 }  // namespace
 
 std::string gen_kind_name(GenKind k) {
@@ -96,6 +86,35 @@ GenKind gen_kind_by_name(const std::string& s) {
   for (GenKind k : {GenKind::uniform, GenKind::hybrid, GenKind::resonance})
     if (s == gen_kind_name(k)) return k;
   throw InputError(fmt::format("unknown generator kind '{}'; known: uniform, hybrid, resonance", s));
+}
+
+void validate(const TensorGen& g, const std::string& path) {
+  auto need = [&](bool ok, const char* key, double v, const char* what) {
+    if (!ok) throw InputError(fmt::format("{}/{}: {} (got {})", path, key, what, v));
+  };
+  need(std::isfinite(g.x0), "x0", g.x0, "must be finite");
+  need(std::isfinite(g.am) && g.am >= 0, "am", g.am, "must be finite and >= 0");
+  need(g.p >= 0 && g.p <= 1, "p", g.p, "must lie in [0, 1]");
+  need(std::isfinite(g.wavelength) && g.wavelength > 0, "wavelength", g.wavelength, "must be > 0");
+  need(std::isfinite(g.phase_deg), "phase_deg", g.phase_deg, "must be finite");
+  need(std::isfinite(g.seq_bias), "seq_bias", g.seq_bias, "must be finite");
+  need(std::isfinite(g.noise) && g.noise >= 0, "noise", g.noise, "must be finite and >= 0");
+  // The values must stay inside double's range (they are rounded, saturating, to the storage format only
+  // afterwards): the uniform interval's width 2·am, and a bound on every other kind's magnitude (a normal
+  // draw is below 40 in magnitude: Boost's ziggurat tail is far thinner than 2^-1000 there).
+  const double reach = g.kind == GenKind::uniform  ? 2 * g.am
+                       : g.kind == GenKind::hybrid ? std::abs(g.x0) + 40 + 40 * g.am
+                                                   : std::abs(g.x0) + std::abs(g.seq_bias) + g.am + 40 * g.noise;
+  if (!(std::abs(g.x0) + reach <= 0x1p1020))
+    throw InputError(fmt::format("{}: x0 = {}, am = {}{}: the generated values would leave double's range "
+                                 "(|x0| + the spread must stay below 2^1020)", path, g.x0, g.am,
+                                 g.kind == GenKind::resonance ? fmt::format(", seq_bias = {}, noise = {}", g.seq_bias, g.noise) : ""));
+}
+
+std::size_t inputs_bytes(const ProblemSpec& p) {
+  const std::size_t q = sat_product(p.B, p.Nq, p.Sq, p.D), kv = sat_product(p.B, p.Nkv, p.Skv, p.D);
+  const std::size_t pse = p.has_pse ? sat_product(p.B, p.Nq, p.Sq, p.Skv) : 0;  // the position bias
+  return sat_mul(sizeof(double), sat_add(sat_add(q, sat_mul(2, kv)), pse));
 }
 
 void validate(const ProblemSpec& p) {
@@ -115,10 +134,13 @@ void validate(const ProblemSpec& p) {
   for (std::size_t b = 0; b < p.kv_len.size(); ++b)
     if (p.kv_len[b] > p.Skv)
       throw InputError(fmt::format("problem kv_len[{}] = {} exceeds Skv = {}", b, p.kv_len[b], p.Skv));
-  validate_gen(p.q, "/q");
-  validate_gen(p.k, "/k");
-  validate_gen(p.v, "/v");
-  if (p.has_pse) validate_gen(p.pse, "/pse");
+  if (inputs_bytes(p) == kTooLarge)
+    throw InputError(fmt::format("problem shape B={} Nq={} Nkv={} Sq={} Skv={} D={}: its element count overflows",
+                                 p.B, p.Nq, p.Nkv, p.Sq, p.Skv, p.D));
+  validate(p.q, "/q");
+  validate(p.k, "/k");
+  validate(p.v, "/v");
+  if (p.has_pse) validate(p.pse, "/pse");
   if (!(p.select_p >= 0 && p.select_p <= 1))
     throw InputError(fmt::format("/select/p: a probability in [0, 1] expected, got {}", p.select_p));
   if (!std::isfinite(p.select_value))
@@ -128,7 +150,7 @@ void validate(const ProblemSpec& p) {
 
 Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::uint64_t seed,
                        const std::string& name, int threads) {
-  validate_gen(g, name);
+  validate(g, name);
   Tensor t(shape, fmt);
   RoundOptions ro;
   ro.overflow = Overflow::saturate;
@@ -161,6 +183,7 @@ AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
     for (auto& x : in.mask.select) x = bern(eng) ? 1 : 0;
   }
   in.mask.select_value = p.select_value;
+  in.allow_nonfinite = p.allow_nonfinite;
   validate(in);
   return in;
 }

@@ -39,6 +39,7 @@ struct ProblemSpec {
   bool causal = false;
   std::vector<std::size_t> kv_len;  // per batch, optional
   std::uint64_t seed = 0;
+  bool allow_nonfinite = false;  // AttentionInputs::allow_nonfinite (the generators themselves stay finite)
   TensorGen q, k, v;
   // Decode inputs ([IFA]): a position bias pse (B, Nq, Sq, Skv) drawn by its own generator in `format`
   // (stream "pse"), and a select mask hiding each (b, i, j) with probability select_p (stream "select"),
@@ -52,8 +53,14 @@ struct ProblemSpec {
 std::string gen_kind_name(GenKind);
 GenKind gen_kind_by_name(const std::string&);  // throws InputError listing the kinds
 
-// Throws InputError for impossible parameters (shape zeros, N_q % N_kv, am < 0, p outside [0, 1], ...).
+// Throws InputError for impossible parameters (shape zeros, an element count that overflows, N_q % N_kv,
+// am < 0, p outside [0, 1], values beyond double's range, ...).
 void validate(const ProblemSpec&);
+// One generator; errors start with "<path>/<key>: " (path e.g. "/generator" or "/q").
+void validate(const TensorGen&, const std::string& path);
+
+// Bytes of the generated Q, K and V (8 per element), saturating at kTooLarge (core/memory.hpp).
+std::size_t inputs_bytes(const ProblemSpec&);
 
 // Values are drawn in double, then rounded to nearest even in `format`; values beyond its range saturate
 // to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec.

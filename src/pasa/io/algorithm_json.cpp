@@ -51,13 +51,20 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
   if (j.contains("fdpp")) {
     const json& f = j.at("fdpp");
     const std::string fp = path + "/fdpp";
+    if (s.name != "fdpp")
+      json_fail(fp, fmt::format("FlashDecoding++ options do not apply to algorithm \"{}\" (only to \"fdpp\")", s.name));
     check_keys(f, {"phi", "a", "b"}, fp);
     read_number(f, "phi", fp, s.fdpp.phi);
     read_number(f, "a", fp, s.fdpp.a);
     read_number(f, "b", fp, s.fdpp.b);
     if (!(s.fdpp.a < s.fdpp.b)) json_fail(fp, fmt::format("expected a < b, got a = {}, b = {}", s.fdpp.a, s.fdpp.b));
   }
-  if (j.contains("pasa")) s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
+  if (j.contains("pasa")) {
+    // Options that the algorithm would ignore are a mistake (a "pasa" block on fa2 changes nothing).
+    if (s.name != "pasa")
+      json_fail(path + "/pasa", fmt::format("PASA options do not apply to algorithm \"{}\" (only to \"pasa\")", s.name));
+    s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
+  }
   return s;
 }
 

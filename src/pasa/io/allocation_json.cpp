@@ -115,7 +115,12 @@ GemmModel gemm_model_from_json(const json& g, const std::string& gp, GemmModel m
       json_fail(gp + "/model",
                 fmt::format("unknown GEMM model \"{}\"; known: ordered, chunked, every_op, tensor_core", name));
   }
-  if (g.contains("chunk")) m.chunk = static_cast<int>(as_size(g.at("chunk"), gp + "/chunk", 1));
+  if (g.contains("chunk")) {
+    // Bounded: the chunked model keeps 2·chunk + 2 doubles per thread (an int chunk of 2^40 wrapped around).
+    const std::size_t c = as_size(g.at("chunk"), gp + "/chunk", 1);
+    if (c > 65536) json_fail(gp + "/chunk", fmt::format("expected an integer in [1, 65536], got {}", c));
+    m.chunk = static_cast<int>(c);
+  }
   read_tensor_core(g, gp, m);
   return m;
 }
@@ -135,7 +140,9 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
     const json& st = j.at("stages");
     const std::string sp = path + "/stages";
     require_object(st, sp);
-    for (const auto& [key, val] : st.items()) {
+    for (const auto& item : st.items()) {
+      const std::string& key = item.key();  // (not a structured binding: clang 14 cannot capture one)
+      const json& val = item.value();
       const Stage s = at_place(sp + "/" + key, [&] { return stage_by_name(key); });
       read_stage(val, sp + "/" + key, s, a.spec(s));
       given[static_cast<std::size_t>(s)] = true;

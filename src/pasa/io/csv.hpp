@@ -36,6 +36,14 @@ CsvFileLines read_complete_lines(const std::filesystem::path&);
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
 std::string read_file(const std::filesystem::path&);
 
+// The output files of one command, checked before any work is done: each non-empty path names a file (not
+// a folder) in an existing, writable folder, and no two name the same file. `outputs` pairs the option
+// that gave a path ("--csv") with the path; InputError names the option and the path.
+void check_output_paths(const std::vector<std::pair<std::string, std::filesystem::path>>& outputs);
+// Writes several files all or none: every content to a temporary file next to its target first, then the
+// renames; a failure before the renames removes the temporary files and leaves the targets untouched.
+void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
+
 // Append-only file: each append() is one write(2) followed by fsync, so a crash loses at most the row
 // being written (which then shows up as a torn last line).
 class AppendFile {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,14 +44,103 @@ const nlohmann::json* member(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-nlohmann::json read_json_file(const std::filesystem::path& path) {
-  std::ifstream f(path);
-  if (!f) throw InputError(fmt::format("{}: cannot open JSON file", path.string()));
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+namespace {
+
+// nlohmann's DOM builder behind a SAX filter that sees every key and nesting level, so duplicate keys and
+// excessive depth are refused while parsing (the DOM alone keeps the last duplicate and says nothing).
+class CheckedSax {
+ public:
+  using json = nlohmann::json;
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  explicit CheckedSax(json& out) : dom_(out, false) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(number_float_t v, const string_t& s) { return dom_.number_float(v, s); }
+  bool string(string_t& v) { return dom_.string(v); }
+  bool binary(binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    if (!enter()) return false;
+    keys_.emplace_back();
+    return dom_.start_object(n);
   }
+  bool key(string_t& k) {
+    if (!keys_.back().insert(k).second) {
+      error_ = fmt::format("{}/{}: key \"{}\" appears twice in one object", pointer(path_.size() - 1), k, k);
+      return false;
+    }
+    path_.back() = k;
+    return dom_.key(k);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    path_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    if (!enter()) return false;
+    path_.back() = "*";  // (array elements are not numbered: "/*" stands for any of them)
+    keys_.emplace_back();
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    keys_.pop_back();
+    path_.pop_back();
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool enter() {
+    if (path_.size() >= kMaxJsonDepth) {
+      error_ = fmt::format("{}: nested more than {} levels deep", pointer(path_.size()), kMaxJsonDepth);
+      return false;
+    }
+    path_.emplace_back();
+    return true;
+  }
+  // The JSON pointer of the keys of the first n open levels.
+  std::string pointer(std::size_t n) const {
+    std::string p;
+    for (std::size_t i = 0; i < n && i < 8; ++i) p += "/" + path_[i];
+    return n > 8 ? p + "/..." : p;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::set<std::string>> keys_;
+  std::vector<std::string> path_;  // the key being read at each open level ("" inside arrays)
+  std::string error_;
+};
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& where) {
+  nlohmann::json out;
+  CheckedSax sax(out);
+  const bool ok = nlohmann::json::sax_parse(text.begin(), text.end(), &sax, nlohmann::json::input_format_t::json,
+                                            /*strict=*/true, /*ignore_comments=*/false);
+  if (!ok || !sax.error().empty())
+    throw InputError(fmt::format("{}: invalid JSON: {}", where, sax.error().empty() ? "parse error" : sax.error()));
+  return out;
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(fmt::format("{}: cannot open JSON file", path.string()));
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw InputError(fmt::format("{}: read error", path.string()));
+  return parse_json_text(text, path.string());
 }
 
 std::string closest_key(std::string_view key, const std::vector<std::string>& allowed) {

@@ -19,6 +19,12 @@ namespace pasa {
 
 // Parses a JSON file; InputError naming the file (and the parser's position) when unreadable or invalid.
 nlohmann::json read_json_file(const std::filesystem::path&);
+// Parses JSON text (`where` names it in errors: a file name, "stdin"). Besides syntax, refuses what a
+// lenient parser would silently accept or what could exhaust the stack of the recursive readers: a key
+// given twice in one object (the later value would win unseen), nesting deeper than kMaxJsonDepth, and
+// numbers beyond double's range (1e999). Every reader of user JSON goes through it (read_json_file does).
+nlohmann::json parse_json_text(std::string_view text, const std::string& where);
+inline constexpr std::size_t kMaxJsonDepth = 256;  // pasa's own schemas nest at most ~6 levels
 
 // Throws unless j is an object whose keys are all in `allowed`:
 //   "<path>/x00: unknown key 'x00' (did you mean 'x0'?); allowed: x0, am, ..."

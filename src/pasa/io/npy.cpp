@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
+#include "pasa/io/csv.hpp"
 #include "pasa/numeric/round.hpp"
 
 namespace pasa {
@@ -118,6 +119,7 @@ class HeaderParser {
     while (true) {
       skip_ws();
       if (peek() == ')') break;
+      if (peek() == '-') fail(fmt::format("shape holds a negative dimension at header offset {}", pos_));
       if (peek() < '0' || peek() > '9') fail(fmt::format("shape holds a non-integer at header offset {}", pos_));
       std::size_t v = 0;
       while (peek() >= '0' && peek() <= '9') {
@@ -178,11 +180,12 @@ std::size_t npy_element_count(const NpyArray& a) {
   return n;
 }
 
-NpyArray read_npy(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
-  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
+namespace {
+
+// The header of a .npy whose first bytes are `prefix` and whose size is `file_size`: dtype and shape (bytes
+// left empty), checked against the file size; `data_offset` receives where the data start.
+NpyArray parse_header(std::span<const unsigned char> buf, std::size_t file_size, const std::filesystem::path& file,
+                      std::size_t& data_offset) {
   if (buf.size() < kMagicLen + 2 || std::memcmp(buf.data(), kMagic, kMagicLen) != 0)
     throw InputError(fmt::format("{}: not a .npy file (wrong magic; expected \\x93NUMPY)", file.string()));
   const int major = buf[6];
@@ -194,11 +197,11 @@ NpyArray read_npy(const std::filesystem::path& file) {
   const std::size_t header_len = le(buf.data() + kMagicLen + 2, len_bytes);
   if (buf.size() - pre < header_len)
     throw InputError(fmt::format("{}: truncated .npy header (declares {} bytes, file has {})", file.string(),
-                                 header_len, buf.size() - pre));
+                                 header_len, file_size - pre));
   const std::string_view header(reinterpret_cast<const char*>(buf.data() + pre), header_len);
   NpyArray a = HeaderParser(header, file).parse();
   std::size_t need = 0;
-  const std::size_t have = buf.size() - pre - header_len;
+  const std::size_t have = file_size - pre - header_len;
   std::string dims;
   for (std::size_t d : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   if (!checked_bytes(a.shape, npy_itemsize(a.dtype), need))
@@ -209,15 +212,51 @@ NpyArray read_npy(const std::filesystem::path& file) {
   if (need < have)
     throw InputError(fmt::format("{}: .npy data has {} bytes more than shape ({}) of {} needs", file.string(),
                                  have - need, dims, npy_descr(a.dtype)));
-  a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(pre + header_len), buf.end());
+  data_offset = pre + header_len;
   return a;
 }
 
-void write_npy(const std::filesystem::path& file, const NpyArray& a) {
+}  // namespace
+
+NpyArray read_npy(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
+  return parse_npy(buf, file);
+}
+
+NpyArray read_npy_header(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::error_code ec;
+  const std::size_t size = std::filesystem::file_size(file, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot read its size: {}", file.string(), ec.message()));
+  std::vector<unsigned char> buf(std::min<std::size_t>(size, kMagicLen + 6));
+  in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+  if (buf.size() >= kMagicLen + 6 && std::memcmp(buf.data(), kMagic, kMagicLen) == 0 && buf[6] >= 1 && buf[6] <= 3) {
+    // The whole header (its length is in the first bytes), at most the file.
+    const std::size_t pre = kMagicLen + 2 + (buf[6] == 1 ? 2u : 4u);
+    const std::size_t want = std::min(size, pre + le(buf.data() + kMagicLen + 2, buf[6] == 1 ? 2 : 4));
+    const std::size_t had = buf.size();
+    buf.resize(std::max(had, want));
+    in.read(reinterpret_cast<char*>(buf.data() + had), static_cast<std::streamsize>(buf.size() - had));
+  }
+  std::size_t offset = 0;
+  return parse_header(buf, size, file, offset);
+}
+
+NpyArray parse_npy(std::span<const unsigned char> buf, const std::filesystem::path& file) {
+  std::size_t offset = 0;
+  NpyArray a = parse_header(buf, buf.size(), file, offset);
+  a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(offset), buf.end());
+  return a;
+}
+
+std::string npy_file_bytes(const NpyArray& a) {
   std::size_t need = 0;
   if (!checked_bytes(a.shape, npy_itemsize(a.dtype), need) || need != a.bytes.size())
-    throw std::invalid_argument(fmt::format("write_npy({}): {} data bytes do not match the shape", file.string(),
-                                            a.bytes.size()));
+    throw std::invalid_argument(fmt::format("npy_file_bytes: {} data bytes do not match the shape", a.bytes.size()));
   std::string dims;
   for (std::size_t d : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   if (a.shape.size() == 1) dims += ',';  // Python's one-element tuple: (n,)
@@ -228,36 +267,18 @@ void write_npy(const std::filesystem::path& file, const NpyArray& a) {
   const std::size_t total = (pre + header.size() + 1 + 63) / 64 * 64;
   header.append(total - pre - header.size() - 1, ' ');
   header.push_back('\n');
-  if (header.size() > 0xFFFF) throw InputError(fmt::format("{}: shape has too many dimensions", file.string()));
-
-  // Temporary name in the target's directory, so the rename is atomic on the same file system.
-  std::random_device rd;
-  std::filesystem::path tmp = file;
-  tmp += fmt::format(".tmp.{}.{:08x}", static_cast<long>(::getpid()), rd());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(fmt::format("{}: cannot open for writing", file.string()));
-    const unsigned char vers_len[4] = {1, 0, static_cast<unsigned char>(header.size() & 0xFF),
-                                       static_cast<unsigned char>(header.size() >> 8)};
-    out.write(kMagic, kMagicLen);
-    out.write(reinterpret_cast<const char*>(vers_len), 4);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw InputError(fmt::format("{}: write failed (disk full?)", file.string()));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) {
-    std::error_code ec2;
-    std::filesystem::remove(tmp, ec2);
-    throw InputError(fmt::format("{}: cannot rename the temporary file into place: {}", file.string(), ec.message()));
-  }
+  if (header.size() > 0xFFFF) throw InputError("a .npy shape with too many dimensions");
+  std::string out(kMagic, kMagicLen);
+  out += static_cast<char>(1);
+  out += static_cast<char>(0);
+  out += static_cast<char>(header.size() & 0xFF);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size());
+  return out;
 }
+
+void write_npy(const std::filesystem::path& file, const NpyArray& a) { write_file_atomic(file, npy_file_bytes(a)); }
 
 namespace {
 // The Format whose bit patterns a u8/u16 array holds; checks it fits the element width.

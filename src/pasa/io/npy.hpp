@@ -30,8 +30,15 @@ std::size_t npy_element_count(const NpyArray&);
 // Throws InputError naming the file and the reason (wrong magic, bad header, unsupported dtype, Fortran
 // order, absurd shape, truncated or over-long data).
 NpyArray read_npy(const std::filesystem::path&);
+// Only the header (dtype, shape; bytes empty), checked against the file's size: to size a run before the
+// data are read.
+NpyArray read_npy_header(const std::filesystem::path&);
+// The same from the file's bytes in memory; `file` only names it in errors.
+NpyArray parse_npy(std::span<const unsigned char> bytes, const std::filesystem::path& file);
 // Atomic: writes a temporary file next to the target and renames it; nothing is left behind on failure.
 void write_npy(const std::filesystem::path&, const NpyArray&);
+// The bytes write_npy writes (to write several files all or none with write_files_atomic, csv.hpp).
+std::string npy_file_bytes(const NpyArray&);
 
 // Exact decode of every element to double; u8/u16 are bit patterns of `bits_format` (required for them).
 std::vector<double> npy_values(const NpyArray&, const Format* bits_format = nullptr);

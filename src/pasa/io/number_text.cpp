@@ -10,7 +10,7 @@
 
 namespace pasa {
 
-std::vector<double> parse_numbers(std::string_view text, std::string_view where) {
+std::vector<double> parse_numbers(std::string_view text, std::string_view where, std::vector<std::string>* notes) {
   std::vector<double> xs;
   std::size_t pos = 0, index = 0;
   auto separator = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ','; };
@@ -30,6 +30,9 @@ std::vector<double> parse_numbers(std::string_view text, std::string_view where)
     // no double holds), underflow to a subnormal or zero is the correctly rounded value and accepted.
     if (stop != token.c_str() + token.size() || (errno == ERANGE && std::isinf(x)))
       throw InputError(fmt::format("{}: number {} (\"{}\") is not a finite double, inf or nan", where, index, token));
+    if (errno == ERANGE && x == 0 && notes != nullptr)
+      notes->push_back(fmt::format("{}: number {} (\"{}\") is below the smallest double subnormal and reads as {}",
+                                   where, index, token, std::signbit(x) ? "-0" : "0"));
     xs.push_back(x);
     pos = end;
   }

@@ -12,8 +12,12 @@
 namespace pasa {
 
 // Numbers separated by white space or commas; decimal, hexadecimal floating point (0x1.8p-3), inf, nan.
-// Throws InputError naming `where` (e.g. "stdin") and the offending token and its position.
-std::vector<double> parse_numbers(std::string_view text, std::string_view where);
+// Throws InputError naming `where` (e.g. "stdin") and the offending token and its position. A number beyond
+// double's range is an error; a nonzero number below half the smallest subnormal (1e-400) reads as ±0, and
+// when `notes` is given a line saying so is added to it (the caller shows it as a warning: rounding ±0 to
+// a format differs from rounding the exact tiny value under the directed modes).
+std::vector<double> parse_numbers(std::string_view text, std::string_view where,
+                                  std::vector<std::string>* notes = nullptr);
 
 // Shortest decimal that reads back as exactly v ("-0", "inf", "nan" for the specials).
 std::string value_text(double v);

@@ -29,7 +29,8 @@ void read_gen(const nlohmann::json& j, const std::string& path, TensorGen& g) {
 
 ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path) {
   const std::string& root = json_path;
-  check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "generator", "q", "k", "v", "pse", "select"},
+  check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "allow_nonfinite", "generator", "q", "k", "v",
+                 "pse", "select"},
              root);
   ProblemSpec p;
   if (auto it = j.find("shape"); it != j.end()) {
@@ -48,12 +49,17 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   read_number(j, "scale", root, p.scale);
   read_bool(j, "causal", root, p.causal);
   read_u64(j, "seed", root, p.seed);
+  read_bool(j, "allow_nonfinite", root, p.allow_nonfinite);
   if (auto it = j.find("kv_len"); it != j.end()) {
     if (!it->is_array()) json_fail(root + "/kv_len", "expected an array, got " + json_type_text(*it));
     for (std::size_t b = 0; b < it->size(); ++b) p.kv_len.push_back(as_size((*it)[b], fmt::format("{}/kv_len/{}", root, b)));
   }
   TensorGen shared;
-  if (auto it = j.find("generator"); it != j.end()) read_gen(*it, root + "/generator", shared);
+  if (auto it = j.find("generator"); it != j.end()) {
+    read_gen(*it, root + "/generator", shared);
+    // Checked here, so that a mistake in the shared generator is reported where it was written.
+    validate(shared, root + "/generator");
+  }
   p.q = p.k = p.v = shared;
   const char* names[] = {"q", "k", "v"};
   TensorGen* gens[] = {&p.q, &p.k, &p.v};
@@ -98,6 +104,7 @@ nlohmann::json to_json(const ProblemSpec& p) {
   if (p.has_pse) j["pse"] = to_json(p.pse);
   if (p.select_p > 0 || p.select_value != ProblemSpec{}.select_value)
     j["select"] = {{"p", p.select_p}, {"value", p.select_value}};
+  if (p.allow_nonfinite) j["allow_nonfinite"] = true;
   return j;
 }
 

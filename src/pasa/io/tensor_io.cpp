@@ -22,7 +22,10 @@ std::string shape_str(const std::vector<std::size_t>& s) {
 }  // namespace
 
 LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format) {
-  const NpyArray a = read_npy(path);
+  return tensor_from_npy(read_npy(path), format, path);
+}
+
+LoadedTensor tensor_from_npy(const NpyArray& a, const Format* format, const std::filesystem::path& path) {
   return tensor_from_array(a.dtype, a.shape, a.bytes, format, path.string());
 }
 

@@ -30,6 +30,8 @@ LoadedTensor load_tensor(const std::filesystem::path&, const Format* format = nu
 // ("q: shape (3,) is not (S, D), (N, S, D) or (B, N, S, D)").
 LoadedTensor tensor_from_array(NpyDtype dtype, const std::vector<std::size_t>& shape,
                                std::span<const unsigned char> bytes, const Format* format, const std::string& where);
+// The same from an array already read (`path` only names it in errors).
+LoadedTensor tensor_from_npy(const NpyArray&, const Format* format, const std::filesystem::path& path);
 
 // Writes the tensor as float64 (B, N, S, D).
 void save_tensor(const std::filesystem::path&, const Tensor&);

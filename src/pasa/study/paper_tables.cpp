@@ -252,13 +252,18 @@ void reproduce_paper(const ReproduceOptions& opt) {
   auto log = [&](const std::string& s) {
     if (opt.log) opt.log(s);
   };
-  fs::create_directories(opt.out / "sweeps");
+  // Every config read and validated before anything is written (a mistake in the last one must not leave
+  // the first tables behind).
+  const SweepBackend backend = library_backend();
+  for (const PaperSweep& s : paper_sweeps()) validate_with_backend(load_sweep_config(opt.repo / s.config), backend);
+  std::error_code ec;
+  fs::create_directories(opt.out / "sweeps", ec);
+  if (ec) throw InputError((opt.out / "sweeps").string() + ": cannot create the output folder: " + ec.message());
   write_file_atomic(opt.out / "table1.csv", table1_formats().text());
   log("table1.csv: format ranges");
   write_file_atomic(opt.out / "table3.csv", table3_beta().text());
   log("table3.csv: optimal beta");
 
-  const SweepBackend backend = library_backend();
   auto config_of = [&](const PaperSweep& s) { return load_sweep_config(opt.repo / s.config); };
   auto results_of = [&](const PaperSweep& s) { return opt.out / "sweeps" / s.name / "results.csv"; };
   for (const PaperSweep& s : paper_sweeps()) {

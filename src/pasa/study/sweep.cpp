@@ -1,5 +1,7 @@
 #include "pasa/study/sweep.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,11 +12,14 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/problem_json.hpp"
@@ -118,7 +123,60 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// The output folder, created if needed; an InputError naming it when that is impossible.
+bool make_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw InputError(dir.string() + ": exists and is not a folder; choose another --out folder");
+  const bool created = fs::create_directories(dir, ec);
+  if (ec) throw InputError(dir.string() + ": cannot create the output folder: " + ec.message());
+  return created;
+}
+
+// One writer per output folder: an exclusive flock on <dir>/.pasa-sweep.lock for the object's lifetime
+// (released by the kernel if the process dies, so a killed run never leaves a stale lock).
+class FolderLock {
+ public:
+  explicit FolderLock(const fs::path& dir) : file_(dir / kSweepLockName) {
+    fd_ = ::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(file_.string() + ": cannot create the lock file: " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw InputError(dir.string() + " is in use by another pasa-sweep run (it holds " + file_.string() +
+                       "); wait for it to finish, or choose another --out folder");
+    }
+  }
+  ~FolderLock() { ::close(fd_); }
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+  const fs::path& file() const { return file_; }
+
+ private:
+  fs::path file_;
+  int fd_ = -1;
+};
+
 }  // namespace
+
+std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
+                              bool golden_first) {
+  // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem.
+  constexpr std::size_t kProcessBase = std::size_t{12} << 20;
+  const Shape q{p.B, p.Nq, p.Sq, p.D}, kv{p.B, p.Nkv, p.Skv, p.D};
+  const Format f = format_by_name(p.format);
+  const std::size_t out = sat_mul(sizeof(double), sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S)));
+  const std::size_t tensor = sat_mul(sizeof(double), sat_product(q.B, q.N, q.S, q.D));  // baseline
+  std::size_t algo = 0;
+  for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
+  const std::size_t golden = golden_bytes(q, kv, go);
+  std::size_t peak;
+  if (golden_first) {  // sweep: golden, baseline, then each algorithm with the golden and baseline alive
+    peak = std::max(golden, sat_add(sat_add(out, tensor), algo));
+  } else {             // pasa-attn: the algorithm, then the golden and baseline with its output alive
+    peak = std::max(algo, sat_add(out, std::max(golden, sat_add(out, tensor))));
+  }
+  return sat_add(kProcessBase, sat_add(inputs_bytes(p), peak));
+}
 
 // The real backend: the generators, golden and metrics, and the algorithms. Metric columns are the numeric
 // fields of to_json(ScoreStats) (prefixed "score_") and of to_json(Metrics), so new metrics appear in the
@@ -133,6 +191,15 @@ SweepBackend library_backend() {
   for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
   b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
   b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
+  b.memory_bytes = [](const PlannedProblem& p, const SweepConfig& cfg, int threads) {
+    std::vector<AlgorithmSpec> algs;
+    for (std::size_t a = 0; a < p.algorithms.size(); ++a)
+      algs.push_back(algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a)));
+    GoldenOptions go;
+    go.precision_bits = cfg.golden_precision_bits;
+    go.threads = threads;
+    return case_memory_bytes(problem_from_json(p.problem, "/problem"), algs, go, true);
+  };
   b.run = [score_leaves, metric_leaves](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
                                         int threads, const SweepBackend::Emit& emit) {
     const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"));
@@ -184,10 +251,19 @@ std::string shard_csv_name(const SweepConfig& cfg, std::size_t index, std::size_
   return csv_name_with(cfg.csv_name, fmt::format(".shard-{}-of-{}", index, count));
 }
 
-void validate_with_backend(const SweepConfig& cfg, const SweepBackend& backend) {
+std::size_t validate_with_backend(const SweepConfig& cfg, const SweepBackend& backend, int threads) {
+  // Every CSV column once: a grid axis named like a metric ("rmse") would make two columns of one name.
+  const std::vector<std::string> header = csv_header(cfg, backend);
+  for (std::size_t c = 0; c < header.size(); ++c)
+    if (std::find(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(c), header[c]) != header.begin() + static_cast<std::ptrdiff_t>(c))
+      throw InputError(fmt::format("{}:/grid/{}: \"{}\" is also the name of a column the sweep writes (a metric); "
+                                   "pick another axis name", cfg.source, header[c], header[c]));
+  if (cfg.case_count() > kMaxSweepCases)  // parse_sweep_config refuses these; a config built in code may not
+    throw InputError(fmt::format("{}: {} cases is more than the {} a sweep may have", cfg.source, cfg.case_count(), kMaxSweepCases));
   // Identical expansions are checked once (algorithms without placeholders, problems differing by seed only
   // are checked at the first seed: a seed never makes a problem invalid).
   std::set<std::string> checked;
+  std::size_t peak = 0;
   for (std::size_t g = 0; g < cfg.grid_points(); ++g) {
     const PlannedProblem p = plan_problem(cfg, g * cfg.seeds.size());
     auto check = [&](const auto& fn, const json& j, const std::string& path) {
@@ -203,25 +279,42 @@ void validate_with_backend(const SweepConfig& cfg, const SweepBackend& backend) 
         throw InputError(cfg.source + ":" + (msg.rfind(path, 0) == 0 ? msg : path + ": " + msg) + where);
       }
     };
+    const std::size_t before = checked.size();
     check(backend.check_problem, p.problem, "/problem");
     for (std::size_t a = 0; a < cfg.algorithms.size(); ++a)
       check(backend.check_algorithm, p.algorithms[a], "/algorithms/" + std::to_string(a));
+    if (backend.memory_bytes && checked.size() != before) peak = std::max(peak, backend.memory_bytes(p, cfg, threads));
   }
+  return peak;
 }
 
 SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt) {
   if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) throw InputError("shard index out of range");
-  validate_with_backend(cfg, backend);  // nothing is created before the whole config is known to be valid
+  // Nothing is created before the whole config is known to be valid and to fit in memory: the largest
+  // problem, plus the rows the runner keeps (every row of the table, for the final sort and summary).
+  const std::size_t problem_peak = validate_with_backend(cfg, backend, opt.threads);
+  if (backend.memory_bytes) {
+    const PlannedProblem first = plan_problem(cfg, 0);
+    std::size_t row_bytes = 64 * (csv_header(cfg, backend).size() + 8) + first.problem.dump().size();
+    for (const auto& a : first.algorithms) row_bytes += a.dump().size() / first.algorithms.size();
+    const std::size_t need = sat_add(problem_peak, sat_mul(row_bytes, cfg.case_count()));
+    check_memory(need, opt.max_memory, "this sweep",
+                 fmt::format("largest problem {}, {} table rows kept {}", bytes_text(problem_peak), cfg.case_count(),
+                             bytes_text(sat_mul(row_bytes, cfg.case_count()))));
+  }
 
   const fs::path dir = opt.out_dir.empty() ? fs::path(cfg.out_dir) : opt.out_dir;
-  fs::create_directories(dir);
+  const bool dir_created = make_folder(dir);
+  const FolderLock lock(dir);
   const fs::path config_file = dir / "config.json";
+  bool config_created = false;
   if (fs::exists(config_file)) {
     if (read_json_file(config_file) != cfg.raw)
       throw InputError(dir.string() + " holds a sweep of a different config (" + config_file.string() +
                        "); choose another --out folder");
   } else {
     write_file_atomic(config_file, cfg.raw.dump(2) + "\n");
+    config_created = true;
   }
 
   SweepReport report;
@@ -234,82 +327,102 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     throw InputError(dir.string() + " already holds results of this sweep (" +
                      (fs::exists(report.csv) ? report.csv : partial).string() +
                      "); pass --resume to complete them, or choose another --out folder");
-
-  // Cases of this shard, and those already done (from the final table or the partial rows).
-  std::vector<std::size_t> problems;
-  for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) problems.push_back(i);
-  const std::size_t total = problems.size() * cfg.algorithms.size();
-  std::map<std::size_t, CsvRow> done;
-  auto load = [&](const fs::path& file) {
-    if (!fs::exists(file)) return;
-    const CsvFileLines lines = read_complete_lines(file);  // a torn last row is dropped here
-    if (lines.lines.empty()) return;
-    if (parse_csv_line(lines.lines[0]) != header)
-      throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
-    for (std::size_t i = 1; i < lines.lines.size(); ++i) {
-      CsvRow row;
-      try {
-        row = parse_csv_line(lines.lines[i]);
-      } catch (const InputError&) {
-        continue;
-      }
-      if (row.size() != header.size()) continue;
-      std::size_t id;
-      try {
-        id = row_case_id(row, file.string());
-      } catch (const InputError&) {
-        continue;
-      }
-      if (id >= cfg.case_count() || (id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index) continue;
-      if (!row_matches_plan(cfg, row, id)) continue;
-      done.emplace(id, std::move(row));
+  const bool partial_created = !fs::exists(partial);
+  // A failure from here on removes what this run created when it finished no case (so the folder is as it
+  // was, or gone); once rows exist, the folder is left for --resume (its config.json matches this config).
+  bool rows_exist = false;
+  auto clean_up = [&] {
+    if (rows_exist) return;
+    std::error_code ec;
+    if (partial_created) fs::remove(partial, ec);
+    if (config_created) fs::remove(config_file, ec);
+    if (dir_created) {
+      fs::remove(lock.file(), ec);
+      fs::remove(dir, ec);  // only if empty
     }
   };
-  load(report.csv);
-  load(partial);
-  report.cases_reused = done.size();
+  try {
+    // Cases of this shard, and those already done (from the final table or the partial rows).
+    std::vector<std::size_t> problems;
+    for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) problems.push_back(i);
+    const std::size_t total = problems.size() * cfg.algorithms.size();
+    std::map<std::size_t, CsvRow> done;
+    auto load = [&](const fs::path& file) {
+      if (!fs::exists(file)) return;
+      const CsvFileLines lines = read_complete_lines(file);  // a torn last row is dropped here
+      if (lines.lines.empty()) return;
+      if (parse_csv_line(lines.lines[0]) != header)
+        throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
+      for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+        CsvRow row;
+        try {
+          row = parse_csv_line(lines.lines[i]);
+        } catch (const InputError&) {
+          continue;
+        }
+        if (row.size() != header.size()) continue;
+        std::size_t id;
+        try {
+          id = row_case_id(row, file.string());
+        } catch (const InputError&) {
+          continue;
+        }
+        if (id >= cfg.case_count() || (id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index) continue;
+        if (!row_matches_plan(cfg, row, id)) continue;
+        done.emplace(id, std::move(row));
+      }
+    };
+    load(report.csv);
+    load(partial);
+    report.cases_reused = done.size();
+    rows_exist = !done.empty();
 
-  // The partial file restarts from its valid rows (atomically), so new rows follow a complete line.
-  {
-    std::string text = csv_line(header);
-    for (const auto& [id, row] : done) text += csv_line(row);
-    write_file_atomic(partial, text);
-  }
-
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  {
-    AppendFile out(partial);
-    for (std::size_t pi : problems) {
-      std::vector<bool> wanted(cfg.algorithms.size());
-      bool any = false;
-      for (std::size_t a = 0; a < wanted.size(); ++a)
-        any |= wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
-      if (!any) continue;
-      const PlannedProblem p = plan_problem(cfg, pi);
-      backend.run(p, cfg, wanted, opt.threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
-        if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
-        if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
-          throw std::logic_error("sweep backend emitted the wrong number of metrics");
-        CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
-        out.append(csv_line(row));
-        done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
-        wanted[a] = false;
-        ++report.cases_run;
-        if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
-      });
-      if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
-        throw std::logic_error("sweep backend did not run every requested algorithm");
+    // The partial file restarts from its valid rows (atomically), so new rows follow a complete line.
+    {
+      std::string text = csv_line(header);
+      for (const auto& [id, row] : done) text += csv_line(row);
+      write_file_atomic(partial, text);
     }
-  }
 
-  std::vector<CsvRow> rows;
-  for (auto& [id, row] : done) rows.push_back(std::move(row));
-  if (rows.size() != total) throw std::logic_error("sweep finished with missing cases");
-  write_file_atomic(report.csv, table_text(header, rows));
-  if (!report.summary.empty()) write_file_atomic(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
-  fs::remove(partial);
-  return report;
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    {
+      AppendFile out(partial);
+      for (std::size_t pi : problems) {
+        std::vector<bool> wanted(cfg.algorithms.size());
+        bool any = false;
+        for (std::size_t a = 0; a < wanted.size(); ++a)
+          any |= wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
+        if (!any) continue;
+        const PlannedProblem p = plan_problem(cfg, pi);
+        backend.run(p, cfg, wanted, opt.threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
+          if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
+          if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
+            throw std::logic_error("sweep backend emitted the wrong number of metrics");
+          CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
+          out.append(csv_line(row));
+          rows_exist = true;
+          done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
+          wanted[a] = false;
+          ++report.cases_run;
+          if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
+        });
+        if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
+          throw std::logic_error("sweep backend did not run every requested algorithm");
+      }
+    }
+
+    std::vector<CsvRow> rows;
+    for (auto& [id, row] : done) rows.push_back(std::move(row));
+    if (rows.size() != total) throw std::logic_error("sweep finished with missing cases");
+    write_file_atomic(report.csv, table_text(header, rows));
+    if (!report.summary.empty()) write_file_atomic(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+    fs::remove(partial);
+    return report;
+  } catch (...) {
+    clean_up();
+    throw;
+  }
 }
 
 SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_dir) {
@@ -341,7 +454,8 @@ SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_
       std::smatch m;
       const std::string name = entry.path().filename().string();
       if (!std::regex_match(name, m, pattern)) continue;
-      const std::size_t i = std::stoull(m[1]), n = std::stoull(m[2]);
+      const std::size_t i = parse_index(m[1], "merge: " + entry.path().string()),
+                        n = parse_index(m[2], "merge: " + entry.path().string());
       if (count == 0) count = n;
       if (n != count) throw InputError(fmt::format("merge: {} belongs to a split into {} shards, others to {}", entry.path().string(), n, count));
       if (shards.count(i) && fs::canonical(shards[i]) != fs::canonical(entry.path()))
@@ -374,7 +488,8 @@ SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_
     throw InputError(fmt::format("merge: {} of {} cases found", rows.size(), cfg.case_count()));
   if (header.size() < kFixedLeading + kFixedTrailing + cfg.grid.size()) throw InputError("merge: unexpected columns");
 
-  fs::create_directories(out_dir);
+  make_folder(out_dir);
+  const FolderLock lock(out_dir);
   SweepReport report;
   report.csv = out_dir / cfg.csv_name;
   report.summary = out_dir / cfg.summary_name;

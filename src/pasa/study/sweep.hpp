@@ -39,13 +39,25 @@ struct SweepBackend {
   std::function<void(const PlannedProblem&, const SweepConfig&, const std::vector<bool>& wanted, int threads,
                      const Emit& emit)>
       run;
+  // Optional: the peak memory (bytes) of running one problem with all its algorithms (run() at `threads`).
+  std::function<std::size_t(const PlannedProblem&, const SweepConfig&, int threads)> memory_bytes;
 };
 
 SweepBackend library_backend();
 
-// Checks every expanded problem and algorithm with the backend's parsers; throws InputError
-// "<source>:<JSON path>: <what> (grid point x0=30, Am=0.5)" on the first mistake.
-void validate_with_backend(const SweepConfig&, const SweepBackend&);
+// Checks every expanded problem and algorithm with the backend's parsers, and that the CSV columns (grid
+// axes, the backend's metric columns) are distinct; throws InputError "<source>:<JSON path>: <what> (grid
+// point x0=30, Am=0.5)" on the first mistake. Returns the memory the largest problem needs at `threads`
+// (backend.memory_bytes; 0 without it).
+std::size_t validate_with_backend(const SweepConfig&, const SweepBackend&, int threads = 1);
+
+// The peak memory of one problem of a sweep (inputs, golden, baseline, the largest algorithm) or of
+// pasa-attn (`golden_first` false: the algorithm runs before the golden), in bytes, saturating.
+struct AlgorithmSpec;
+struct ProblemSpec;
+struct GoldenOptions;
+std::size_t case_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&,
+                              bool golden_first);
 
 struct SweepProgress {
   std::size_t done = 0, total = 0;  // cases of this shard, finished (resumed ones included) and in all
@@ -58,6 +70,7 @@ struct SweepOptions {
   int threads = 1;
   std::size_t shard_index = 0, shard_count = 1;  // runs problems with index % shard_count == shard_index
   bool resume = false;
+  std::size_t max_memory = 0;  // bytes a run may use (0: MemAvailable; --max-memory)
   std::function<void(const SweepProgress&)> progress;  // after each case
 };
 
@@ -72,6 +85,10 @@ void parse_shard(const std::string& text, std::size_t& index, std::size_t& count
 std::vector<std::string> csv_header(const SweepConfig&, const SweepBackend&);
 std::string shard_csv_name(const SweepConfig&, std::size_t index, std::size_t count);
 
+// Validates everything (validate_with_backend, the memory estimate against opt.max_memory or MemAvailable)
+// before creating anything; holds an exclusive flock on <out>/.pasa-sweep.lock while it writes, so a second
+// run into the same folder is refused. A run that fails leaves either nothing it created (when no case was
+// finished) or a folder that --resume completes.
 SweepReport run_sweep(const SweepConfig&, const SweepBackend&, const SweepOptions&);
 
 // Joins the shard tables found in `dirs` (all shards of one config) into out_dir/results.csv and writes the

@@ -10,12 +10,14 @@
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/io/json_check.hpp"
 
 namespace pasa {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -44,11 +46,23 @@ const json& require(const json& obj, const char* key, const std::string& source,
   return obj.at(key);
 }
 
-// A file name inside the output folder: no folders, nothing that escapes it.
+// Text written into a CSV field or a file name: no control characters (a newline inside a field would
+// break the line-by-line reading of the partial table after results were written).
+void check_printable(const std::string& s, const std::string& source, const std::string& path) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f)
+      fail(source, path, fmt::format("{} holds a control character (code {}); use printable text", json(s).dump(), int(c)));
+}
+
+// A file name inside the output folder: no folders, nothing that escapes it, none of the runner's own files.
 std::string get_file_name(const json& j, const std::string& source, const std::string& path) {
   const std::string s = as_string(j, where(source, path));
   if (s.empty() || s.find('/') != std::string::npos || s == "." || s == "..")
     fail(source, path, "\"" + s + "\" must be a plain file name (no folders)");
+  check_printable(s, source, path);
+  if (s == "config.json" || s == kSweepLockName || s.ends_with(".partial") || s.find(".tmp") != std::string::npos)
+    fail(source, path, "\"" + s + "\" is a name the sweep uses for its own files (config.json, " + kSweepLockName +
+                           ", *.partial, temporary *.tmp* files); pick another");
   return s;
 }
 
@@ -74,6 +88,7 @@ std::vector<json> parse_axis(const json& j, const std::string& source, const std
     if (!(v.is_number() || v.is_string() || v.is_boolean()))
       fail(source, p, "grid values must be numbers, strings or booleans, got " + json_type_text(v));
     if (v.is_number_float() && !std::isfinite(v.get<double>())) fail(source, p, "expected a finite number");
+    if (v.is_string()) check_printable(v.get<std::string>(), source, p);
     values.push_back(v.is_number_float() ? clean_number(v.get<double>()) : v);
   };
   if (j.is_array() || (j.is_object() && j.contains("values"))) {
@@ -92,7 +107,7 @@ std::vector<json> parse_axis(const json& j, const std::string& source, const std
     if (to < from) fail(source, path + "/to", fmt::format("{} is below \"from\" ({})", j.at("to").dump(), j.at("from").dump()));
     // Inclusive of `to` up to a relative slack for decimal steps (0 to 1 by 0.1 has 11 values).
     const double count = std::floor((to - from) / step * (1 + 1e-12) + 1e-9) + 1;
-    if (count > 1e6) fail(source, path, fmt::format("{} values is too many for one axis", count));
+    if (!(count <= 1e6)) fail(source, path, fmt::format("{} values is too many for one axis (at most 1000000)", count));
     for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) values.push_back(clean_number(from + static_cast<double>(i) * step));
   } else {
     scalar(j, path);
@@ -145,7 +160,7 @@ const std::vector<std::string> kReservedColumns = {"case_id", "problem_id", "gri
 
 std::size_t SweepConfig::grid_points() const {
   std::size_t n = 1;
-  for (const auto& a : grid) n *= a.values.size();
+  for (const auto& a : grid) n = sat_mul(n, a.values.size());
   return n;
 }
 
@@ -187,10 +202,9 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
     std::set<std::uint64_t> seen;
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::string p = "/seeds/" + std::to_string(i);
-      const std::int64_t v = as_integer(s[i], where(source, p));
-      if (v < 0) fail(source, p, s[i].dump() + " is negative; seeds are integers >= 0");
-      if (!seen.insert(static_cast<std::uint64_t>(v)).second) fail(source, p, "seed " + s[i].dump() + " appears twice");
-      cfg.seeds.push_back(static_cast<std::uint64_t>(v));
+      const std::uint64_t v = as_u64(s[i], where(source, p));  // 0 .. 2^64 - 1
+      if (!seen.insert(v).second) fail(source, p, "seed " + s[i].dump() + " appears twice");
+      cfg.seeds.push_back(v);
     }
   } else if (c.contains("repeats")) {
     const std::int64_t r = as_integer(c["repeats"], where(source, "/repeats"));
@@ -213,6 +227,7 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
     if (e.spec.contains("label")) {
       e.label = as_string(e.spec["label"], where(source, path + "/label"));
       if (e.label.empty()) fail(source, path + "/label", "the label is empty");
+      check_printable(e.label, source, path + "/label");
       e.spec.erase("label");
     }
     if (!labels.insert(e.label).second) fail(source, path + "/label", "label \"" + e.label + "\" is used twice");
@@ -224,8 +239,9 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
     check_keys(c["golden"], {"precision_bits"}, where(source, "/golden"));
     if (c["golden"].contains("precision_bits")) {
       const std::int64_t b = as_integer(c["golden"]["precision_bits"], where(source, "/golden/precision_bits"));
-      if (b < 53 || b > 4096)
-        fail(source, "/golden/precision_bits", c["golden"]["precision_bits"].dump() + " is outside [53, 4096]");
+      // The golden's plain MPFR path needs >= 106 bits (exact products of two doubles; golden.cpp).
+      if (b < 106 || b > 4096)
+        fail(source, "/golden/precision_bits", c["golden"]["precision_bits"].dump() + " is outside [106, 4096]");
       cfg.golden_precision_bits = static_cast<int>(b);
     }
   }
@@ -247,6 +263,23 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
     if (o.contains("csv")) cfg.csv_name = get_file_name(o["csv"], source, "/outputs/csv");
     if (o.contains("summary")) cfg.summary_name = get_file_name(o["summary"], source, "/outputs/summary");
     if (cfg.csv_name == cfg.summary_name) fail(source, "/outputs/summary", "must differ from /outputs/csv");
+    // Shard tables are named <stem>.shard-I-of-N<ext>: the summary may not take such a name either.
+    const fs::path c(cfg.csv_name);
+    if (cfg.summary_name.starts_with(c.stem().string() + ".shard-"))
+      fail(source, "/outputs/summary", "\"" + cfg.summary_name + "\" could be the name of a shard table of /outputs/csv");
+  }
+
+  // Size first: the number of cases, with overflow-safe arithmetic, before anything expands the grid.
+  const std::size_t cases = sat_mul(sat_mul(cfg.grid_points(), cfg.seeds.size()), cfg.algorithms.size());
+  if (cases > kMaxSweepCases) {
+    std::string axes;
+    for (const auto& a : cfg.grid) axes += fmt::format("{}{} ({})", axes.empty() ? "" : " x ", a.name, a.values.size());
+    fail(source, "/grid", fmt::format("{} grid points x {} seeds x {} algorithms = {} cases; at most {} cases per "
+                                      "sweep (split it, e.g. into configs over parts of an axis){}",
+                                      cfg.grid_points() == kTooLarge ? std::string("more than 2^64") : std::to_string(cfg.grid_points()),
+                                      cfg.seeds.size(), cfg.algorithms.size(),
+                                      cases == kTooLarge ? std::string("more than 2^64") : std::to_string(cases), kMaxSweepCases,
+                                      axes.empty() ? "" : "; axes: " + axes));
   }
 
   // Placeholders: each "$name" must be a grid axis (or $seed); each axis must be used somewhere.

@@ -18,6 +18,13 @@
 
 namespace pasa {
 
+// The largest sweep parse_sweep_config accepts (grid points x seeds x algorithms): the runner keeps every
+// row in memory (about 2-4 KB each) and validates every grid point before running; 10^6 cases is weeks of
+// computing at the paper's shape.
+inline constexpr std::size_t kMaxSweepCases = 1000000;
+// The lock file in an output folder (held with flock by the run writing into it).
+inline constexpr const char* kSweepLockName = ".pasa-sweep.lock";
+
 struct GridAxis {
   std::string name;                     // placeholder "$name" and CSV column `name`
   std::vector<nlohmann::json> values;   // scalars (numbers, strings, booleans), in sweep order
@@ -42,7 +49,7 @@ struct SweepConfig {
   std::string summary_name = "summary.json";
   nlohmann::json raw;                    // the config as written, recorded in the summary
 
-  std::size_t grid_points() const;
+  std::size_t grid_points() const;  // saturating at kTooLarge (core/memory.hpp)
   std::size_t problem_count() const { return grid_points() * seeds.size(); }  // golden computations
   std::size_t case_count() const { return problem_count() * algorithms.size(); }  // CSV rows
 };

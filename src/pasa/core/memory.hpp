@@ -1,0 +1,98 @@
+// Sizes before allocations: overflow-safe byte counts, the memory this machine has available, and the
+// check every program makes before it allocates or creates anything ("size first", issue 15). A count that
+// overflows saturates at kTooLarge, which no machine has, so an absurd shape is refused with the same
+// message as a merely too large one instead of wrapping around to a small number.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "pasa/core/error.hpp"
+
+namespace pasa {
+
+inline constexpr std::size_t kTooLarge = std::numeric_limits<std::size_t>::max();
+
+// a·b and a + b, saturating at kTooLarge.
+inline std::size_t sat_mul(std::size_t a, std::size_t b) {
+  std::size_t r;
+  return __builtin_mul_overflow(a, b, &r) ? kTooLarge : r;
+}
+inline std::size_t sat_add(std::size_t a, std::size_t b) {
+  std::size_t r;
+  return __builtin_add_overflow(a, b, &r) ? kTooLarge : r;
+}
+template <class... T>
+std::size_t sat_product(std::size_t a, T... rest) {
+  std::size_t r = a;
+  ((r = sat_mul(r, static_cast<std::size_t>(rest))), ...);
+  return r;
+}
+
+// "1.50 GiB", "512 KiB", "more than 2^64 bytes".
+inline std::string bytes_text(std::size_t n) {
+  if (n == kTooLarge) return "more than 2^64 bytes";
+  const char* unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double x = static_cast<double>(n);
+  int u = 0;
+  while (x >= 1024 && u < 6) x /= 1024, ++u;
+  return u == 0 ? fmt::format("{} bytes", n) : fmt::format("{:.2f} {}", x, unit[u]);
+}
+
+// MemAvailable of /proc/meminfo (what the kernel can give without swapping), or kTooLarge where unknown.
+inline std::size_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  std::size_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return sat_mul(kib, 1024);
+  return kTooLarge;
+}
+
+// A byte count as a user writes it: "4000000000", "512M", "64G", "1.5T" (binary units, K/M/G/T, optional
+// "iB"/"B"). InputError naming `what` otherwise.
+inline std::size_t parse_byte_size(const std::string& text, const std::string& what) {
+  std::size_t pos = 0;
+  double x = -1;
+  try {
+    x = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  std::string unit = text.substr(pos);
+  for (const char* suffix : {"iB", "B"})
+    if (unit.size() > 1 && unit.ends_with(suffix)) {
+      unit.resize(unit.size() - std::char_traits<char>::length(suffix));
+      break;
+    }
+  double mult = 1;
+  if (unit == "K" || unit == "k") mult = 0x1p10;
+  else if (unit == "M") mult = 0x1p20;
+  else if (unit == "G") mult = 0x1p30;
+  else if (unit == "T") mult = 0x1p40;
+  else if (!unit.empty()) x = -1;
+  if (pos == 0 || !(x >= 0) || x * mult >= 0x1p63)
+    throw InputError(fmt::format("{}: \"{}\" is not a byte size (e.g. 8G, 512M, 4000000000)", what, text));
+  return static_cast<std::size_t>(x * mult);
+}
+
+// The memory a run may use: `limit` when given (nonzero), else what the machine has available.
+// Throws InputError "<what> needs about <need> of memory (<detail>); <available> available ..." when the
+// estimate exceeds it.
+inline void check_memory(std::size_t need, std::size_t limit, const std::string& what, const std::string& detail) {
+  const bool given = limit != 0;
+  const std::size_t have = given ? limit : available_memory_bytes();
+  if (need <= have) return;
+  throw InputError(fmt::format("{} needs about {} of memory ({}); {} {}: make the problem smaller{}", what,
+                               bytes_text(need), detail, bytes_text(have),
+                               given ? "allowed by --max-memory" : "available (MemAvailable in /proc/meminfo)",
+                               given ? " or raise --max-memory" : ", or pass --max-memory to override the check"));
+}
+
+}  // namespace pasa

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Command-line hardening checks (issue 15): every program, given a hostile but realistic argument or file,
+# ends promptly with exit status 2 and a message naming the mistake (never a hang, a crash, exit 3
+# "internal error", or a partial output), or does what was asked. Each check is one line below; a failure
+# prints the check, the status and the program's output, and the script exits 1 after running them all.
+#
+# Usage: run_cli_checks.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd) || exit 2
+export PATH="$build:$PATH"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 2
+failures=0
+out=""
+
+# expect STATUS REGEX CMD...: runs CMD (60 s at most) and checks its exit status and that its output
+# (stdout + stderr) matches REGEX.
+expect() {
+  local want=$1 regex=$2
+  shift 2
+  out=$(timeout 60 "$@" 2>&1)
+  local got=$?
+  if [[ $got != "$want" ]] || ! grep -Eq -- "$regex" <<<"$out"; then
+    echo "FAIL: $* (exit $got, expected $want and /$regex/)"
+    sed 's/^/    /' <<<"$out" | head -n 12
+    failures=$((failures + 1))
+  fi
+}
+# absent PATH...: none of the paths exists.
+absent() {
+  for p in "$@"; do
+    if [[ -e $p ]]; then
+      echo "FAIL: $p exists (a partial output)"
+      failures=$((failures + 1))
+    fi
+  done
+}
+
+# first_line REGEX: the first line of the last command's output matches REGEX.
+first_line() {
+  if ! head -n 1 <<<"$out" | grep -Eq -- "$1"; then
+    echo "FAIL: first line of the last output is not /$1/: $(head -n 1 <<<"$out")"
+    failures=$((failures + 1))
+  fi
+}
+
+small=(--heads 1 --seq 16 --dim 8)
+# 1. uniform interval that is empty in double (x0 - am == x0 + am): no hang
+expect 0 "rmse" pasa-attn "${small[@]}" --x0 20 --am 1e-15 --algorithm fa2 --alloc fa_fp32
+# 2. generator range beyond double; deep JSON nesting
+expect 2 "leave double's range" pasa-attn "${small[@]}" --x0 1e308 --am 1e308
+python3 -c 'print("[" * 200000 + "]" * 200000)' >deep.json
+expect 2 "nested more than 256 levels" pasa-sweep deep.json
+# 3. grids refused by their size before anything runs
+cat >grid.json <<'J'
+{"problem": {"shape": {"Sq": 16, "D": 8}, "seed": "$seed", "generator": {"x0": "$a", "am": "$b", "p": "$c", "noise": "$d", "wavelength": "$e"}},
+ "grid": {"a": {"from": 0, "to": 99999, "step": 1}, "b": {"from": 0, "to": 99999, "step": 1}, "c": {"from": 0, "to": 99999, "step": 1},
+          "d": {"from": 0, "to": 99999, "step": 1}, "e": {"from": 1, "to": 100000, "step": 1}},
+ "algorithms": [{"name": "fa2"}], "outputs": {"dir": "grid-out"}}
+J
+expect 2 "more than 2\^64 cases" pasa-sweep grid.json
+absent grid-out
+# 4. block sizes larger than the sequence are clamped (no 2 GB of tiles for 256 tokens)
+expect 0 "s2 4000000" pasa-attn --heads 1 --seq 256 --dim 8 --s2 4000000 --max-memory 200M
+# 5. size first: refused with the estimate before anything is allocated or created; negative sizes
+expect 2 "needs about .* of memory" pasa-attn --heads 64 --seq 200000 --dim 128 --out-npy big.npy
+absent big.npy
+expect 2 "needs about .* of memory" pasa-attn "${small[@]}" --max-memory 1M
+expect 105 "not an integer" pasa-attn --heads 1 --seq -5 --dim 8
+# 6. the golden's precision is validated with the config; nothing is created
+cat >prec.json <<'J'
+{"problem": {"shape": {"Sq": 16, "D": 8}, "seed": "$seed"}, "algorithms": [{"name": "fa2"}],
+ "golden": {"precision_bits": 64}, "outputs": {"dir": "prec-out"}}
+J
+expect 2 "precision_bits: 64 is outside \[106, 4096\]" pasa-sweep prec.json
+absent prec-out
+# 7. output names: not the config, not a partial file, distinct
+sed 's/"dir": "prec-out"/"dir": "names-out", "summary": "config.json"/; s/"precision_bits": 64/"precision_bits": 128/' prec.json >names.json
+expect 2 "outputs/summary: .*config.json" pasa-sweep names.json
+absent names-out
+# 8. two outputs: both or neither; unwritable outputs found before the work
+expect 2 "--bits-output /proc/b.npy" pasa-round --output o.npy --bits-output /proc/b.npy 1 2
+absent o.npy
+expect 2 "--golden-npy /proc/g.npy" pasa-attn "${small[@]}" --out-npy a.npy --golden-npy /proc/g.npy
+absent a.npy
+expect 2 "--json /proc/x.json" pasa-beta --beta 0.99 --csv b.csv --json /proc/x.json
+absent b.csv
+printf '{"shape": {"Sq": 16, "D": 8}}\n' >p.json
+expect 105 "--s1: .*not an integer" pasa-attribute --problem p.json --s1 0
+expect 2 "beta: expected a number in \[0, 1\)" pasa-attribute --problem p.json --beta 1.5
+expect 2 "--csv /proc/x.csv" pasa-attribute --problem p.json --csv /proc/x.csv
+expect 2 "No such file|cannot" pasa-tables --repo no-such-repo --out tables-out
+absent tables-out
+# 9. numbers with a sign are numbers, not options; 1e-400 says it became 0
+expect 0 "^-inf +-> -inf +0xfc00" pasa-round -inf
+expect 0 "^nan +-> nan" pasa-round -nan 1
+first_line "^nan +-> nan"  # (in the order given)
+expect 0 "warning: .*1e-400.* reads as 0" pasa-round 1e-400
+expect 0 "0x1p-3|0\.125" pasa-round -f fp32 -- -0x1p-3
+# 10. user mistakes are exit 2, not "internal error"
+expect 2 "/proc/x" pasa-sweep --out /proc/x
+printf '{"shape": {"Sq": 1e999}}\n' >inf.json
+expect 2 "number overflow" pasa-attn --problem inf.json
+cat >label.json <<'J'
+{"problem": {"shape": {"Sq": 16, "D": 8}, "seed": "$seed"}, "algorithms": [{"name": "fa2", "label": "a\nb"}], "outputs": {"dir": "label-out"}}
+J
+expect 2 "label: .*control character" pasa-sweep label.json
+cat >rmse.json <<'J'
+{"problem": {"shape": {"Sq": 16, "D": 8}, "seed": "$seed", "generator": {"x0": "$rmse"}}, "grid": {"rmse": [1, 2]},
+ "algorithms": [{"name": "fa2"}], "outputs": {"dir": "rmse-out"}}
+J
+expect 2 "grid/rmse: .*also the name of a column" pasa-sweep rmse.json
+absent label-out rmse-out
+# 11. values in messages are the values given
+cat >seed.json <<'J'
+{"problem": {"shape": {"Sq": 8, "D": 4}, "seed": "$seed"}, "seeds": [18446744073709551615], "algorithms": [{"name": "fa2"}], "outputs": {"dir": "seed-out"}}
+J
+expect 0 "1 cases run" pasa-sweep seed.json
+mkdir -p shard && cp seed.json shard/config.json && touch shard/results.shard-99999999999999999999-of-2.csv
+expect 2 "not a non-negative integer|is not" pasa-sweep merge shard
+expect 105 "--beta: .*not a finite number" pasa-attn "${small[@]}" --algorithm pasa --beta nan
+printf '{"generator": {"kind": "hybrid", "p": 99999999999999999999}}\n' >gp.json
+expect 2 "/generator/p: must lie in \[0, 1\] \(got 1e\+20\)" pasa-attn --problem gp.json
+# 12. accepted silently no more
+expect 105 "--seed: .*not an integer" pasa-attn "${small[@]}" --seed -1
+expect 105 "--seed: .*not an integer" pasa-attn "${small[@]}" --seed 1e23
+expect 105 "--threads: .*not an integer" pasa-attn "${small[@]}" --threads 0
+expect 105 "--threads: .*not an integer" pasa-sweep --threads -1
+expect 105 "--with-sqrt-d: .*not an integer" pasa-beta --beta 0.9 --with-sqrt-d 0
+printf '{"shape": {"Sq": 16, "Sq": 32}}\n' >dup.json
+expect 2 "key \"Sq\" appears twice" pasa-attn --problem dup.json
+expect 2 "PASA options do not apply to algorithm \"fa2\"" pasa-attn "${small[@]}" --algorithm fa2 --beta 0.9
+expect 2 "name the same file" pasa-attn "${small[@]}" --out-npy same.npy --golden-npy ./same.npy
+absent same.npy
+mkdir -p locked
+(flock locked/.pasa-sweep.lock sleep 30) &
+locker=$!
+sleep 0.5
+expect 2 "in use by another pasa-sweep run" pasa-sweep seed.json --out locked
+kill "$locker" 2>/dev/null
+wait "$locker" 2>/dev/null
+absent locked/config.json
+# 13. a golden exactly zero is an exact answer
+printf '{"shape": {"B": 1, "Sq": 4, "D": 4}, "kv_len": [0]}\n' >zero.json
+expect 0 "rmse \(Eq. 19\) +0$" pasa-attn --problem zero.json
+expect 0 "cosine similarity +1$" pasa-attn --problem zero.json
+# NaN/inf inputs: refused by default, accepted with --allow-nonfinite (the golden is NaN where IEEE says so)
+python3 - <<'P'
+import struct
+def npy(name, shape, vals):
+    h = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % ", ".join(map(str, shape))
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    open(name, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + struct.pack("<%dd" % len(vals), *vals))
+n = 4 * 2
+npy("q.npy", (4, 2), [0.5] * n)
+npy("k.npy", (4, 2), [0.25] * n)
+npy("v.npy", (4, 2), [1.0, float("inf")] + [2.0] * (n - 2))
+P
+expect 2 "needs about .* from .npy" pasa-attn --q q.npy --k k.npy --v v.npy --max-memory 1K  # sized from the headers
+expect 2 "non-finite element inf .*--allow-nonfinite" pasa-attn --q q.npy --k k.npy --v v.npy
+expect 0 "inf %  +0$" pasa-attn --q q.npy --k k.npy --v v.npy --allow-nonfinite --algorithm fa2 --alloc fa_fp32
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all CLI checks passed"
