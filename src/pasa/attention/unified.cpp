@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include "pasa/attention/detail/blocked_attention.hpp"
 #include "pasa/attention/detail/flash.hpp"
@@ -93,11 +94,28 @@ void check_finite(const PagedBatch& pb, std::size_t s, std::size_t h, std::size_
                                  s, j, pb.seqs[s].block_table[j / pb.cache.block_size], h));
 }
 
-// Keys [j0, j1) of sequence s gathered through the block table: (1, Nkv, j1 − j0, D).
+// t reshaped to (1, n, S, D) of format f, its values left to be overwritten. The memory of earlier calls is
+// reused (a gathered sequence is hundreds of MB: fresh memory costs a page fault per 4 KiB), and new memory
+// is asked for transparent huge pages before it is first touched.
+void reshape(Tensor& t, std::size_t n, std::size_t S, std::size_t D, const Format& f) {
+  t.shape = Shape{1, n, S, D};
+  t.format = f;
+  if (t.data.capacity() < t.shape.size()) {
+    t.data = std::vector<double>();
+    t.data.reserve(t.shape.size());
+    constexpr std::uintptr_t page = 4096;
+    const auto begin = (reinterpret_cast<std::uintptr_t>(t.data.data()) + page - 1) / page * page;
+    const auto end = reinterpret_cast<std::uintptr_t>(t.data.data() + t.data.capacity()) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // advice only
+  }
+  t.data.resize(t.shape.size());
+}
+
+// Keys [j0, j1) of sequence s gathered through the block table into k and v: (1, Nkv, j1 − j0, D).
 void gather(const PagedBatch& pb, std::size_t s, std::size_t j0, std::size_t j1, Tensor& k, Tensor& v) {
   const PagedCache& c = pb.cache;
-  k = Tensor({1, c.Nkv, j1 - j0, c.D}, c.format);
-  v = Tensor({1, c.Nkv, j1 - j0, c.D}, c.format);
+  reshape(k, c.Nkv, j1 - j0, c.D, c.format);
+  reshape(v, c.Nkv, j1 - j0, c.D, c.format);
   for (std::size_t h = 0; h < c.Nkv; ++h)
     for (std::size_t j = j0; j < j1; ++j) {
       const std::size_t src = cache_row(pb, s, h, j);
@@ -124,13 +142,12 @@ void scatter(const Tensor& o, const std::vector<double>& lse, std::size_t off, T
   }
 }
 
-AttentionInputs gathered_inputs(const PagedBatch& pb, std::size_t s) {  // pb validated
-  AttentionInputs in;
+// Sequence s as dense causal inputs, in `in` (its K and V memory reused). pb validated.
+void gathered_inputs(const PagedBatch& pb, std::size_t s, AttentionInputs& in) {
   in.q = sequence_q(pb, s);
   gather(pb, s, 0, pb.seqs[s].ctx_len, in.k, in.v);
   in.scale = pb.scale;
   in.mask.causal = true;
-  return in;
 }
 
 // Thrown by PagedTiles when a staged tile holds inf or NaN; unified_attention then names the first such
@@ -199,7 +216,9 @@ struct Sequence {
 AttentionInputs sequence_inputs(const PagedBatch& pb, std::size_t s) {
   validate(pb);
   if (s >= pb.seqs.size()) throw InputError(fmt::format("sequence {} of {}", s, pb.seqs.size()));
-  return gathered_inputs(pb, s);
+  AttentionInputs in;
+  gathered_inputs(pb, s, in);
+  return in;
 }
 
 AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spec, int threads) {
@@ -310,8 +329,10 @@ Golden unified_golden(const PagedBatch& pb, const GoldenOptions& opt) {
   g.o = Tensor(pb.q.shape, format_by_name("fp64"));
   g.lse.assign(pb.q.shape.N * pb.q.shape.S, 0.0);
   g.guaranteed_bits = 1000;
+  AttentionInputs in;  // one sequence at a time, in the same memory
   for (std::size_t s = 0; s < pb.seqs.size(); ++s) {
-    const Golden gs = golden_attention(gathered_inputs(pb, s), opt);
+    gathered_inputs(pb, s, in);
+    const Golden gs = golden_attention(in, opt);
     scatter(gs.o, gs.lse, q_offset(pb, s), g.o, g.lse);
     g.guaranteed_bits = std::min(g.guaranteed_bits, gs.guaranteed_bits);
     g.error_bound = std::max(g.error_bound, gs.error_bound);

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include <sys/mman.h>
@@ -25,7 +26,9 @@
 namespace pasa {
 
 // Storage of large arrays: memory asked for transparent huge pages (madvise), so that touching a cache of
-// gigabytes takes thousands of page faults instead of hundreds of thousands (each costly in a VM).
+// gigabytes takes thousands of page faults instead of hundreds of thousands (each costly in a VM), and
+// resize(n) leaves the new elements unset (default-initialised), so that the first touch of each page is the
+// writing of its values, by whichever thread writes them (assign(n, x) and resize(n, x) still set them).
 template <class T>
 struct HugePageAllocator {
   using value_type = T;
@@ -35,12 +38,21 @@ struct HugePageAllocator {
   T* allocate(std::size_t n);
   void deallocate(T* p, std::size_t) noexcept { std::free(p); }
   template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+  template <class U>
   bool operator==(const HugePageAllocator<U>&) const noexcept { return true; }
 };
 
 // The paged KV cache: num_blocks blocks of block_size tokens; K and V each (num_blocks, Nkv, block_size, D),
 // exact values of `format`, stored as floats (4 bytes instead of a double's 8; every format up to fp32 fits:
-// fp16, bf16, fp8; validate rejects a wider one).
+// fp16, bf16, fp8; validate rejects a wider one). Every slot of a block that a table names, up to the
+// sequence's ctx_len, must be set (resize leaves new slots unset, see HugePageAllocator).
 struct PagedCache {
   std::size_t num_blocks = 0, block_size = 16, Nkv = 1, D = 1;
   Format format = format_by_name("fp16");
