@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
   c0 = cpu_seconds();
   const Golden g = unified_golden(pb, go);
   const double t_golden = seconds_since(t0), c_golden = cpu_seconds() - c0;
-  std::printf("golden: %.3f s wall, %.3f CPU-s, %d guaranteed bits (goal < 5 s wall on 2 idle cores: %s; load %.2f%s)\n",
+  std::printf("golden: %.3f s wall, %.3f CPU-s, %d guaranteed bits (goal < 5 s wall on 2 idle cores: %s; "
+              "load %.2f%s)\n",
               t_golden, c_golden, g.guaranteed_bits, t_golden < 5 ? "met" : "NOT met", load1(), shape_note);
   std::printf("rmse (Eq. 19) of the kernel: %.3e\n", compare_outputs(out.o, g.o).rmse);
   return 0;

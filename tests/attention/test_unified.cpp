@@ -230,5 +230,6 @@ TEST_CASE("unified attention names the first non-finite cache value in cache ord
   CHECK_THROWS_WITH(unified_golden(c.pb), Catch::Contains(what));
   PagedBatch wide = c.pb;
   wide.cache.format = format_by_name("fp64");
-  CHECK_THROWS_WITH(unified_attention(wide, spec_of("fa2", "fp64", 16, 1)), Catch::Contains("format fp64 is wider than fp32"));
+  CHECK_THROWS_WITH(unified_attention(wide, spec_of("fa2", "fp64", 16, 1)),
+                    Catch::Contains("format fp64 is wider than fp32"));
 }

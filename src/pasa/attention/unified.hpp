@@ -73,11 +73,12 @@ struct PagedBatch {
   double scale = 0;  // 0: 1/sqrt(D)
 };
 
-// InputError naming the sequence and entry: Q's token count ≠ Σ q_len, Nq not a multiple of Nkv, D
-// mismatch, a cache format wider than fp32, cache arrays of the wrong size, block_size = 0, q_len = 0 or > ctx_len, a block table shorter
-// than the context needs (a context longer than its table), an entry outside the cache, shared_blocks
-// reaching into the new tokens' blocks beyond the cached context, a non-finite Q value. A non-finite K or V
-// value is reported (sequence, token, cache block) when unified_attention or the golden reads it.
+// InputError naming the sequence and entry: Q's token count ≠ Σ q_len, Nq not a multiple of Nkv, D mismatch, a
+// cache format wider than fp32, cache arrays of the wrong size, block_size = 0, q_len = 0 or > ctx_len, a block
+// table shorter than the context needs (a context longer than its table), an entry outside the cache,
+// shared_blocks reaching into the new tokens' blocks beyond the cached context, a non-finite Q value. A
+// non-finite K or V value is reported (sequence, token, cache block) when unified_attention or the golden reads
+// it (the first in cache order).
 void validate(const PagedBatch&);
 
 // Sequence s as dense inputs: Q (1, Nq, q_len, D), K/V (1, Nkv, ctx_len, D) gathered through the block

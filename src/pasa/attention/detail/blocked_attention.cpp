@@ -165,7 +165,8 @@ bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t
       vis[(r - it.r0) * n + (j - j0)] = v;
       any = any || v;
     }
-  for (std::size_t g = 1; g < it.heads; ++g) std::copy_n(vis.begin(), per_head, vis.begin() + g * per_head);  // masks are per row, not per head
+  // The masks are per query row, the same for every head of the item.
+  for (std::size_t g = 1; g < it.heads; ++g) std::copy_n(vis.begin(), per_head, vis.begin() + g * per_head);
   return any;
 }
 
