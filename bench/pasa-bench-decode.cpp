@@ -2,8 +2,11 @@
 // Nkv KV heads, Skv cached tokens in blocks of `block` tokens at shuffled cache blocks; the emulated kernel
 // under an allocation preset, and the golden of the same step. Goal (issue 9): B = 8, Nq = 32, Nkv = 8,
 // Skv = 32768, D = 128, block 16 under FA-FP16/FP32 in < 1 s on 2 cores, its golden in < 5 s.
+#include <bit>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 
 #include <sys/resource.h>
@@ -28,6 +31,11 @@ double cpu_seconds() {
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
+// The load average over the last minute: the goals are for an idle machine, so every verdict names it.
+double load1() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,8 +58,9 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-golden", skip_golden, "do not compute the golden");
   CLI11_PARSE(app, argc, argv);
 
-  // The cache: K and V drawn like a (B, Nkv, Skv, D) uniform fp16 problem, stored block by block at a
-  // permuted position (the block table), Q of the new tokens from the same problem.
+  // The cache: K and V drawn like a (B, Nkv, Skv, D) uniform fp16 problem (generate_inputs' streams, head by
+  // head, so that no dense copy of the cache is ever held), stored block by block at a permuted position
+  // (the block table); Q of the new tokens from the same problem.
   ProblemSpec ps;
   ps.B = B;
   ps.Nq = Nq;
@@ -61,30 +70,41 @@ int main(int argc, char** argv) {
   ps.D = D;
   ps.seed = 1;
   ps.q = ps.k = ps.v = TensorGen{GenKind::uniform, 0, 1};
+  validate(ps);
+  const Format fp16 = format_by_name(ps.format);
   auto t0 = std::chrono::steady_clock::now();
-  AttentionInputs dense = generate_inputs(ps, threads);
+  const Tensor q = generate_tensor(ps.q, {B, Nq, 1, D}, fp16, ps.seed, "q", threads);
   PagedBatch pb;
   const std::size_t per_seq = (Skv + block - 1) / block;
   pb.cache.num_blocks = B * per_seq;
   pb.cache.block_size = block;
   pb.cache.Nkv = Nkv;
   pb.cache.D = D;
-  pb.cache.k.assign(pb.cache.num_blocks * Nkv * block * D, 0.0);
-  pb.cache.v.assign(pb.cache.k.size(), 0.0);
-  pb.q = Tensor({1, Nq, B, D}, dense.q.format);
+  pb.cache.format = fp16;
+  // Unset: each page is first touched where its values are written, by the generating threads.
+  pb.cache.k.resize(pb.cache.num_blocks * Nkv * block * D);
+  pb.cache.v.resize(pb.cache.k.size());
+  pb.q = Tensor({1, Nq, B, D}, fp16);
   for (std::size_t b = 0; b < B; ++b) {
     PagedSequence sq{1, Skv, 0, {}};
     for (std::size_t t = 0; t < per_seq; ++t) sq.block_table.push_back((t * B + b * 7919) % pb.cache.num_blocks);
-    for (std::size_t h = 0; h < Nkv; ++h)
-      for (std::size_t j = 0; j < Skv; ++j) {
-        const std::size_t dst = ((sq.block_table[j / block] * Nkv + h) * block + j % block) * D;
-        std::copy_n(dense.k.head(b, h) + j * D, D, pb.cache.k.data() + dst);
-        std::copy_n(dense.v.head(b, h) + j * D, D, pb.cache.v.data() + dst);
-      }
-    for (std::size_t h = 0; h < Nq; ++h) std::copy_n(dense.q.head(b, h), D, pb.q.head(0, h) + b * D);
+    for (std::size_t h = 0; h < Nq; ++h) std::copy_n(q.head(b, h), D, pb.q.head(0, h) + b * D);
     pb.seqs.push_back(std::move(sq));
   }
-  dense = AttentionInputs{};
+  parallel_for(B * Nkv, threads, [&](std::size_t w) {
+    const std::size_t b = w / Nkv, h = w % Nkv;
+    thread_local std::vector<double> head;  // one (Skv, D) matrix, reused by the thread's heads
+    head.resize(Skv * D);
+    for (const char* name : {"k", "v"}) {
+      generate_head(name[0] == 'k' ? ps.k : ps.v, b, h, Skv, D, fp16, ps.seed, name, head.data());
+      float* cache = (name[0] == 'k' ? pb.cache.k : pb.cache.v).data();
+      for (std::size_t j = 0; j < per_seq * block; ++j) {  // (the slots after the last token hold 0)
+        float* dst = cache + ((pb.seqs[b].block_table[j / block] * Nkv + h) * block + j % block) * D;
+        if (j < Skv) std::copy_n(head.data() + j * D, D, dst);
+        else std::fill_n(dst, D, 0.0f);
+      }
+    }
+  });
   std::printf("decode step: B %zu, Nq %zu, Nkv %zu, Skv %zu, D %zu, paged block %zu; %s / %s, s2 %zu, %zu split(s), "
               "%d threads (setup %.2f s)\n", B, Nq, Nkv, Skv, D, block, algo.c_str(), alloc.c_str(), s2, splits, threads,
               seconds_since(t0));
@@ -94,12 +114,32 @@ int main(int argc, char** argv) {
   spec.s1 = 1;
   spec.s2 = s2;
   spec.splits = splits;
+  // Baseline timed in the same run (the machine is shared: ratios travel, seconds do not): one pass reading
+  // the K and V blocks the step reads (an XOR of their bits per block, vectorised), the memory floor of any
+  // decode kernel.
+  t0 = std::chrono::steady_clock::now();
+  std::vector<std::uint32_t> block_xor(pb.cache.num_blocks);
+  parallel_for(pb.cache.num_blocks, threads, [&](std::size_t blk) {
+    const std::size_t n = Nkv * block * D;
+    const float *k = pb.cache.k.data() + blk * n, *v = pb.cache.v.data() + blk * n;
+    std::uint32_t x = 0;
+    for (std::size_t i = 0; i < n; ++i) x ^= std::bit_cast<std::uint32_t>(k[i]) ^ std::bit_cast<std::uint32_t>(v[i]);
+    block_xor[blk] = x;
+  });
+  const double t_read = seconds_since(t0);
+  std::uint32_t checksum = 0;
+  for (std::uint32_t x : block_xor) checksum ^= x;
+  std::printf("baseline: reading the cache once %.3f s wall (checksum %08x)\n", t_read, checksum);
   t0 = std::chrono::steady_clock::now();
   double c0 = cpu_seconds();
   const AttentionOutput out = unified_attention(pb, spec, threads);
   const double t_kernel = seconds_since(t0), c_kernel = cpu_seconds() - c0;
-  std::printf("emulated kernel: %.3f s wall, %.3f CPU-s (goal < 1 s: %s)\n", t_kernel, c_kernel,
-              t_kernel < 1 ? "met" : "NOT met");
+  const bool goal_shape = B == 8 && Nq == 32 && Nkv == 8 && Skv == 32768 && D == 128 && block == 16 && threads == 2 &&
+                          alloc == "fa_fp16_fp32" && algo == "fa2";
+  const char* shape_note = goal_shape ? "" : ", not the goal's shape/allocation/2 threads";
+  std::printf("emulated kernel: %.3f s wall, %.3f CPU-s, %.1fx the baseline (goal < 1 s wall on 2 idle cores: %s; "
+              "load %.2f%s)\n", t_kernel, c_kernel, t_kernel / t_read, t_kernel < 1 ? "met" : "NOT met", load1(),
+              shape_note);
   if (skip_golden) return 0;
   GoldenOptions go;
   go.threads = threads;
@@ -107,8 +147,9 @@ int main(int argc, char** argv) {
   c0 = cpu_seconds();
   const Golden g = unified_golden(pb, go);
   const double t_golden = seconds_since(t0), c_golden = cpu_seconds() - c0;
-  std::printf("golden: %.3f s wall, %.3f CPU-s, %d guaranteed bits (goal < 5 s: %s)\n", t_golden, c_golden,
-              g.guaranteed_bits, t_golden < 5 ? "met" : "NOT met");
+  std::printf("golden: %.3f s wall, %.3f CPU-s, %d guaranteed bits (goal < 5 s wall on 2 idle cores: %s; "
+              "load %.2f%s)\n",
+              t_golden, c_golden, g.guaranteed_bits, t_golden < 5 ? "met" : "NOT met", load1(), shape_note);
   std::printf("rmse (Eq. 19) of the kernel: %.3e\n", compare_outputs(out.o, g.o).rmse);
   return 0;
 }

@@ -4,12 +4,16 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
 
+#include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/unified.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
@@ -27,9 +31,10 @@ struct Case {
 // Sequences (q_len, ctx_len, shared_blocks): a decode step sharing a 5-block prefix with the third, a fresh
 // prefill (no cache), a chunked prefill sharing the prefix; block size bs, a cache with spare blocks, the
 // logical blocks of each sequence at shuffled cache blocks.
-Case make_case(std::size_t bs, std::uint64_t seed) {
-  const std::size_t Nq = 4, Nkv = 2, D = 16;
-  const std::size_t spec[3][3] = {{1, 301, 5}, {7, 7, 0}, {5, 150, 5}};
+using SeqSpec = std::vector<std::array<std::size_t, 3>>;
+Case make_case(std::size_t bs, std::uint64_t seed, std::size_t Nq = 4,
+               const SeqSpec& spec = {{1, 301, 5}, {7, 7, 0}, {5, 150, 5}}) {
+  const std::size_t Nkv = 2, D = 16;
   boost::random::mt19937_64 eng(seed);
   boost::random::uniform_real_distribution<double> uni(-1, 1);
   const Format h = format_by_name("fp16");
@@ -56,7 +61,7 @@ Case make_case(std::size_t bs, std::uint64_t seed) {
   pb.q = Tensor({1, Nq, tokens, D}, h);
   fill(pb.q);
   std::size_t qoff = 0;
-  for (std::size_t s = 0; s < 3; ++s) {
+  for (std::size_t s = 0; s < spec.size(); ++s) {
     PagedSequence sq{spec[s][0], spec[s][1], spec[s][2], {}};
     AttentionInputs in;
     in.q = Tensor({1, Nq, sq.q_len, D}, h);
@@ -178,4 +183,53 @@ TEST_CASE("unified attention: bad paged inputs are errors naming the sequence an
   pb.cache.v.pop_back();
   fails(pb, "paged cache: K holds");
   CHECK_THROWS_WITH(unified_attention(good.pb, spec_of("fa1", "fp64", 16, 1)), Catch::Contains("needs fa2 or pasa"));
+}
+
+TEST_CASE("unified attention reads the paged cache in place with the G heads of a KV head together, bit for bit",
+          "[unified]") {
+  // Fresh prefills (no cached context: one causal part per sequence), GQA 4:1: each sequence's result is the
+  // dense fa2 engine's on the same inputs, bit for bit — the tiles staged from the shuffled cache blocks and
+  // the 4 query heads of a KV head run as one work item (s1 = 8: all rows of the heads adjacent; s1 = 3: one
+  // QKᵀ GEMM per head) change no bit of any row.
+  const Case c = make_case(5, 11, 8, {{7, 7, 0}, {23, 23, 0}, {1, 1, 0}});
+  for (const char* alloc : {"fa_fp16_fp32", "fa_fp16", "fa_bf16_fp32"})
+    for (std::size_t s1 : {3, 8})
+      for (std::size_t splits : {1, 3}) {
+        AlgorithmSpec spec = spec_of("fa2", alloc, 4, splits);
+        spec.s1 = s1;
+        const AttentionOutput u = unified_attention(c.pb, spec, 2);
+        std::size_t off = 0, same = 0, rows = 0;
+        for (const AttentionInputs& in : c.dense) {
+          const AttentionOutput d = run_attention(in, spec, 1);
+          for (std::size_t h = 0; h < in.q.shape.N; ++h)
+            for (std::size_t i = 0; i < in.q.shape.S; ++i, ++rows)
+              same += std::memcmp(u.o.head(0, h) + (off + i) * in.q.shape.D, d.o.head(0, h) + i * in.q.shape.D,
+                                  in.q.shape.D * sizeof(double)) == 0;
+          off += in.q.shape.S;
+        }
+        INFO(alloc << ", s1 " << s1 << ", splits " << splits);
+        CHECK(same == rows);
+      }
+}
+
+TEST_CASE("unified attention names the first non-finite cache value in cache order", "[unified][errors]") {
+  Case c = make_case(16, 5);
+  // Two bad values: sequence 2 token 40 (KV head 1, V) and sequence 0 token 17 (KV head 0, K); whichever
+  // thread meets one first, the error names sequence 0's (the order in which the cache is gathered).
+  const std::size_t bs = 16, Nkv = 2, D = 16;
+  auto row = [&](std::size_t s, std::size_t h, std::size_t j) {
+    return ((c.pb.seqs[s].block_table[j / bs] * Nkv + h) * bs + j % bs) * D;
+  };
+  c.pb.cache.v[row(2, 1, 40) + 3] = std::nanf("");
+  c.pb.cache.k[row(0, 0, 17) + 5] = INFINITY;
+  const std::string what = "sequence 0: token 17 (cache block " + std::to_string(c.pb.seqs[0].block_table[1]) +
+                           ", KV head 0) has a non-finite K or V value";
+  for (const char* name : {"fa2", "pasa"})
+    for (int threads : {1, 2}) CHECK_THROWS_WITH(unified_attention(c.pb, spec_of(name, "fa_fp16_fp32", 16, 1), threads),
+                                                 Catch::Contains(what));
+  CHECK_THROWS_WITH(unified_golden(c.pb), Catch::Contains(what));
+  PagedBatch wide = c.pb;
+  wide.cache.format = format_by_name("fp64");
+  CHECK_THROWS_WITH(unified_attention(wide, spec_of("fa2", "fp64", 16, 1)),
+                    Catch::Contains("format fp64 is wider than fp32"));
 }

@@ -11,7 +11,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <utility>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/core/parallel.hpp"
@@ -20,12 +25,38 @@
 
 namespace pasa {
 
+// Storage of large arrays: memory asked for transparent huge pages (madvise), so that touching a cache of
+// gigabytes takes thousands of page faults instead of hundreds of thousands (each costly in a VM), and
+// resize(n) leaves the new elements unset (default-initialised), so that the first touch of each page is the
+// writing of its values, by whichever thread writes them (assign(n, x) and resize(n, x) still set them).
+template <class T>
+struct HugePageAllocator {
+  using value_type = T;
+  HugePageAllocator() = default;
+  template <class U>
+  HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n);
+  void deallocate(T* p, std::size_t) noexcept { std::free(p); }
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+  template <class U>
+  bool operator==(const HugePageAllocator<U>&) const noexcept { return true; }
+};
+
 // The paged KV cache: num_blocks blocks of block_size tokens; K and V each (num_blocks, Nkv, block_size, D),
-// exact values of `format`.
+// exact values of `format`, stored as floats (4 bytes instead of a double's 8; every format up to fp32 fits:
+// fp16, bf16, fp8; validate rejects a wider one). Every slot of a block that a table names, up to the
+// sequence's ctx_len, must be set (resize leaves new slots unset, see HugePageAllocator).
 struct PagedCache {
   std::size_t num_blocks = 0, block_size = 16, Nkv = 1, D = 1;
   Format format = format_by_name("fp16");
-  std::vector<double> k, v;
+  std::vector<float, HugePageAllocator<float>> k, v;
 };
 
 struct PagedSequence {
@@ -42,11 +73,12 @@ struct PagedBatch {
   double scale = 0;  // 0: 1/sqrt(D)
 };
 
-// InputError naming the sequence and entry: Q's token count ≠ Σ q_len, Nq not a multiple of Nkv, D
-// mismatch, cache arrays of the wrong size, block_size = 0, q_len = 0 or > ctx_len, a block table shorter
-// than the context needs (a context longer than its table), an entry outside the cache, shared_blocks
-// reaching into the new tokens' blocks beyond the cached context, a non-finite Q value. A non-finite K or V
-// value is reported (sequence, token, cache block) when unified_attention or the golden reads it.
+// InputError naming the sequence and entry: Q's token count ≠ Σ q_len, Nq not a multiple of Nkv, D mismatch, a
+// cache format wider than fp32, cache arrays of the wrong size, block_size = 0, q_len = 0 or > ctx_len, a block
+// table shorter than the context needs (a context longer than its table), an entry outside the cache,
+// shared_blocks reaching into the new tokens' blocks beyond the cached context, a non-finite Q value. A
+// non-finite K or V value is reported (sequence, token, cache block) when unified_attention or the golden reads
+// it (the first in cache order).
 void validate(const PagedBatch&);
 
 // Sequence s as dense inputs: Q (1, Nq, q_len, D), K/V (1, Nkv, ctx_len, D) gathered through the block
@@ -54,12 +86,34 @@ void validate(const PagedBatch&);
 // is the exact result of the sequence's part of unified_attention.
 AttentionInputs sequence_inputs(const PagedBatch&, std::size_t s);
 
-// O (1, Nq, Σ q_len, D) in the allocation's out format and lse (Nq × Σ q_len). spec.name: fa2, smooth_k or
-// pasa; s1 applies within each sequence, s2 within each part.
+// O (1, Nq, Σ q_len, D) in the allocation's out format and lse (Nq × Σ q_len). spec.name: fa2 or pasa; s1
+// applies within each sequence, s2 within each part.
+// How it runs (the results do not depend on it): fa2 whose k and v stages hold the cache's values as they
+// are (the cache format, or plain fp64) reads the cache in place, each K/V tile staged from its blocks
+// through the block table, with the work items of all sequences in parallel; otherwise (pasa, which
+// pre-processes K; a k or v stage that rounds the cache) each sequence's K and V are gathered into dense
+// tensors, one sequence at a time. Without stochastic rounding the G = Nq/Nkv query heads of a KV head form
+// one work item (G·s1 rows against each K/V tile); with it each head keeps its own item and random stream.
+// Every row's result is that of its own single-head item, bit for bit.
 AttentionOutput unified_attention(const PagedBatch&, const AlgorithmSpec&, int threads = default_threads());
 
 // The golden of the whole batch (every sequence's golden, concatenated like unified_attention's output);
 // guaranteed_bits and error_bound are the worst over the sequences.
 Golden unified_golden(const PagedBatch&, const GoldenOptions& = {});
+
+template <class T>
+T* HugePageAllocator<T>::allocate(std::size_t n) {
+  constexpr std::size_t huge = std::size_t{1} << 21;  // 2 MiB, x86-64's transparent huge page
+  const std::size_t bytes = n * sizeof(T);
+  if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+  if (bytes < huge) {
+    if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return static_cast<T*>(p);
+    throw std::bad_alloc();
+  }
+  void* p = std::aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+  if (!p) throw std::bad_alloc();
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without huge pages the memory works the same
+  return static_cast<T*>(p);
+}
 
 }  // namespace pasa

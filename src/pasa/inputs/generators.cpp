@@ -148,19 +148,22 @@ void validate(const ProblemSpec& p) {
 }
 
 
+void generate_head(const TensorGen& g, std::size_t b, std::size_t h, std::size_t S, std::size_t D, const Format& fmt,
+                   std::uint64_t seed, const std::string& name, double* out) {
+  RoundOptions ro;
+  ro.overflow = Overflow::saturate;
+  fill_head(g, out, S, D, stream_seed(seed, name, b, h));
+  const std::span<double> span(out, S * D);
+  round_span(span, span, fmt, ro);
+}
+
 Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::uint64_t seed,
                        const std::string& name, int threads) {
   validate(g, name);
   Tensor t(shape, fmt);
-  RoundOptions ro;
-  ro.overflow = Overflow::saturate;
-  const std::size_t per_head = shape.S * shape.D;
   parallel_for(shape.B * shape.N, threads, [&](std::size_t w) {
     const std::size_t b = w / shape.N, h = w % shape.N;
-    double* out = t.head(b, h);
-    fill_head(g, out, shape.S, shape.D, stream_seed(seed, name, b, h));
-    const std::span<double> span(out, per_head);
-    round_span(span, span, fmt, ro);
+    generate_head(g, b, h, shape.S, shape.D, fmt, seed, name, t.head(b, h));
   });
   return t;
 }

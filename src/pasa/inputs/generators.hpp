@@ -66,6 +66,12 @@ std::size_t inputs_bytes(const ProblemSpec&);
 // to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec.
 AttentionInputs generate_inputs(const ProblemSpec&, int threads = default_threads());
 
+// The (S, D) matrix of head h of batch b of the tensor generate_tensor draws with this seed and name (the
+// same values), into out: for inputs generated head by head (a paged KV cache too large for doubles). The
+// generator must have passed validate.
+void generate_head(const TensorGen&, std::size_t b, std::size_t h, std::size_t S, std::size_t D, const Format&,
+                   std::uint64_t seed, const std::string& name, double* out);
+
 // One tensor (B, N, S, D) from its generator; `name` ("q", "k", "v") selects the stream.
 Tensor generate_tensor(const TensorGen&, Shape, const Format&, std::uint64_t seed, const std::string& name,
                        int threads = default_threads());

@@ -38,14 +38,15 @@ Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& 
 
 }  // namespace
 
-Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
+Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* tiles_)
     : in(in_),
       spec(spec_),
       alloc(effective_allocation(in_, spec_)),
       setup_rng_(spec_.seed),
       q(to_stage(in_.q, alloc.spec(Stage::q), setup_rng_, q_own_)),
       k(to_stage(in_.k, alloc.spec(Stage::k), setup_rng_, k_own_)),
-      v(to_stage(in_.v, alloc.spec(Stage::v), setup_rng_, v_own_)) {
+      v(to_stage(in_.v, alloc.spec(Stage::v), setup_rng_, v_own_)),
+      tiles(tiles_) {
   B = in.q.shape.B;
   Nq = in.q.shape.N;
   Nkv = in.k.shape.N;
@@ -66,9 +67,9 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
   pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm};
   set_keys_t_format(k.format);
   const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
-  for (std::size_t b = 0; b < B && !shifts_keys; ++b)
+  for (std::size_t b = 0; b < B && !shifts_keys && !tiles; ++b)
     for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
-  if (gemm_uses_floats(pv)) v_f32.assign(v.data.begin(), v.data.end());
+  if (gemm_uses_floats(pv) && !tiles) v_f32.assign(v.data.begin(), v.data.end());
   if (gemm_uses_floats(qk)) q_f32.assign(q.data.begin(), q.data.end());
   scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
@@ -81,7 +82,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
 void Run::set_keys_t_format(const Format& f) {
   keys_t_format = f;
   qk.b_format = f;
-  const std::size_t size = B * Nkv * D * Skv;
+  const std::size_t size = tiles ? 0 : B * Nkv * D * Skv;  // tiles: K is read in place
   if (gemm_uses_floats(qk)) {
     keys_t_f32.assign(size, 0.0f);
     keys_t.clear();
@@ -154,7 +155,7 @@ RandomBits item_stream(const AlgorithmSpec& spec, std::size_t item_index) {
 }
 
 bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t j1, std::vector<std::uint8_t>& vis) {
-  const std::size_t n = j1 - j0;
+  const std::size_t n = j1 - j0, per_head = (it.r1 - it.r0) * n;
   vis.assign(it.rows() * n, 1);
   if (!run.masked) return true;
   bool any = false;
@@ -164,14 +165,26 @@ bool tile_visibility(const Run& run, const Item& it, std::size_t j0, std::size_t
       vis[(r - it.r0) * n + (j - j0)] = v;
       any = any || v;
     }
+  // The masks are per query row, the same for every head of the item.
+  for (std::size_t g = 1; g < it.heads; ++g) std::copy_n(vis.begin(), per_head, vis.begin() + g * per_head);
   return any;
 }
 
 void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* S, RandomBits* rng) {
+  if (it.heads > 1 && it.r1 - it.r0 < run.Sq) {  // the heads' rows are not adjacent in Q: one GEMM per head
+    Item one = it;
+    one.heads = 1;
+    for (std::size_t g = 0; g < it.heads; ++g, ++one.h) tile_scores(run, one, j0, n, S + g * one.rows() * n, rng);
+    return;
+  }
   const double* q = run.q.head(it.b, it.h) + it.r0 * run.D;
   const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0 * run.D;  // block j0: D × n
   const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * run.D;
-  if (!run.keys_t_f32.empty() && !run.q_f32.empty())
+  if (run.tiles) {
+    const float* kt = run.tiles->keys_t(it.b, it.hk, j0, n);
+    if (!run.q_f32.empty()) gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, kt, n, S, n, rng);
+    else gemm(run.qk, it.rows(), n, run.D, q, run.D, kt, n, S, n, rng);
+  } else if (!run.keys_t_f32.empty() && !run.q_f32.empty())
     gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
   else if (!run.keys_t_f32.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
   else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t.data() + off, n, S, n, rng);
@@ -189,9 +202,10 @@ void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
 }
 
 void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* Z, RandomBits* rng) {
-  for (std::size_t r = it.r0; r < it.r1; ++r) {
-    double* z = Z + (r - it.r0) * n;
-    if (const double* pse = pse_row(run.in, it.b, it.h, r)) {  // Z + pse, one rounding to the score format
+  for (std::size_t k = 0; k < it.rows(); ++k) {
+    const std::size_t r = it.row_of(k);
+    double* z = Z + k * n;
+    if (const double* pse = pse_row(run.in, it.b, it.head_of(k), r)) {  // Z + pse, one rounding to the score format
       const double* p = pse + j0;
       if (run.fusable(Stage::scale)) {
         run.fused(Stage::scale, [&](auto rnd) {
@@ -215,7 +229,9 @@ void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t coun
 void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, std::size_t j0, std::size_t n, double* PV,
              RandomBits* rng) {
   const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * run.D + j0 * run.D;
-  if (!run.v_f32.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v_f32.data() + off, run.D, PV, run.D, rng);
+  if (run.tiles)
+    gemm(run.pv, it.rows(), run.D, n, P, ldp, run.tiles->values(it.b, it.hk, j0, n), run.D, PV, run.D, rng);
+  else if (!run.v_f32.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v_f32.data() + off, run.D, PV, run.D, rng);
   else gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v.data.data() + off, run.D, PV, run.D, rng);
 }
 
@@ -427,10 +443,11 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
   exp_to_stage(run, P, count, rng);
 }
 
-void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out) {
-  double* dst = out.o.head(it.b, it.h) + r * run.D;
+void write_row(const Run& run, std::size_t b, std::size_t h, std::size_t r, const double* o, double lse,
+               AttentionOutput& out) {
+  double* dst = out.o.head(b, h) + r * run.D;
   std::copy(o, o + run.D, dst);
-  out.lse[(it.b * run.Nq + it.h) * run.Sq + r] = lse;
+  out.lse[(b * run.Nq + h) * run.Sq + r] = lse;
 }
 
 // The scaled, masked scores of one tile; returns false when the mask hides the whole tile.
@@ -450,9 +467,10 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
                  const std::vector<double>* lse_shift, AttentionOutput& out, RandomBits* rng) {
   std::vector<double> row(run.D);
   for (std::size_t r = 0; r < it.rows(); ++r) {
+    const std::size_t h = it.head_of(r), i = it.row_of(r);
     if (!seen[r]) {
       std::fill(row.begin(), row.end(), 0.0);
-      write_row(run, it, it.r0 + r, row.data(), kNegInf, out);
+      write_row(run, it.b, h, i, row.data(), kNegInf, out);
       continue;
     }
     const double* o = &O[r * run.D];
@@ -460,8 +478,8 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
     else std::copy(o, o + run.D, row.begin());
     run.round_to(Stage::out, row.data(), run.D, rng);
     double lse = m[r] + std::log(l[r]);
-    if (lse_shift) lse += (*lse_shift)[(it.b * run.Nq + it.h) * run.Sq + it.r0 + r];
-    write_row(run, it, it.r0 + r, row.data(), lse, out);
+    if (lse_shift) lse += (*lse_shift)[(it.b * run.Nq + h) * run.Sq + i];
+    write_row(run, it.b, h, i, row.data(), lse, out);
   }
 }
 

@@ -21,6 +21,17 @@ namespace pasa::detail {
 
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+// K and V read in place from a store other than the inputs' dense tensors (a paged KV cache, [UA]; see
+// attention/unified.cpp): the tile of keys [j0, j0 + n) of (batch b, KV head hk) staged as a kernel loads
+// it into shared memory, the keys transposed (D × n, row stride n, as keys_t holds them) and the values
+// (n × D), as floats holding exact values of the run's k and v formats. The pointers stay valid until the
+// next call of the same function on the same thread.
+struct KvTiles {
+  virtual ~KvTiles() = default;
+  virtual const float* keys_t(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const = 0;
+  virtual const float* values(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const = 0;
+};
+
 // One run's fixed data. The algorithm fills keys_t (the keys the QKᵀ GEMM sees, transposed per (batch, kv head))
 // when it pre-processes K (pasa, smooth_k); otherwise it holds the rounded K.
 struct Run {
@@ -69,8 +80,12 @@ struct Run {
   bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
   double select_value = 0;    // the select mask's value rounded to the scale stage
   GemmSpec qk, pv;
+  // K and V read through tiles (nullptr: from k, v and keys_t). The inputs' K and V then give only shape and
+  // format (their data may be empty), must need no rounding to the k and v stages, and keys_t, v_f32 stay
+  // empty; not for the engines that pre-process K (pasa, smooth_k).
+  const KvTiles* tiles = nullptr;
 
-  Run(const AttentionInputs& in, const AlgorithmSpec& spec);
+  Run(const AttentionInputs& in, const AlgorithmSpec& spec, const KvTiles* tiles = nullptr);
   const StageSpec& stage(Stage s) const { return alloc.spec(s); }
   bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
   // Plain RNE fp32 (a float conversion rounds it) or native fp64: a rounding that fuses into loops.
@@ -124,10 +139,16 @@ struct Run {
   bool acc_native_[kStageCount], acc_fp32_[kStageCount];  // the same for the reduction's accumulator
 };
 
-// One work item: rows [r0, r1) of query head h in batch b.
+// One work item: rows [r0, r1) of query head h in batch b, or of the `heads` query heads h, h + 1, ... that
+// share KV head hk (GQA: their rows against one K/V tile read; rows are independent, so each row's result
+// is the same as in an item of its own head). Item row k is query row r0 + k % (r1 − r0) of head
+// h + k / (r1 − r0).
 struct Item {
   std::size_t b, h, hk, r0, r1;
-  std::size_t rows() const { return r1 - r0; }
+  std::size_t heads = 1;
+  std::size_t rows() const { return heads * (r1 - r0); }
+  std::size_t head_of(std::size_t k) const { return h + k / (r1 - r0); }
+  std::size_t row_of(std::size_t k) const { return r0 + k % (r1 - r0); }
 };
 
 // The items of a run in their fixed order: (batch, head, query block).
@@ -182,8 +203,9 @@ double exp_rounded_wide(double x, const StageSpec& sp, RandomBits* rng);
 // for stages of more than 24 bits).
 void exp_to_stage(const Run& run, double* x, std::size_t n, RandomBits* rng);
 
-// Writes one output row (D values, already in the out format) and its lse.
-void write_row(const Run& run, const Item& it, std::size_t r, const double* o, double lse, AttentionOutput& out);
+// Writes query row r of head h (D values, already in the out format) and its lse.
+void write_row(const Run& run, std::size_t b, std::size_t h, std::size_t r, const double* o, double lse,
+               AttentionOutput& out);
 
 // The scaled, masked scores Z (rows × n) of one tile; false when the mask hides the whole tile.
 bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, std::vector<double>& Z,
