@@ -53,6 +53,9 @@ struct Run {
   }
 
   RandomBits setup_rng_;      // stochastic rounding of the inputs and the scale, in tensor order
+  // [FA3, §3.3] the fp32 scales of the quantisation groups (QuantOptions): per (batch, head) the groups of
+  // s1 (Q) or s2 (K, V) rows in order; empty without scales
+  std::vector<double> q_scale_, k_scale_, v_scale_;
   Tensor q_own_, k_own_, v_own_;
 
  public:
@@ -69,6 +72,19 @@ struct Run {
   bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
   double select_value = 0;    // the select mask's value rounded to the scale stage
   GemmSpec qk, pv;
+  // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
+  bool quantised = false;
+  // The scale of the Q rows from r0 of head (b, h), of the K or V rows from j0 (a multiple of s2) of kv head
+  // (b, hk); 1 without scales.
+  double q_scale(std::size_t b, std::size_t h, std::size_t r0) const {
+    return q_scale_.empty() ? 1.0 : q_scale_[(b * Nq + h) * ((Sq + spec.s1 - 1) / spec.s1) + r0 / spec.s1];
+  }
+  double k_scale(std::size_t b, std::size_t hk, std::size_t j0) const {
+    return k_scale_.empty() ? 1.0 : k_scale_[(b * Nkv + hk) * ((Skv + spec.s2 - 1) / spec.s2) + j0 / spec.s2];
+  }
+  double v_scale(std::size_t b, std::size_t hk, std::size_t j0) const {
+    return v_scale_.empty() ? 1.0 : v_scale_[(b * Nkv + hk) * ((Skv + spec.s2 - 1) / spec.s2) + j0 / spec.s2];
+  }
 
   Run(const AttentionInputs& in, const AlgorithmSpec& spec);
   const StageSpec& stage(Stage s) const { return alloc.spec(s); }
