@@ -114,9 +114,9 @@ TEST_CASE("the random Hadamard transform is H_D·diag(signs)/sqrt(D), orthogonal
   CHECK_THROWS_AS(hadamard_rows(x.data(), 1, 12, std::vector<double>(12, 1.0)), InputError);
 }
 
-TEST_CASE("FP8 scales are fp32(amax)/448 in fp32; quantisation rounds x/scale once to E4M3", "[fp8]") {
+TEST_CASE("FP8 scales are fp32(amax)·fp32(1/448); quantisation rounds x/scale once to E4M3", "[fp8]") {
   for (double amax : {1.0, 3.14159, 65504.0, 1e-3, 0.1}) {
-    const float ref = static_cast<float>(amax) / 448.0f;
+    const float ref = static_cast<float>(amax) * (1.0f / 448.0f);  // torch: times the fp32 reciprocal
     CHECK(fp8_scale(amax, 448) == static_cast<double>(ref));
   }
   CHECK(fp8_scale(0.0, 448) == 1.0);
@@ -161,10 +161,13 @@ TEST_CASE("fa2 and pasa in fp64 with the FP8 recipe's scales, transform and P of
   const Golden gold = golden_attention(in);
   for (const char* name : {"fa2", "pasa"})
     for (QuantScale sc : {QuantScale::none, QuantScale::tensor, QuantScale::head, QuantScale::block})
-      for (bool had : {false, true}) {
+      for (int variant : {0, 1, 2}) {  // plain, Hadamard, PASA's shift before quantisation
+        const bool had = variant == 1;
+        if (variant == 2 && (std::string(name) != "pasa" || sc == QuantScale::none)) continue;
         AlgorithmSpec spec;
         spec.name = name;
         spec.alloc = allocation_preset("fp64");
+        spec.quant.shift_first = variant == 2;
         spec.s1 = 64;
         spec.s2 = 48;
         spec.quant.scales = sc;
@@ -175,7 +178,7 @@ TEST_CASE("fa2 and pasa in fp64 with the FP8 recipe's scales, transform and P of
         double lse_err = 0;
         for (std::size_t i = 0; i < out.lse.size(); ++i)
           lse_err = std::max(lse_err, std::fabs(out.lse[i] - gold.lse[i]) / (1 + std::fabs(gold.lse[i])));
-        INFO(name << " scales " << quant_scale_name(sc) << " hadamard " << had << ": rmse " << e << ", lse " << lse_err);
+        INFO(name << " scales " << quant_scale_name(sc) << " variant " << variant << ": rmse " << e << ", lse " << lse_err);
         CHECK(e <= 1e-13);
         CHECK(lse_err <= 1e-13);
       }
@@ -203,10 +206,12 @@ TEST_CASE("FP8 recipe: scales make FA-FP8 and PASA-FP8 invariant to the inputs' 
     INFO(name);
     CHECK(plain.o.data != plain_ref.o.data);  // without scales the magnitude matters
     for (QuantScale sc : {QuantScale::tensor, QuantScale::head, QuantScale::block})
-      for (bool had : {false, true}) {
+      for (int variant : {0, 1, 2}) {  // plain, Hadamard, PASA's shift before quantisation
+        if (variant == 2 && std::string(name) != "pasa") continue;
         spec.quant.scales = sc;
-        spec.quant.hadamard = had;
-        INFO(quant_scale_name(sc) << " hadamard " << had);
+        spec.quant.hadamard = variant == 1;
+        spec.quant.shift_first = variant == 2;
+        INFO(quant_scale_name(sc) << " variant " << variant);
         CHECK(run_attention(small, spec, 2).o.data == run_attention(in, spec, 2).o.data);
       }
   }
@@ -214,13 +219,14 @@ TEST_CASE("FP8 recipe: scales make FA-FP8 and PASA-FP8 invariant to the inputs' 
 
 TEST_CASE("the FP8 recipe reads and prints as JSON; errors name the path", "[fp8]") {
   const auto j = nlohmann::json::parse(
-      R"({"name": "pasa", "alloc": "pasa_fp8_h100", "quant": {"scales": "block", "hadamard": true, "hadamard_seed": 5, "p_offset": 8}})");
+      R"({"name": "pasa", "alloc": "pasa_fp8_h100", "quant": {"scales": "block", "hadamard": true, "hadamard_seed": 5, "p_offset": 8, "shift_first": true}})");
   const AlgorithmSpec s = algorithm_from_json(j, "cfg");
   CHECK(s.quant.scales == QuantScale::block);
   CHECK(s.quant.hadamard);
   CHECK(s.quant.hadamard_seed == 5);
   CHECK(s.quant.p_offset == 8);
   CHECK(s.quant.fmax == 448);
+  CHECK(s.quant.shift_first);
   CHECK(algorithm_from_json(to_json(s), "again") == s);
   auto fails = [](const char* text, const char* needle) {
     try {
@@ -235,4 +241,6 @@ TEST_CASE("the FP8 recipe reads and prints as JSON; errors name the path", "[fp8
   fails(R"({"name": "fa2", "quant": {"scales": "row"}})", "/quant/scales");
   fails(R"({"name": "fa2", "quant": {"p_offset": 2.5}})", "/quant/p_offset");
   fails(R"({"name": "fa2", "quant": {"fmax": 0}})", "/quant/fmax");
+  fails(R"({"name": "fa2", "quant": {"scales": "block", "shift_first": true}})", "/quant/shift_first");
+  fails(R"({"name": "pasa", "quant": {"shift_first": true}})", "/quant/shift_first");
 }

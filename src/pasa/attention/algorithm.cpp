@@ -72,6 +72,8 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
     const QuantOptions& q = spec.quant;
     if (spec.name != "fa2" && spec.name != "pasa")
       throw InputError(fmt::format("quant: the FP8 recipe runs with fa2 or pasa (tile by tile), got \"{}\"", spec.name));
+    if (q.shift_first && (spec.name != "pasa" || q.scales == QuantScale::none))
+      throw InputError("quant: shift_first (PASA's pre-processing before quantisation) needs pasa and scales");
     if (!(q.fmax > 0 && std::isfinite(q.fmax))) throw InputError(fmt::format("quant: fmax must be a positive number, got {}", q.fmax));
     if (q.p_offset < -64 || q.p_offset > 64) throw InputError(fmt::format("quant: p_offset must be in [-64, 64], got {}", q.p_offset));
   }

@@ -53,7 +53,11 @@ struct QuantOptions {
   std::uint64_t hadamard_seed = 1;
   int p_offset = 0;         // P = 2^p_offset·e^{x − m} (l and O carry the factor, O/l cancels it): FA3's
                             // Max_offset, 8 for FP8 ("P in [0, 256]")
-  bool active() const { return scales != QuantScale::none || hadamard || p_offset != 0; }
+  // pasa with scales: PASA's pre-processing K' = M·K (Eq. 11) on the keys BEFORE quantisation (an FMA chain
+  // in the qk_acc stage: fp32, as a separate kernel would do it), then K' quantised with its own scales into k_shift;
+  // false: M·K_q on the quantised keys, under the allocation's GEMM model (the shift after quantisation)
+  bool shift_first = false;
+  bool active() const { return scales != QuantScale::none || hadamard || p_offset != 0 || shift_first; }
   bool operator==(const QuantOptions&) const = default;
 };
 const char* quant_scale_name(QuantScale s);

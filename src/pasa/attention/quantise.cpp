@@ -56,7 +56,8 @@ void hadamard_rows(double* x, std::size_t rows, std::size_t D, const std::vector
 
 double fp8_scale(double amax, double fmax) {
   if (!(amax > 0) || !std::isfinite(amax)) return 1.0;
-  const float s = static_cast<float>(amax) / static_cast<float>(fmax);
+  // torch's `tensor / python_number` multiplies by the fp32 reciprocal (checked on the H100: 32 of 32 scales)
+  const float s = static_cast<float>(amax) * static_cast<float>(1.0 / fmax);
   return s > 0 && std::isfinite(s) ? static_cast<double>(s) : 1.0;
 }
 

@@ -22,9 +22,10 @@ std::vector<double> hadamard_signs(std::size_t D, std::uint64_t seed);
 // multiplied by fp64(1/√D) (exact for D = 4^k; otherwise within 2 ulp of double of the exact transform). Throws InputError when D is not a power of two.
 void hadamard_rows(double* x, std::size_t rows, std::size_t D, const std::vector<double>& signs);
 
-// The scale of a group whose largest magnitude is amax: fp32(fp32(amax) / fp32(fmax)), one fp32 division
-// rounded to nearest even as torch (amax.float() / 448) computes it; not a power of two. 1 for an all-zero
-// (or non-finite) group, whose values quantise to themselves.
+// The scale of a group whose largest magnitude is amax: fp32(fp32(amax) · fp32(1/fmax)), as torch computes
+// amax.float() / 448 (a tensor divided by a Python number is multiplied by the number's fp32 reciprocal:
+// bit-identical on the H100, experiments/gpu/fp8_chain.py); not a power of two. 1 for an all-zero (or
+// non-finite) group, whose values quantise to themselves.
 double fp8_scale(double amax, double fmax);
 
 // x[i] ← the exact quotient x[i] / scale rounded ONCE to the stage (its format and options: E4M3 with

@@ -36,7 +36,7 @@ PasaOptions pasa_from_json(const json& j, const std::string& path) {
 // [FA3, §3.3] the FP8 recipe: {"scales": "none"|"tensor"|"head"|"block", "fmax": 448, "hadamard": false,
 // "hadamard_seed": 1, "p_offset": 0}.
 QuantOptions quant_from_json(const json& j, const std::string& path) {
-  check_keys(j, {"scales", "fmax", "hadamard", "hadamard_seed", "p_offset"}, path);
+  check_keys(j, {"scales", "fmax", "hadamard", "hadamard_seed", "p_offset", "shift_first"}, path);
   QuantOptions q;
   if (j.contains("scales")) {
     const std::string s = as_string(j.at("scales"), path + "/scales");
@@ -56,6 +56,7 @@ QuantOptions quant_from_json(const json& j, const std::string& path) {
   if (!(po == std::floor(po) && po >= -64 && po <= 64))
     json_fail(path + "/p_offset", fmt::format("expected an integer in [-64, 64], got {}", j.at("p_offset").dump()));
   q.p_offset = static_cast<int>(po);
+  read_bool(j, "shift_first", path, q.shift_first);
   return q;
 }
 
@@ -97,6 +98,9 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
     if (s.name != "fa2" && s.name != "pasa")
       json_fail(path + "/quant", fmt::format("the FP8 recipe (quant) runs with fa2 or pasa, not \"{}\"", s.name));
     s.quant = quant_from_json(j.at("quant"), path + "/quant");
+    if (s.quant.shift_first && (s.name != "pasa" || s.quant.scales == QuantScale::none))
+      json_fail(path + "/quant/shift_first", "shift_first is PASA's pre-processing before quantisation: it needs "
+                                             "\"pasa\" and scales (tensor, head or block)");
   }
   return s;
 }
@@ -113,7 +117,8 @@ json to_json(const AlgorithmSpec& s) {
                  {"form", s.pasa.form}};
   if (s.quant.active())
     j["quant"] = {{"scales", quant_scale_name(s.quant.scales)}, {"fmax", s.quant.fmax}, {"hadamard", s.quant.hadamard},
-                  {"hadamard_seed", s.quant.hadamard_seed}, {"p_offset", s.quant.p_offset}};
+                  {"hadamard_seed", s.quant.hadamard_seed}, {"p_offset", s.quant.p_offset},
+                  {"shift_first", s.quant.shift_first}};
   return j;
 }
 

@@ -31,11 +31,13 @@ const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Ten
 // stage; scales gets one entry per group of `rows` rows in (batch, head, block) order. Without scales the
 // transformed values are rounded to the stage as they are.
 const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOptions& qo, bool transform,
-                              std::size_t rows, RandomBits& rng, Tensor& own, std::vector<double>& scales) {
+                              std::size_t rows, RandomBits& rng, Tensor& own, std::vector<double>& scales,
+                              Tensor* before = nullptr) {
   if (qo.scales == QuantScale::none && !(transform && qo.hadamard)) return to_stage(t, s, rng, own);
   own = t;
   const std::size_t B = t.shape.B, N = t.shape.N, S = t.shape.S, D = t.shape.D;
   if (transform && qo.hadamard) hadamard_rows(own.data.data(), B * N * S, D, hadamard_signs(D, qo.hadamard_seed));
+  if (before) *before = own;
   own.format = s.format;
   if (qo.scales == QuantScale::none) {
     if (!plain_fp64(s)) round_span(std::span<const double>(own.data), std::span<double>(own.data), s.format, s.round, &rng);
@@ -86,7 +88,8 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_)
       alloc(effective_allocation(in_, spec_)),
       setup_rng_(spec_.seed),
       q(quantised_input(in_.q, alloc.spec(Stage::q), spec_.quant, true, spec_.s1, setup_rng_, q_own_, q_scale_)),
-      k(quantised_input(in_.k, alloc.spec(Stage::k), spec_.quant, true, spec_.s2, setup_rng_, k_own_, k_scale_)),
+      k(quantised_input(in_.k, alloc.spec(Stage::k), spec_.quant, true, spec_.s2, setup_rng_, k_own_, k_scale_,
+                        spec_.quant.shift_first ? &k_pre_ : nullptr)),
       v(quantised_input(in_.v, alloc.spec(Stage::v), spec_.quant, false, spec_.s2, setup_rng_, v_own_, v_scale_)) {
   quantised = spec.quant.scales != QuantScale::none;
   B = in.q.shape.B;

@@ -56,6 +56,7 @@ struct Run {
   // [FA3, §3.3] the fp32 scales of the quantisation groups (QuantOptions): per (batch, head) the groups of
   // s1 (Q) or s2 (K, V) rows in order; empty without scales
   std::vector<double> q_scale_, k_scale_, v_scale_;
+  Tensor k_pre_;  // the keys after the transform, before quantisation (QuantOptions::shift_first only)
   Tensor q_own_, k_own_, v_own_;
 
  public:
@@ -82,6 +83,9 @@ struct Run {
   double k_scale(std::size_t b, std::size_t hk, std::size_t j0) const {
     return k_scale_.empty() ? 1.0 : k_scale_[(b * Nkv + hk) * ((Skv + spec.s2 - 1) / spec.s2) + j0 / spec.s2];
   }
+  // shift_first: the unquantised keys, and the scales of the shifted keys replacing those of K.
+  const Tensor& keys_before_quantisation() const { return k_pre_; }
+  void set_k_scales(std::vector<double> s) { k_scale_ = std::move(s); }
   double v_scale(std::size_t b, std::size_t hk, std::size_t j0) const {
     return v_scale_.empty() ? 1.0 : v_scale_[(b * Nkv + hk) * ((Skv + spec.s2 - 1) / spec.s2) + j0 / spec.s2];
   }
