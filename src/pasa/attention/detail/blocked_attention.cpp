@@ -40,7 +40,8 @@ const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOp
   if (before) *before = own;
   own.format = s.format;
   if (qo.scales == QuantScale::none) {
-    if (!plain_fp64(s)) round_span(std::span<const double>(own.data), std::span<double>(own.data), s.format, s.round, &rng);
+    const std::span<double> all(own.data);  // the transformed values, rounded to the stage
+    if (!plain_fp64(s)) round_span(all, all, s.format, s.round, &rng);
     return own;
   }
   const std::size_t nb = (S + rows - 1) / rows;
