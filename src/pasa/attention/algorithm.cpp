@@ -68,6 +68,15 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
   if (spec.splits > 1 && spec.name != "fa2" && spec.name != "pasa" && spec.name != "smooth_k" && spec.name != "fdpp")
     throw InputError(fmt::format("splits = {}: split-KV needs fa2, smooth_k, pasa or fdpp (an unnormalised output to merge), "
                                  "got \"{}\"", spec.splits, spec.name));
+  if (spec.quant.active()) {
+    const QuantOptions& q = spec.quant;
+    if (spec.name != "fa2" && spec.name != "pasa")
+      throw InputError(fmt::format("quant: the FP8 recipe runs with fa2 or pasa (tile by tile), got \"{}\"", spec.name));
+    if (q.shift_first && (spec.name != "pasa" || q.scales == QuantScale::none))
+      throw InputError("quant: shift_first (PASA's pre-processing before quantisation) needs pasa and scales");
+    if (!(q.fmax > 0 && std::isfinite(q.fmax))) throw InputError(fmt::format("quant: fmax must be a positive number, got {}", q.fmax));
+    if (q.p_offset < -64 || q.p_offset > 64) throw InputError(fmt::format("quant: p_offset must be in [-64, 64], got {}", q.p_offset));
+  }
   validate(in);
   // A block longer than the sequence is the whole sequence (the engines already cut every block at S):
   // clamping changes no result, only the size of the per-block buffers (s2 = 4e6 on 256 keys allocated

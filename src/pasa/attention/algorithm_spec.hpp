@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pasa/attention/allocation.hpp"
@@ -35,6 +36,33 @@ struct FdppOptions {
   bool operator==(const FdppOptions&) const = default;
 };
 
+// FlashAttention-3's FP8 recipe [FA3, §3.3]: Q, K, V quantised with fp32 scales, optionally after a random
+// Hadamard transform of Q and K ("incoherent processing"), P scaled by a fixed power of two before its FP8
+// cast. Detail and the choices made: docs/fp8.md. Inactive by default (every field at its default): the engines
+// then run exactly as without it.
+enum class QuantScale {
+  none,    // the inputs rounded to the q, k, v stages as they are (scale 1)
+  tensor,  // one scale per tensor (Q, K, V each)
+  head,    // one per (batch, head): FA3's q_descale/k_descale/v_descale, shape (B, N_kv)
+  block,   // one per s1 rows of Q and per s2 rows of K and V of each (batch, head): [FA3, §3.3] block quantisation
+};
+struct QuantOptions {
+  QuantScale scales = QuantScale::none;
+  double fmax = 448;        // the value a group's amax maps to: s = fp32(fp32(amax) / fmax) (E4M3's largest finite)
+  bool hadamard = false;    // Q and K multiplied along D by H·diag(±1)/√D (seeded), before the scales
+  std::uint64_t hadamard_seed = 1;
+  int p_offset = 0;         // P = 2^p_offset·e^{x − m} (l and O carry the factor, O/l cancels it): FA3's
+                            // Max_offset, 8 for FP8 ("P in [0, 256]")
+  // pasa with scales: PASA's pre-processing K' = M·K (Eq. 11) on the keys BEFORE quantisation (an FMA chain
+  // in the qk_acc stage: fp32, as a separate kernel would do it), then K' quantised with its own scales into k_shift;
+  // false: M·K_q on the quantised keys, under the allocation's GEMM model (the shift after quantisation)
+  bool shift_first = false;
+  bool active() const { return scales != QuantScale::none || hadamard || p_offset != 0 || shift_first; }
+  bool operator==(const QuantOptions&) const = default;
+};
+const char* quant_scale_name(QuantScale s);
+QuantScale quant_scale_by_name(std::string_view name);  // throws InputError naming the known ones
+
 struct AlgorithmSpec {
   std::string name = "fa2";  // one of algorithm_names()
   Allocation alloc;
@@ -47,6 +75,7 @@ struct AlgorithmSpec {
   // is). fa2, smooth_k and pasa only.
   std::size_t splits = 1;
   FdppOptions fdpp;  // the "fdpp" algorithm only
+  QuantOptions quant;  // fa2 and pasa only
   bool operator==(const AlgorithmSpec&) const = default;
 };
 

@@ -280,6 +280,7 @@ void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t 
 // integers below 2^(F+2) each (|a·b| < 2^(e_a+e_b+2), |c| < 2^(E+1)), so their sum over block + 1 terms is
 // exact in double when F + 2 + log2(block + 1) <= 53; otherwise (or with unlimited bits) every cut term goes
 // into a floating-point expansion and round_sum rounds the exact sum once.
+constexpr std::size_t kW = 64;     // columns per register tile of the tensor-core kernel (4 AVX-512 vectors)
 constexpr int kZeroExp = -100000;  // exponent of a zero term: never the largest
 constexpr int kHugeExp = 100000;   // exponent of an infinite or NaN term (the result is IEEE's then)
 
@@ -373,6 +374,9 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   scale_buf.resize(n);
   ex_buf.resize(2 * block + 4);
   int* eb = eb_buf.data();
+  thread_local std::vector<int> ea_buf;
+  ea_buf.resize(block);
+  int* ea_blk = ea_buf.data();  // the exponents of the row's operands in the current block
   int* E = e_buf.data();
   double* c = c_buf.data();
   double* outer = outer_buf.data();
@@ -415,10 +419,23 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
     for (std::size_t t0 = 0; t0 < k; t0 += block) {
       const std::size_t t1 = std::min(k, t0 + block);
       for (std::size_t j = 0; j < n; ++j) E[j] = tc.acc_in_block ? term_exp(c[j], ec_min) : kZeroExp;
+      for (std::size_t t = t0; t < t1; ++t) ea_blk[t - t0] = term_exp(a[t], ea_min);
+      // kW columns at a time, their running maxima held in registers over the block's products
+      std::size_t jw = 0;
+      for (; jw + kW <= n; jw += kW) {
+        int e[kW];
+        for (std::size_t w = 0; w < kW; ++w) e[w] = E[jw + w];
+        for (std::size_t t = t0; t < t1; ++t) {
+          const int ea = ea_blk[t - t0];
+          const int* ebt = eb + t * n + jw;
+          for (std::size_t w = 0; w < kW; ++w) e[w] = std::max(e[w], ea + ebt[w]);
+        }
+        for (std::size_t w = 0; w < kW; ++w) E[jw + w] = e[w];
+      }
       for (std::size_t t = t0; t < t1; ++t) {
-        const int ea = term_exp(a[t], ea_min);
+        const int ea = ea_blk[t - t0];
         const int* ebt = eb + t * n;
-        for (std::size_t j = 0; j < n; ++j) E[j] = std::max(E[j], ea + ebt[j]);
+        for (std::size_t j = jw; j < n; ++j) E[j] = std::max(E[j], ea + ebt[j]);
       }
       // 2^(F − E), E clamped so that the power of two is a normal double (an all-zero block has E = kZeroExp;
       // a huge E only where a term is not finite and IEEE's value is taken below)
@@ -445,13 +462,29 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
             sf[j] = static_cast<float>(scale[j]);  // a power of two within float's range (E clamped above)
           }
           for (std::size_t g0 = t0; g0 < t1; g0 += group) {
-            std::fill(i32, i32 + n, 0);
-            for (std::size_t t = g0; t < std::min(t1, g0 + group); ++t) {
-              const float at = static_cast<float>(a[t]);
-              const float* bt = bf + t * n;
-              for (std::size_t j = 0; j < n; ++j) i32[j] += static_cast<std::int32_t>(at * bt[j] * sf[j]);
+            const std::size_t g1 = std::min(t1, g0 + group);
+            // kW columns at a time, their int32 sums and scales held in registers over the group's products
+            std::size_t jw = 0;
+            for (; jw + kW <= n; jw += kW) {
+              std::int32_t acc[kW] = {};
+              float sc[kW];
+              for (std::size_t w = 0; w < kW; ++w) sc[w] = sf[jw + w];
+              for (std::size_t t = g0; t < g1; ++t) {
+                const float at = static_cast<float>(a[t]);
+                const float* bt = bf + t * n + jw;
+                for (std::size_t w = 0; w < kW; ++w) acc[w] += static_cast<std::int32_t>(at * bt[w] * sc[w]);
+              }
+              for (std::size_t w = 0; w < kW; ++w) isum[jw + w] += acc[w];
             }
-            for (std::size_t j = 0; j < n; ++j) isum[j] += i32[j];
+            if (jw < n) {
+              std::fill(i32 + jw, i32 + n, 0);
+              for (std::size_t t = g0; t < g1; ++t) {
+                const float at = static_cast<float>(a[t]);
+                const float* bt = bf + t * n;
+                for (std::size_t j = jw; j < n; ++j) i32[j] += static_cast<std::int32_t>(at * bt[j] * sf[j]);
+              }
+              for (std::size_t j = jw; j < n; ++j) isum[j] += i32[j];
+            }
           }
         } else {
           for (std::size_t j = 0; j < n; ++j)

@@ -227,6 +227,10 @@ AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spe
     throw InputError(fmt::format("unified attention: needs fa2 or pasa (an unnormalised output to merge), got \"{}\"",
                                  spec.name));
   if (spec.s1 == 0 || spec.s2 == 0 || spec.splits == 0) throw InputError("s1, s2 and splits must be at least 1");
+  // The FP8 recipe's scales are per head and per tile of dense Q, K, V; the paged engine reads K and V in place
+  // and groups a KV head's query heads, so it has no place for them yet.
+  if (spec.quant.active())
+    throw InputError("unified attention: the FP8 recipe (quant) runs on dense inputs only (pasa-attn, sweeps)");
   const bool pasa = spec.name == "pasa";
   const Shape& qs = pb.q.shape;
   const PagedCache& c = pb.cache;

@@ -1,5 +1,7 @@
 #include "pasa/io/algorithm_json.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -31,10 +33,37 @@ PasaOptions pasa_from_json(const json& j, const std::string& path) {
   return o;
 }
 
+// [FA3, §3.3] the FP8 recipe: {"scales": "none"|"tensor"|"head"|"block", "fmax": 448, "hadamard": false,
+// "hadamard_seed": 1, "p_offset": 0}.
+QuantOptions quant_from_json(const json& j, const std::string& path) {
+  check_keys(j, {"scales", "fmax", "hadamard", "hadamard_seed", "p_offset", "shift_first"}, path);
+  QuantOptions q;
+  if (j.contains("scales")) {
+    const std::string s = as_string(j.at("scales"), path + "/scales");
+    try {
+      q.scales = quant_scale_by_name(s);
+    } catch (const InputError& e) {
+      json_fail(path + "/scales", e.what());
+    }
+  }
+  read_number(j, "fmax", path, q.fmax);
+  if (!(q.fmax > 0 && std::isfinite(q.fmax)))
+    json_fail(path + "/fmax", fmt::format("expected a positive number, got {}", j.at("fmax").dump()));
+  read_bool(j, "hadamard", path, q.hadamard);
+  read_u64(j, "hadamard_seed", path, q.hadamard_seed);
+  double po = 0;
+  read_number(j, "p_offset", path, po);
+  if (!(po == std::floor(po) && po >= -64 && po <= 64))
+    json_fail(path + "/p_offset", fmt::format("expected an integer in [-64, 64], got {}", j.at("p_offset").dump()));
+  q.p_offset = static_cast<int>(po);
+  read_bool(j, "shift_first", path, q.shift_first);
+  return q;
+}
+
 }  // namespace
 
 AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
-  check_keys(j, {"name", "alloc", "s1", "s2", "seed", "splits", "pasa", "fdpp"}, path);
+  check_keys(j, {"name", "alloc", "s1", "s2", "seed", "splits", "pasa", "fdpp", "quant"}, path);
   AlgorithmSpec s;
   if (j.contains("name")) {
     s.name = as_string(j.at("name"), path + "/name");
@@ -65,6 +94,14 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
       json_fail(path + "/pasa", fmt::format("PASA options do not apply to algorithm \"{}\" (only to \"pasa\")", s.name));
     s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
   }
+  if (j.contains("quant")) {
+    if (s.name != "fa2" && s.name != "pasa")
+      json_fail(path + "/quant", fmt::format("the FP8 recipe (quant) runs with fa2 or pasa, not \"{}\"", s.name));
+    s.quant = quant_from_json(j.at("quant"), path + "/quant");
+    if (s.quant.shift_first && (s.name != "pasa" || s.quant.scales == QuantScale::none))
+      json_fail(path + "/quant/shift_first", "shift_first is PASA's pre-processing before quantisation: it needs "
+                                             "\"pasa\" and scales (tensor, head or block)");
+  }
   return s;
 }
 
@@ -78,6 +115,10 @@ json to_json(const AlgorithmSpec& s) {
                  {"m0", s.pasa.m0_zero ? "zero" : "-inf"},
                  {"bf16_to_fp16", s.pasa.bf16_to_fp16},
                  {"form", s.pasa.form}};
+  if (s.quant.active())
+    j["quant"] = {{"scales", quant_scale_name(s.quant.scales)}, {"fmax", s.quant.fmax}, {"hadamard", s.quant.hadamard},
+                  {"hadamard_seed", s.quant.hadamard_seed}, {"p_offset", s.quant.p_offset},
+                  {"shift_first", s.quant.shift_first}};
   return j;
 }
 

@@ -4,6 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
+
+#include "pasa/attention/quantise.hpp"
 
 namespace pasa::detail {
 namespace {
@@ -20,6 +23,48 @@ const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Ten
   own = t;
   round_span(std::span<const double>(own.data), std::span<double>(own.data), s.format, s.round, &rng);
   own.format = s.format;
+  return own;
+}
+
+// [FA3, §3.3] an input under QuantOptions: the Hadamard transform along D (Q and K, when asked), then each
+// group (tensor, (batch, head), or `rows` rows of a head) divided by its fp32 scale and rounded once to the
+// stage; scales gets one entry per group of `rows` rows in (batch, head, block) order. Without scales the
+// transformed values are rounded to the stage as they are.
+const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOptions& qo, bool transform,
+                              std::size_t rows, RandomBits& rng, Tensor& own, std::vector<double>& scales,
+                              Tensor* before = nullptr) {
+  if (qo.scales == QuantScale::none && !(transform && qo.hadamard)) return to_stage(t, s, rng, own);
+  own = t;
+  const std::size_t B = t.shape.B, N = t.shape.N, S = t.shape.S, D = t.shape.D;
+  if (transform && qo.hadamard) hadamard_rows(own.data.data(), B * N * S, D, hadamard_signs(D, qo.hadamard_seed));
+  if (before) *before = own;
+  own.format = s.format;
+  if (qo.scales == QuantScale::none) {
+    const std::span<double> all(own.data);  // the transformed values, rounded to the stage
+    if (!plain_fp64(s)) round_span(all, all, s.format, s.round, &rng);
+    return own;
+  }
+  const std::size_t nb = (S + rows - 1) / rows;
+  auto amax = [](const double* x, std::size_t n) {
+    double m = 0;
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+    return m;
+  };
+  const double tensor_scale = fp8_scale(amax(own.data.data(), own.data.size()), qo.fmax);
+  scales.assign(B * N * nb, 1.0);
+  for (std::size_t bh = 0; bh < B * N; ++bh) {
+    double* head = own.data.data() + bh * S * D;
+    const double head_scale = fp8_scale(amax(head, S * D), qo.fmax);
+    for (std::size_t i = 0; i < nb; ++i) {
+      double* x = head + i * rows * D;
+      const std::size_t n = (std::min(S, (i + 1) * rows) - i * rows) * D;
+      const double sc = qo.scales == QuantScale::tensor ? tensor_scale
+                        : qo.scales == QuantScale::head ? head_scale
+                                                        : fp8_scale(amax(x, n), qo.fmax);
+      quantise(x, n, sc, s, &rng);
+      scales[bh * nb + i] = sc;
+    }
+  }
   return own;
 }
 
@@ -43,10 +88,12 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
       spec(spec_),
       alloc(effective_allocation(in_, spec_)),
       setup_rng_(spec_.seed),
-      q(to_stage(in_.q, alloc.spec(Stage::q), setup_rng_, q_own_)),
-      k(to_stage(in_.k, alloc.spec(Stage::k), setup_rng_, k_own_)),
-      v(to_stage(in_.v, alloc.spec(Stage::v), setup_rng_, v_own_)),
+      q(quantised_input(in_.q, alloc.spec(Stage::q), spec_.quant, true, spec_.s1, setup_rng_, q_own_, q_scale_)),
+      k(quantised_input(in_.k, alloc.spec(Stage::k), spec_.quant, true, spec_.s2, setup_rng_, k_own_, k_scale_,
+                        spec_.quant.shift_first ? &k_pre_ : nullptr)),
+      v(quantised_input(in_.v, alloc.spec(Stage::v), spec_.quant, false, spec_.s2, setup_rng_, v_own_, v_scale_)),
       tiles(tiles_) {
+  quantised = spec.quant.scales != QuantScale::none;
   B = in.q.shape.B;
   Nq = in.q.shape.N;
   Nkv = in.k.shape.N;
@@ -188,6 +235,10 @@ void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
     gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
   else if (!run.keys_t_f32.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
   else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t.data() + off, n, S, n, rng);
+  if (run.quantised) {  // [FA3, §3.3] dequantisation after the GEMM: S·(s_q·s_k), each product rounded to s
+    const double f = run.round_to(Stage::s, run.q_scale(it.b, it.h, it.r0) * run.k_scale(it.b, it.hk, j0), rng);
+    run.round_each(Stage::s, S, it.rows() * n, rng, [&](std::size_t i) { return two_prod(S[i], f); });
+  }
 }
 
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
@@ -233,6 +284,10 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
     gemm(run.pv, it.rows(), run.D, n, P, ldp, run.tiles->values(it.b, it.hk, j0, n), run.D, PV, run.D, rng);
   else if (!run.v_f32.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v_f32.data() + off, run.D, PV, run.D, rng);
   else gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v.data.data() + off, run.D, PV, run.D, rng);
+  if (run.quantised) {  // [FA3, §3.3] P·V dequantised with the V block's scale, rounded to pv
+    const double sv = run.v_scale(it.b, it.hk, j0);
+    run.round_each(Stage::pv, PV, it.rows() * run.D, rng, [&](std::size_t i) { return two_prod(PV[i], sv); });
+  }
 }
 
 namespace {
@@ -441,6 +496,10 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
   }
   const std::size_t count = rows == 0 ? 0 : (rows - 1) * ld + n;
   exp_to_stage(run, P, count, rng);
+  if (const int po = run.spec.quant.p_offset; po != 0) {  // [FA3] Max_offset: P = 2^po·e^{x − m}, exact
+    for (std::size_t i = 0; i < count; ++i) P[i] = std::ldexp(P[i], po);
+    run.round_to(Stage::exp, P, count, rng);  // (the exp stage's overflow and underflow)
+  }
 }
 
 void write_row(const Run& run, std::size_t b, std::size_t h, std::size_t r, const double* o, double lse,
@@ -477,7 +536,8 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
     if (divide) run.round_each(Stage::div, row.data(), run.D, rng, [&](std::size_t d) { return exact_quotient(o[d], l[r]); });
     else std::copy(o, o + run.D, row.begin());
     run.round_to(Stage::out, row.data(), run.D, rng);
-    double lse = m[r] + std::log(l[r]);
+    // l carries QuantOptions' 2^p_offset
+    double lse = m[r] + std::log(l[r]) - run.spec.quant.p_offset * std::numbers::ln2;
     if (lse_shift) lse += (*lse_shift)[(it.b * run.Nq + h) * run.Sq + i];
     write_row(run, it.b, h, i, row.data(), lse, out);
   }

@@ -64,6 +64,10 @@ struct Run {
   }
 
   RandomBits setup_rng_;      // stochastic rounding of the inputs and the scale, in tensor order
+  // [FA3, §3.3] the fp32 scales of the quantisation groups (QuantOptions): per (batch, head) the groups of
+  // s1 (Q) or s2 (K, V) rows in order; empty without scales
+  std::vector<double> q_scale_, k_scale_, v_scale_;
+  Tensor k_pre_;  // the keys after the transform, before quantisation (QuantOptions::shift_first only)
   Tensor q_own_, k_own_, v_own_;
 
  public:
@@ -84,6 +88,22 @@ struct Run {
   // format (their data may be empty), must need no rounding to the k and v stages, and keys_t, v_f32 stay
   // empty; not for the engines that pre-process K (pasa, smooth_k).
   const KvTiles* tiles = nullptr;
+  // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
+  bool quantised = false;
+  // The scale of the Q rows from r0 of head (b, h), of the K or V rows from j0 (a multiple of s2) of kv head
+  // (b, hk); 1 without scales.
+  double q_scale(std::size_t b, std::size_t h, std::size_t r0) const {
+    return q_scale_.empty() ? 1.0 : q_scale_[(b * Nq + h) * ((Sq + spec.s1 - 1) / spec.s1) + r0 / spec.s1];
+  }
+  double k_scale(std::size_t b, std::size_t hk, std::size_t j0) const {
+    return k_scale_.empty() ? 1.0 : k_scale_[(b * Nkv + hk) * ((Skv + spec.s2 - 1) / spec.s2) + j0 / spec.s2];
+  }
+  // shift_first: the unquantised keys, and the scales of the shifted keys replacing those of K.
+  const Tensor& keys_before_quantisation() const { return k_pre_; }
+  void set_k_scales(std::vector<double> s) { k_scale_ = std::move(s); }
+  double v_scale(std::size_t b, std::size_t hk, std::size_t j0) const {
+    return v_scale_.empty() ? 1.0 : v_scale_[(b * Nkv + hk) * ((Skv + spec.s2 - 1) / spec.s2) + j0 / spec.s2];
+  }
 
   Run(const AttentionInputs& in, const AlgorithmSpec& spec, const KvTiles* tiles = nullptr);
   const StageSpec& stage(Stage s) const { return alloc.spec(s); }

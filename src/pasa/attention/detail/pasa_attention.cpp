@@ -1,5 +1,7 @@
 #include "pasa/attention/detail/pasa_attention.hpp"
 
+#include "pasa/attention/quantise.hpp"
+
 #include "pasa/attention/detail/split_kv.hpp"
 
 #include <algorithm>
@@ -55,6 +57,52 @@ std::vector<double> shifting_matrix(const Run& run, std::size_t n, RandomBits* r
   return M;
 }
 
+// QuantOptions::shift_first [FA3, §3.3 with PASA Eq. 11]: K' = M·K on the keys before quantisation (an FMA
+// chain in the qk_acc stage, output in it too — fp32 for the FP8 presets: the pre-processing runs as its own
+// fp16/fp32 kernel, not on the FP8 engine),
+// then K' quantised like K (its own fp32 scales per tensor, head or s2-row block) into the k_shift stage.
+void shift_then_quantise(Run& run, const std::vector<double>& M_full, const std::vector<double>& M_tail, int threads) {
+  const QuantOptions& qo = run.spec.quant;
+  if (qo.scales == QuantScale::none) throw InputError("pasa: quant shift_first needs scales (tensor, head or block)");
+  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2, nb = (S + s2 - 1) / s2;
+  const Tensor& K = run.keys_before_quantisation();
+  const GemmSpec pre{run.stage(Stage::shift).format, format_by_name("fp64"), run.stage(Stage::qk_acc),
+                     run.stage(Stage::qk_acc), GemmModel(GemmKind::ordered)};
+  std::vector<double> shifted(run.B * run.Nkv * S * D);
+  parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
+    RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
+    for (std::size_t j0 = 0; j0 < S; j0 += s2) {
+      const std::size_t n = std::min(s2, S - j0);
+      const std::vector<double>& M = n == std::min(s2, S) ? M_full : M_tail;
+      gemm(pre, n, D, n, M.data(), n, K.data.data() + bh * S * D + j0 * D, D, shifted.data() + bh * S * D + j0 * D, D,
+           &rng);
+    }
+  });
+  auto amax = [](const double* x, std::size_t n) {
+    double m = 0;
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+    return m;
+  };
+  const double tensor_scale = fp8_scale(amax(shifted.data(), shifted.size()), qo.fmax);
+  std::vector<double> scales(run.B * run.Nkv * nb);
+  RandomBits qrng(run.spec.seed ^ 0x5851F42D4C957F2Dull);
+  for (std::size_t bh = 0; bh < run.B * run.Nkv; ++bh) {
+    double* head = shifted.data() + bh * S * D;
+    const double head_scale = fp8_scale(amax(head, S * D), qo.fmax);
+    for (std::size_t i = 0; i < nb; ++i) {
+      double* x = head + i * s2 * D;
+      const std::size_t len = (std::min(S, (i + 1) * s2) - i * s2) * D;
+      const double sc = qo.scales == QuantScale::tensor ? tensor_scale
+                        : qo.scales == QuantScale::head ? head_scale
+                                                        : fp8_scale(amax(x, len), qo.fmax);
+      quantise(x, len, sc, run.stage(Stage::k_shift), &qrng);
+      scales[bh * nb + i] = sc;
+    }
+    run.set_keys_t(bh / run.Nkv, bh % run.Nkv, head);
+  }
+  run.set_k_scales(std::move(scales));
+}
+
 }  // namespace
 
 void pasa_prepare(Run& run, int threads) {
@@ -70,6 +118,10 @@ void pasa_prepare(Run& run, int threads) {
   const GemmSpec pre{run.stage(Stage::shift).format, run.k.format, run.stage(Stage::qk_acc), run.stage(Stage::k_shift),
                      run.alloc.gemm};
   run.set_keys_t_format(run.stage(Stage::k_shift).format);
+  if (run.spec.quant.shift_first) {
+    shift_then_quantise(run, M_full, M_tail, threads);
+    return;
+  }
   parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
     const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
