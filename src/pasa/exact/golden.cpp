@@ -23,9 +23,16 @@
 #include "pasa/exact/golden.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include <fmt/format.h>
 #include <mpfr.h>
@@ -117,77 +124,393 @@ double lse_from_dd(DD m, DD l) {
   return r;
 }
 
-// Fast double-double path for rows [i0, i1) of (b, h). Returns false (nothing trusted) when a row's bound
-// is below kMinFastBits; the caller then redoes the block with MPFR.
-bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, const KeysT& keys,
-                BlockResult& res) {
+// ---- Fast path -------------------------------------------------------------------------------------------
+// Rows are computed kRows at a time (rows of the G query heads of one KV head, all sharing its keys and
+// values): one pass over K for their scores and one over V for their outputs, which keeps V in cache (the
+// row-at-a-time loop streamed all of V per row). Every row's arithmetic is unchanged, element for element
+// and in the same order, so the results are bit-identical to the row-at-a-time evaluation.
+constexpr std::size_t kRows = 8;     // rows of one register-blocked GEMM / P·V kernel call
+constexpr std::size_t kGroup = 32;   // rows sharing one pass over K (in key tiles) and the scratch buffers
+constexpr std::size_t kKeyTile = 256;  // keys per GEMM tile: 256 keys of D = 128 stay in L2 for all rows
+
+// x (finite, nonzero) is an odd multiple of 2^lsb_exponent(x).
+int lsb_exponent(double x) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  const int e = static_cast<int>((bits >> 52) & 0x7ff);
+  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
+  if (e != 0) m |= std::uint64_t{1} << 52;
+  return (e == 0 ? -1074 : e - 1075) + std::countr_zero(m);
+}
+
+// What the exactness test needs of a vector x of length d: its norm as row_norm computes it (1.01·‖x‖₂,
+// the same bits: it also enters the Dot2 bound), an exponent e with every x_i a multiple of 2^e, and
+// grid = norm·2^-e (+inf if that overflows; 0 for a zero vector).
+struct GridNorm {
+  double norm = 0, grid = 0;
+  int e = 0;
+};
+GridNorm grid_norm(const double* x, std::size_t d) {
+  GridNorm g;
+  g.norm = row_norm(x, d);
+  int e = std::numeric_limits<int>::max();
+  for (std::size_t i = 0; i < d; ++i)
+    if (x[i] != 0) e = std::min(e, lsb_exponent(x[i]));
+  if (e == std::numeric_limits<int>::max()) return g;  // zero vector: its dot products are exactly 0
+  g.e = e;
+  g.grid = std::ldexp(g.norm, -e);
+  return g;
+}
+
+// Exact scores. For a pair (q, k) whose products are all multiples of 2^(e_q + e_k) >= 2^-1074, every
+// partial sum of Σ_x q_x k_x, in ANY order and association, is an integer multiple of 2^(e_q + e_k) of
+// magnitude <= Σ_x |q_x k_x| <= ‖q‖‖k‖ (Cauchy-Schwarz; the norms carry a 1.01 factor that covers their
+// own rounding). If that is <= 2^52·2^(e_q + e_k), i.e. grid_q · grid_k <= 2^52 (the computed product errs
+// by one rounding, covered by the factor 2 below 2^53), every such partial sum is a double, so every
+// addition and FMA of any evaluation returns its exact result: the computed dot product is q·k exactly,
+// whatever the order of summation (blocking, vector lanes, FMA or not). For fp16/bf16/fp8 inputs this
+// holds for almost every pair (fp16 in [-1, 1], D = 128: grid_q·grid_k ~ 2^45), so one plain fp64 dot
+// product, vectorised freely, replaces the Dot2 evaluation [ORO05]; and it gives the same bits as Dot2
+// there: Dot2's running sum is then exact too (every TwoSum and TwoProd error is 0), so its result is
+// (q·k, +0), as is ours. A pair that fails the test takes the Dot2 loop of dot2_scores, in its order.
+bool exact_pair(const GridNorm& q, double k_grid, int k_e) {
+  return q.e + k_e >= -1074 && q.grid * k_grid <= 0x1p52;
+}
+
+// Per (batch, KV head): every key's GridNorm, as arrays (the loops over keys vectorise).
+struct KeyInfo {
+  std::vector<double> norm, grid;
+  std::vector<int> e;
+  double max_abs = 0;  // max |k_jx| (fast_path_safe)
+  KeyInfo(const double* K, std::size_t skv, std::size_t d) : norm(skv), grid(skv), e(skv) {
+    constexpr std::size_t w = 8;  // keys at a time: independent dependency chains (row_norm's order per key)
+    std::size_t j = 0;
+    for (; j + w <= skv; j += w) {
+      double n2[w] = {};
+      for (std::size_t x = 0; x < d; ++x)
+        for (std::size_t l = 0; l < w; ++l) n2[l] += K[(j + l) * d + x] * K[(j + l) * d + x];
+      for (std::size_t l = 0; l < w; ++l) set(j + l, K + (j + l) * d, d, 1.01 * std::sqrt(n2[l]));
+    }
+    for (; j < skv; ++j) set(j, K + j * d, d, row_norm(K + j * d, d));
+  }
+
+ private:
+  void set(std::size_t j, const double* k, std::size_t d, double nrm) {
+    int emin = std::numeric_limits<int>::max();
+    for (std::size_t x = 0; x < d; ++x) {
+      max_abs = std::max(max_abs, std::abs(k[x]));
+      if (k[x] != 0) emin = std::min(emin, lsb_exponent(k[x]));
+    }
+    norm[j] = nrm;
+    grid[j] = emin == std::numeric_limits<int>::max() ? 0.0 : std::ldexp(nrm, -emin);
+    e[j] = emin == std::numeric_limits<int>::max() ? 0 : emin;
+  }
+};
+
+// Eight doubles (GCC vector extensions: lowered to whatever the target has).
+typedef double v8d __attribute__((vector_size(64)));
+// a·b − c with one rounding per lane (the exact error of a rounded product when c = RN(a·b)).
+inline v8d fms(v8d a, v8d b, v8d c) {
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+  return _mm512_fmsub_pd(a, b, c);
+#elif defined(__FMA__) && (defined(__x86_64__) || defined(__i386__))
+  v8d r;
+  const __m256d lo = _mm256_fmsub_pd(_mm256_loadu_pd(&a[0]), _mm256_loadu_pd(&b[0]), _mm256_loadu_pd(&c[0]));
+  const __m256d hi = _mm256_fmsub_pd(_mm256_loadu_pd(&a[4]), _mm256_loadu_pd(&b[4]), _mm256_loadu_pd(&c[4]));
+  _mm256_storeu_pd(&r[0], lo);
+  _mm256_storeu_pd(&r[4], hi);
+  return r;
+#else
+  v8d r;
+  for (int l = 0; l < 8; ++l) r[l] = std::fma(a[l], b[l], -c[l]);
+  return r;
+#endif
+}
+// a·b + c with one rounding per lane.
+inline v8d fma8(v8d a, v8d b, v8d c) {
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+  return _mm512_fmadd_pd(a, b, c);
+#else
+  return fms(a, b, -c);
+#endif
+}
+
+// S[r·ld + j] = q_r·k_j in plain double for r < kRows (rows beyond the chunk are zero rows), j < jend:
+// exact where exact_pair holds (the summation order is free there, see above), ignored elsewhere.
+void plain_scores(const double* const* q, const double* K, std::size_t d, std::size_t jend, double* S, std::size_t ld) {
+  // 8 lanes over x, kRows rows, two keys; FMA or not, the sums are exact (see above).
+  const std::size_t d8 = d / 8 * 8;
+  auto load = [](const double* p) {
+    v8d v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  auto hsum = [](v8d a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); };
+  for (std::size_t j = 0; j < jend; j += 2) {
+    const double* k0 = K + j * d;
+    const double* k1 = j + 1 < jend ? k0 + d : k0;
+    v8d a0[kRows] = {}, a1[kRows] = {};
+    for (std::size_t x = 0; x < d8; x += 8) {
+      const v8d u0 = load(k0 + x), u1 = load(k1 + x);
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const v8d qv = load(q[r] + x);
+        a0[r] = fma8(qv, u0, a0[r]);
+        a1[r] = fma8(qv, u1, a1[r]);
+      }
+    }
+    for (std::size_t r = 0; r < kRows; ++r) {
+      double s0 = hsum(a0[r]), s1 = hsum(a1[r]);
+      for (std::size_t x = d8; x < d; ++x) {
+        s0 += q[r][x] * k0[x];
+        s1 += q[r][x] * k1[x];
+      }
+      S[r * ld + j] = s0;
+      if (j + 1 < jend) S[r * ld + j + 1] = s1;
+    }
+  }
+}
+
+// Dot2 of one pair, in dot2_scores's order (the same bits).
+DD dot2_pair(const double* q, const double* k, std::size_t d) {
+  double hi = 0, lo = 0;
+  for (std::size_t x = 0; x < d; ++x) lo += dot2_step(hi, q[x], k[x]);
+  return two_sum(hi, lo);
+}
+
+// N = Σ_j p_j v_j for rows r < nr (weights ph/pl[r·ld + j], 0 = skipped) into nh/nc[r·d + x], each
+// element's sum taken in key order exactly as the row-at-a-time loop did (Dot2-style: TwoProd(p_hi, v),
+// TwoSum into nh, the errors and p_lo·v into nc), so the bits are the same; 8 columns of every row are
+// held in registers while j runs, so V is read once per 8 columns for all rows, accumulators never.
+void pv_rows(const double* ph, const double* pl, std::size_t ld, std::size_t nr, const double* V, std::size_t d,
+             std::size_t jend, double* nh_out, double* nc_out) {
+  const std::size_t d8 = d / 8 * 8;
+  for (std::size_t x = 0; x < d8; x += 8) {
+    v8d nh[kRows] = {}, nc[kRows] = {};
+    for (std::size_t j = 0; j < jend; ++j) {
+      v8d v;
+      std::memcpy(&v, V + j * d + x, sizeof v);
+      for (std::size_t r = 0; r < kRows; ++r) {
+        if (r >= nr) break;
+        const double a = ph[r * ld + j];
+        if (a == 0) continue;
+        const double b = pl[r * ld + j];
+        // dot2_step(nh, a, v) + b·v, lane by lane
+        const v8d av = {a, a, a, a, a, a, a, a};
+        const v8d p = av * v;
+        const v8d pe = fms(av, v, p);
+        const v8d s = nh[r] + p;
+        const v8d bb = s - nh[r];
+        const v8d e = (nh[r] - (s - bb)) + (p - bb);
+        nh[r] = s;
+        nc[r] += (e + pe) + b * v;
+      }
+    }
+    for (std::size_t r = 0; r < nr; ++r) {
+      std::memcpy(nh_out + r * d + x, &nh[r], sizeof(v8d));
+      std::memcpy(nc_out + r * d + x, &nc[r], sizeof(v8d));
+    }
+  }
+  for (std::size_t x = d8; x < d; ++x)
+    for (std::size_t r = 0; r < nr; ++r) {
+      double h = 0, c = 0;
+      for (std::size_t j = 0; j < jend; ++j) {
+        const double a = ph[r * ld + j];
+        if (a != 0) c += dot2_step(h, a, V[j * d + x]) + pl[r * ld + j] * V[j * d + x];
+      }
+      nh_out[r * d + x] = h;
+      nc_out[r * d + x] = c;
+    }
+}
+
+struct RowRef {
+  std::size_t h = 0, i = 0;
+};
+
+// Per-thread buffers of a chunk of rows.
+struct Scratch {
+  std::size_t skv = 0, d = 0, rows = 0;
+  std::vector<double> shi, slo, delta, phi, plo, nh, nc, zero;
+  std::vector<std::vector<unsigned char>> vis;
+  std::vector<double> thi, tlo, ehi, elo;
+  std::vector<unsigned char> idx;  // kept keys
+  // rows (<= kGroup, a multiple of kRows): the most rows of one fast_rows call.
+  Scratch(std::size_t skv_, std::size_t d_, std::size_t rows_)
+      : skv(skv_), d(d_), rows(rows_), shi(rows * skv), slo(rows * skv), delta(rows * skv), phi(rows * skv),
+        plo(rows * skv), nh(rows * d), nc(rows * d), zero(d), vis(rows), thi(skv), tlo(skv), ehi(skv),
+        elo(skv), idx(skv) {}
+};
+
+// Scratch buffers handed from item to item (a long row's buffers are megabytes: allocating them per item
+// costs more in page faults than the arithmetic on them).
+class ScratchPool {
+ public:
+  std::unique_ptr<Scratch> take(std::size_t skv, std::size_t d, std::size_t rows) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!free_.empty()) {
+        std::unique_ptr<Scratch> s = std::move(free_.back());
+        free_.pop_back();
+        return s;
+      }
+    }
+    return std::make_unique<Scratch>(skv, d, rows);
+  }
+  void give(std::unique_ptr<Scratch> s) {
+    std::lock_guard<std::mutex> lock(m_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::unique_ptr<Scratch>> free_;
+};
+
+// Fast double-double path for the rows rows[0, nr) of batch b, all of KV head hk. Writes every row's output
+// and lse and its bound E into bound[r] (-1 for a fully masked row).
+void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, std::size_t nr,
+               const KeyInfo& kg, Scratch& sc, double* bound) {
   const AttentionInputs& in = P.in;
-  const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
-  const std::size_t hk = h / in.group();
+  const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = sc.skv;
+  const double* K = in.k.head(b, hk);
   const double* V = in.v.head(b, hk);
-  std::vector<double> shi(Skv), slo(Skv), nh(D), nc(D), delta(Skv);
-  std::vector<DD> p(Skv);
-  std::vector<unsigned char> vis;
-  for (std::size_t i = i0; i < i1; ++i) {
-    const std::size_t row = (b * in.q.shape.N + h) * Sq + i;
-    const std::size_t n = visible_keys(in, b, i, vis);
-    if (n == 0) {
+  const double* q[kGroup];
+  GridNorm qg[kGroup];
+  std::size_t n[kGroup], end[kGroup], jend = 0;
+  bool active[kGroup];
+  for (std::size_t r = 0; r < sc.rows; ++r) {
+    active[r] = false;
+    q[r] = sc.zero.data();
+    if (r >= nr) continue;
+    bound[r] = -1;  // fully masked (no bound) unless computed below
+    const std::size_t row = (b * in.q.shape.N + rows[r].h) * Sq + rows[r].i;
+    n[r] = visible_keys(in, b, rows[r].i, sc.vis[r]);
+    if (n[r] == 0) {
       write_masked_row(P.g, row, D);
       continue;
     }
-    const std::size_t end = vis.size();
-    const double* q = in.q.head(b, h) + i * D;
+    active[r] = true;
+    q[r] = in.q.head(b, rows[r].h) + rows[r].i * D;
+    qg[r] = grid_norm(q[r], D);
+    end[r] = sc.vis[r].size();
+    jend = std::max(jend, end[r]);
+  }
+  if (jend == 0) return;
+  // Scores: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed exactly.
+  for (std::size_t j0 = 0; j0 < jend; j0 += kKeyTile)
+    for (std::size_t c = 0; c < nr; c += kRows)
+      plain_scores(q + c, K + j0 * D, D, std::min(kKeyTile, jend - j0), sc.shi.data() + c * Skv + j0, Skv);
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (!active[r]) continue;
+    double* shi = sc.shi.data() + r * Skv;
+    double* slo = sc.slo.data() + r * Skv;
+    const std::vector<unsigned char>& vis = sc.vis[r];
+    bool all_exact = true;
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      const bool ok = exact_pair(qg[r], kg.grid[j], kg.e[j]);
+      all_exact = all_exact && ok;
+      slo[j] = 0;
+    }
+    if (!all_exact)
+      for (std::size_t j = 0; j < end[r]; ++j)
+        if (vis[j] && !exact_pair(qg[r], kg.grid[j], kg.e[j])) {
+          const DD s = dot2_pair(q[r], K + j * D, D);
+          shi[j] = s.hi;
+          slo[j] = s.lo;
+        }
+  }
+  for (std::size_t r = 0; r < nr; ++r) {  // weights of keys a row does not see (or drops) are 0
+    std::fill_n(sc.phi.data() + r * Skv, jend, 0.0);
+    std::fill_n(sc.plo.data() + r * Skv, jend, 0.0);
+  }
+  DD m[kGroup], l[kGroup];
+  double dmax[kGroup];
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (!active[r]) continue;
+    const std::size_t h = rows[r].h, i = rows[r].i;
+    double* shi = sc.shi.data() + r * Skv;
+    double* slo = sc.slo.data() + r * Skv;
+    double* delta = sc.delta.data() + r * Skv;
+    const std::vector<unsigned char>& vis = sc.vis[r];
     const double* pse = pse_row(in, b, h, i);
     const std::uint8_t* sel = select_row(in, b, i);
-    dot2_scores(q, keys, end, shi.data(), slo.data());
-    const double qn = row_norm(q, D);
-    DD m{-std::numeric_limits<double>::infinity(), 0};
-    for (std::size_t j = 0; j < end; ++j) {
-      if (!vis[j]) continue;
-      DD s = dd_mul(DD{shi[j], slo[j]}, P.scale_dd);
-      delta[j] = std::abs(P.scale_dd.hi) * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi);
-      if (pse) {  // [IFA] q·k·scale + pse: one dd_add (relative error < 3u² of the sum; 4u²(|s| + |pse|) covers it)
-        delta[j] += 4 * kU2 * (std::abs(s.hi) + std::abs(pse[j]));
-        s = dd_add(s, DD{pse[j], 0});
-      }
-      if (sel && sel[j]) {  // masked by select: the score IS the constant (exact)
-        s = DD{in.mask.select_value, 0};
-        delta[j] = 0;
-      }
+    const DD sc_dd = P.scale_dd;
+    const double abs_scale = std::abs(P.scale_dd.hi), qn = qg[r].norm;
+    // Scaled scores and their error bounds, every key below end (the invisible ones are ignored later).
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      const DD s = dd_mul(DD{shi[j], slo[j]}, sc_dd);
+      delta[j] = abs_scale * dot2_error_bound(D, qn * kg.norm[j]) + 9 * kU2 * std::abs(s.hi);
       shi[j] = s.hi;
       slo[j] = s.lo;
-      if (dd_less(m, s)) m = s;
     }
-    DD l{0, 0};
-    double dmax = 0;
-    for (std::size_t j = 0; j < end; ++j) {
-      p[j] = DD{0, 0};
-      if (!vis[j]) continue;
-      const DD t = dd_add(DD{shi[j], slo[j]}, dd_neg(m));
-      if (t.hi < kExpDDMin) continue;  // < 2^-916 relative to the maximum weight: dropped (see bound)
-      dmax = std::max(dmax, delta[j] + 3 * kU2 * std::abs(t.hi));
-      p[j] = exp_dd(t);
-      l = dd_add(l, p[j]);
+    if (pse)
+      for (std::size_t j = 0; j < end[r]; ++j) {
+        // [IFA] q·k·scale + pse: one dd_add (relative error < 3u² of the sum; 4u²(|s| + |pse|) covers it)
+        delta[j] += 4 * kU2 * (std::abs(shi[j]) + std::abs(pse[j]));
+        const DD s = dd_add(DD{shi[j], slo[j]}, DD{pse[j], 0});
+        shi[j] = s.hi;
+        slo[j] = s.lo;
+      }
+    if (sel)
+      for (std::size_t j = 0; j < end[r]; ++j)
+        if (sel[j]) {  // masked by select: the score IS the constant (exact)
+          shi[j] = in.mask.select_value;
+          slo[j] = 0;
+          delta[j] = 0;
+        }
+    // m: the first visible score that no later one exceeds in (hi, lo) order (what a sequential scan with
+    // dd_less keeps): the largest hi first (a vectorised maximum), then the scan over the keys holding it.
+    const unsigned char* vr = vis.data();
+    double top = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < end[r]; ++j) top = vr[j] && shi[j] > top ? shi[j] : top;
+    m[r] = DD{-std::numeric_limits<double>::infinity(), 0};
+    for (std::size_t j = 0; j < end[r]; ++j)
+      if (vr[j] && shi[j] == top && dd_less(m[r], DD{shi[j], slo[j]})) m[r] = DD{shi[j], slo[j]};
+    // Shifted scores t = s − m of the kept keys (visible, t.hi >= kExpDDMin: a smaller weight is
+    // < 2^-916 relative to the maximum one and dropped, see the bound); the others get t = 0 and weight 0.
+    const DD mneg = dd_neg(m[r]);
+    double dm = 0;
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      const DD t = dd_add(DD{shi[j], slo[j]}, mneg);
+      const bool keep = vr[j] && t.hi >= kExpDDMin;
+      const double dj = delta[j] + 3 * kU2 * std::abs(t.hi);
+      dm = keep && dj > dm ? dj : dm;
+      sc.thi[j] = keep ? t.hi : 0.0;
+      sc.tlo[j] = keep ? t.lo : 0.0;
+      sc.idx[j] = keep;
     }
-    std::fill(nh.begin(), nh.end(), 0.0);
-    std::fill(nc.begin(), nc.end(), 0.0);
-    for (std::size_t j = 0; j < end; ++j) {
-      if (p[j].hi == 0) continue;
-      const double ph = p[j].hi, pl = p[j].lo;
-      const double* vr = V + j * D;
-      for (std::size_t x = 0; x < D; ++x) nc[x] += dot2_step(nh[x], ph, vr[x]) + pl * vr[x];
+    dmax[r] = dm;
+    double* phi = sc.phi.data() + r * Skv;
+    double* plo = sc.plo.data() + r * Skv;
+    exp_dd_n(sc.thi.data(), sc.tlo.data(), sc.ehi.data(), sc.elo.data(), end[r]);
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      phi[j] = sc.idx[j] ? sc.ehi[j] : 0.0;
+      plo[j] = sc.idx[j] ? sc.elo[j] : 0.0;
     }
-    double* o = P.g.o.data.data() + row * D;
-    for (std::size_t x = 0; x < D; ++x) o[x] = dd_to_double(dd_div(two_sum(nh[x], nc[x]), l));
-    P.g.lse[row] = lse_from_dd(m, l);
-    const double nd = static_cast<double>(n);
-    const double eps_p = 1.01 * dmax + kExpDDRelErr;
-    const double E = 2.2 * eps_p + 1.1 * (3 * nd * (nd + 2) + 4 * nd + 16) * kU2;
-    res.bound = std::max(res.bound, E);
-    res.bits = std::min(res.bits, bits_of(E));
-    if (res.bits < kMinFastBits) return false;
   }
-  return true;
+  // L = Σ_j p_j in key order per row, the rows' dependency chains interleaved (kept weights are > 0).
+  for (std::size_t r = 0; r < kGroup; ++r) l[r] = DD{0, 0};
+  for (std::size_t j = 0; j < jend; ++j)
+    for (std::size_t r = 0; r < nr; ++r) {
+      const double ph = sc.phi[r * Skv + j];
+      if (ph != 0) l[r] = dd_add(l[r], DD{ph, sc.plo[r * Skv + j]});
+    }
+  // N = Σ_j p_j v_j for all rows in one pass over V (each row's sum in key order, as before).
+  // Register-blocked: 8 columns of all kRows rows stay in registers while j runs over the keys.
+  for (std::size_t c = 0; c < nr; c += kRows)
+    pv_rows(sc.phi.data() + c * Skv, sc.plo.data() + c * Skv, Skv, std::min(kRows, nr - c), V, D, jend,
+            sc.nh.data() + c * D, sc.nc.data() + c * D);
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (!active[r]) continue;
+    const std::size_t row = (b * in.q.shape.N + rows[r].h) * Sq + rows[r].i;
+    const double* nh = sc.nh.data() + r * D;
+    const double* nc = sc.nc.data() + r * D;
+    double* o = P.g.o.data.data() + row * D;
+    for (std::size_t x = 0; x < D; ++x) o[x] = dd_to_double(dd_div(two_sum(nh[x], nc[x]), l[r]));
+    P.g.lse[row] = lse_from_dd(m[r], l[r]);
+    const double nd = static_cast<double>(n[r]);
+    const double eps_p = 1.01 * dmax[r] + kExpDDRelErr;
+    const double E = 2.2 * eps_p + 1.1 * (3 * nd * (nd + 2) + 4 * nd + 16) * kU2;
+    bound[r] = E;
+  }
 }
 
 // Plain MPFR evaluation at precision_bits >= 106 (so products of two doubles are exact). Bound, u = 2^-P:
@@ -277,14 +600,14 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
 }
 
 // The fast path needs every product and sum far inside the double exponent range.
-bool fast_path_safe(const AttentionInputs& in, double max_abs_v) {
+bool fast_path_safe(const AttentionInputs& in, double max_abs_k, double max_abs_v) {
   auto max_abs = [](const Tensor& t) {
     double m = 0;
     for (double x : t.data) m = std::max(m, std::abs(x));
     return m;
   };
   const double bound = 0x1p900;
-  const double qk = max_abs(in.q) * max_abs(in.k) * static_cast<double>(in.q.shape.D) + max_abs(in.pse) +
+  const double qk = max_abs(in.q) * max_abs_k * static_cast<double>(in.q.shape.D) + max_abs(in.pse) +
                     std::abs(in.mask.select_value);
   return qk < bound && max_abs_v * static_cast<double>(in.k.shape.S) < bound;
 }
@@ -331,21 +654,49 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
     mpfr_clears(x, tmp, static_cast<mpfr_ptr>(nullptr));
   }
   for (double x : in.v.data) P.max_abs_v = std::max(P.max_abs_v, std::abs(x));
-  const bool fast = opt.fast && fast_path_safe(in, P.max_abs_v);
   const std::size_t blocks = (qs.S + kRowBlock - 1) / kRowBlock;
   std::vector<BlockResult> results(qs.B * qs.N * blocks);
-  // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its
-  // transposed keys (decode: one row per head, so the transposition would otherwise dominate). Each
-  // (head, row block) result is computed as on its own; the split only decides what runs together.
-  const std::size_t G = in.group(), Nkv = in.k.shape.N;
+  const std::size_t G = in.group(), Nkv = in.k.shape.N, Skv = in.k.shape.S, D = qs.D;
+  // What the fast path needs of every key, once per (batch, KV head), with max |K| on the way.
+  std::vector<std::unique_ptr<KeyInfo>> key_info(opt.fast ? qs.B * Nkv : 0);
+  parallel_for(key_info.size(), opt.threads, [&](std::size_t bk) {
+    key_info[bk] = std::make_unique<KeyInfo>(in.k.head(bk / Nkv, bk % Nkv), Skv, D);
+  });
+  double max_abs_k = 0;
+  for (const auto& ki : key_info) max_abs_k = std::max(max_abs_k, ki->max_abs);
+  const bool fast = opt.fast && fast_path_safe(in, max_abs_k, P.max_abs_v);
+  // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its keys
+  // and values (decode: one row per head), and the fast path computes kRows of their rows together. Each
+  // (head, row block) result is what the row-at-a-time evaluation gives (the same bits, and the same MPFR
+  // fallback decision per (head, row block)); the split only decides what runs together.
+  // Rows per fast_rows call: G·kRowBlock at most (one row per head in decode), rounded up to whole kernels.
+  const std::size_t group_rows = std::min(kGroup, (G * std::min(qs.S, kRowBlock) + kRows - 1) / kRows * kRows);
+  ScratchPool spare;  // at most one Scratch per thread, reused from item to item (no fresh pages per item)
   parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
     const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
-    std::unique_ptr<KeysT> keys;
-    if (fast) keys = std::make_unique<KeysT>(in.k, b, hk);
+    std::vector<double> bound;
+    if (fast) {
+      const KeyInfo& kg = *key_info[bk];
+      std::unique_ptr<Scratch> scratch = spare.take(Skv, D, group_rows);
+      std::vector<RowRef> rows;
+      for (std::size_t h = hk * G; h < (hk + 1) * G; ++h)
+        for (std::size_t i = i0; i < i1; ++i) rows.push_back({h, i});
+      bound.assign(rows.size(), 0.0);
+      for (std::size_t c = 0; c < rows.size(); c += group_rows)
+        fast_rows(P, b, hk, rows.data() + c, std::min(group_rows, rows.size() - c), kg, *scratch, bound.data() + c);
+      spare.give(std::move(scratch));
+    }
     for (std::size_t h = hk * G; h < (hk + 1) * G; ++h) {
       BlockResult r;
-      if (!fast || !fast_block(P, b, h, i0, i1, *keys, r)) {
+      if (fast)
+        for (std::size_t i = i0; i < i1; ++i) {
+          const double E = bound[(h - hk * G) * (i1 - i0) + (i - i0)];
+          if (E < 0) continue;  // fully masked row
+          r.bound = std::max(r.bound, E);
+          r.bits = std::min(r.bits, bits_of(E));
+        }
+      if (!fast || r.bits < kMinFastBits) {
         r = BlockResult{};
         mpfr_block(P, b, h, i0, i1, r);
       }
