@@ -68,10 +68,14 @@ std::size_t q_offset(const PagedBatch& pb, std::size_t s) {
 }
 
 // Keys [j0, j1) of sequence s gathered through the block table: (1, Nkv, j1 − j0, D).
+// k and v keep their storage when they already have the shape (every element is overwritten): fresh pages
+// cost more than the copy (unified_golden gathers every sequence into the same tensors).
 void gather(const PagedBatch& pb, std::size_t s, std::size_t j0, std::size_t j1, Tensor& k, Tensor& v) {
   const PagedCache& c = pb.cache;
-  k = Tensor({1, c.Nkv, j1 - j0, c.D}, c.format);
-  v = Tensor({1, c.Nkv, j1 - j0, c.D}, c.format);
+  const Shape shape{1, c.Nkv, j1 - j0, c.D};
+  if (!(k.shape == shape && k.data.size() == shape.size())) k = Tensor(shape, c.format);
+  if (!(v.shape == shape && v.data.size() == shape.size())) v = Tensor(shape, c.format);
+  k.format = v.format = c.format;
   const PagedSequence& sq = pb.seqs[s];
   for (std::size_t h = 0; h < c.Nkv; ++h)
     for (std::size_t j = j0; j < j1; ++j) {
@@ -104,13 +108,11 @@ void scatter(const Tensor& o, const std::vector<double>& lse, std::size_t off, T
   }
 }
 
-AttentionInputs gathered_inputs(const PagedBatch& pb, std::size_t s) {  // pb validated
-  AttentionInputs in;
+void gathered_inputs(const PagedBatch& pb, std::size_t s, AttentionInputs& in) {  // pb validated
   in.q = sequence_q(pb, s);
   gather(pb, s, 0, pb.seqs[s].ctx_len, in.k, in.v);
   in.scale = pb.scale;
   in.mask.causal = true;
-  return in;
 }
 
 }  // namespace
@@ -118,7 +120,9 @@ AttentionInputs gathered_inputs(const PagedBatch& pb, std::size_t s) {  // pb va
 AttentionInputs sequence_inputs(const PagedBatch& pb, std::size_t s) {
   validate(pb);
   if (s >= pb.seqs.size()) throw InputError(fmt::format("sequence {} of {}", s, pb.seqs.size()));
-  return gathered_inputs(pb, s);
+  AttentionInputs in;
+  gathered_inputs(pb, s, in);
+  return in;
 }
 
 AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spec, int threads) {
@@ -186,8 +190,10 @@ Golden unified_golden(const PagedBatch& pb, const GoldenOptions& opt) {
   g.o = Tensor(pb.q.shape, format_by_name("fp64"));
   g.lse.assign(pb.q.shape.N * pb.q.shape.S, 0.0);
   g.guaranteed_bits = 1000;
+  AttentionInputs in;  // one buffer for every sequence's gathered K and V
   for (std::size_t s = 0; s < pb.seqs.size(); ++s) {
-    const Golden gs = golden_attention(gathered_inputs(pb, s), opt);
+    gathered_inputs(pb, s, in);
+    const Golden gs = golden_attention(in, opt);
     scatter(gs.o, gs.lse, q_offset(pb, s), g.o, g.lse);
     g.guaranteed_bits = std::min(g.guaranteed_bits, gs.guaranteed_bits);
     g.error_bound = std::max(g.error_bound, gs.error_bound);

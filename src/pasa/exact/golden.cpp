@@ -1,11 +1,13 @@
 // The golden attention (see golden.hpp). Two paths over the same work items, blocks of kRowBlock query rows
 // of one (batch, head), each writing only its own rows, so the result never depends on the thread count:
-// - fast: double-double scores, exp and sums with an a posteriori bound per row (derivation below);
+// - fast: double-double scores (exact fp64 ones where provably exact), exp and sums with an a posteriori
+//   bound per row (derivation below; how it is computed and why it is fast: docs/golden.md);
 // - plain MPFR at precision_bits: used when fast = false, and for any fast block whose bound is < 64 bits
 //   or whose magnitudes could leave the double exponent range.
 //
 // Fast-path bound, per row (u = 2^-53, n visible keys, S = scale):
-//   score error   δ_j <= S·dot2_error_bound(D, ‖q‖‖k_j‖) + 9u²|s_j|   (Dot2, then ×scale in dd: 8u² + scale's u²)
+//   score error   δ_j <= S·dot2_error_bound(D, ‖q‖‖k_j‖) + 9u²|s_j|   (Dot2, then ×scale in dd: 8u² + scale's u²;
+//                 kept also where q·k_j is computed exactly in fp64, so that the bits stay those of Dot2)
 //                 + 4u²(|s_j| + |pse_j|) with a position bias ([IFA]: s_j = q·k_j·scale + pse_j, one dd_add);
 //                 δ_j = 0 for a key masked by select (its score is the constant select_value, exact)
 //   shifted t_j = s_j - m: δ_j + 3u²|t_j| (AccurateDWPlusDW); the error of m itself is a common factor
@@ -125,10 +127,11 @@ double lse_from_dd(DD m, DD l) {
 }
 
 // ---- Fast path -------------------------------------------------------------------------------------------
-// Rows are computed kRows at a time (rows of the G query heads of one KV head, all sharing its keys and
-// values): one pass over K for their scores and one over V for their outputs, which keeps V in cache (the
-// row-at-a-time loop streamed all of V per row). Every row's arithmetic is unchanged, element for element
-// and in the same order, so the results are bit-identical to the row-at-a-time evaluation.
+// Rows are computed kGroup at a time (rows of the G query heads of one KV head, all sharing its keys and
+// values): one pass over K (in tiles) for their scores and one over V for their outputs (the row-at-a-time
+// loop streamed all of K and V per row). Every row's arithmetic is unchanged, element for element and in
+// the same order, so the results are bit-identical to the row-at-a-time evaluation (pasa-bench-golden
+// checks it against that evaluation, kept there as its baseline).
 constexpr std::size_t kRows = 8;     // rows of one register-blocked GEMM / P·V kernel call
 constexpr std::size_t kGroup = 32;   // rows sharing one pass over K (in key tiles) and the scratch buffers
 constexpr std::size_t kKeyTile = 256;  // keys per GEMM tile: 256 keys of D = 128 stay in L2 for all rows
@@ -616,14 +619,18 @@ bool fast_path_safe(const AttentionInputs& in, double max_abs_k, double max_abs_
 
 std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& opt) {
   const std::size_t out = sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S));
-  // Per thread (one block of kRowBlock rows at a time): the transposed keys and their norms (KeysT), five
-  // key-length rows (scores hi/lo, bounds, double-double weights) and, on the MPFR path, a key-length row of
-  // MPFR numbers (limbs + header) as well as D accumulators.
+  // Per (batch, KV head): the keys' norms and exactness data (KeyInfo, 3 words per key). Per thread (one
+  // Scratch, at most kGroup rows): five key-length rows per row (scores hi/lo, bounds, double-double
+  // weights), 2D accumulators per row, the visibility flags (one byte per key and row), four key-length
+  // rows for exp; on the MPFR path a key-length row of MPFR numbers (limbs + header) and D accumulators.
   const std::size_t mp = static_cast<std::size_t>(opt.precision_bits) / 64 + 5;  // 8-byte words per mpfr_t
-  const std::size_t per_thread = sat_add(sat_product(kv.S, kv.D + 6), sat_mul(sat_add(kv.S, q.D), mp));
+  const std::size_t keys = sat_mul(sat_product(kv.B, kv.N, kv.S), 3);
+  const std::size_t scratch = sat_add(sat_mul(kGroup, sat_add(sat_mul(kv.S, 5), sat_mul(q.D, 2))),
+                                      sat_mul(kv.S, 4 + kGroup / 8 + 1));
+  const std::size_t per_thread = sat_add(scratch, sat_mul(sat_add(kv.S, q.D), mp));
   const std::size_t blocks = sat_mul(sat_product(q.B, q.N), (q.S + kRowBlock - 1) / kRowBlock);
   const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(opt.threads, 1)), blocks);
-  return sat_mul(sizeof(double), sat_add(sat_add(out, blocks), sat_mul(per_thread, t)));
+  return sat_mul(sizeof(double), sat_add(sat_add(sat_add(out, blocks), keys), sat_mul(per_thread, t)));
 }
 
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
