@@ -176,7 +176,7 @@ GridNorm grid_norm(const double* x, std::size_t d) {
 // there: Dot2's running sum is then exact too (every TwoSum and TwoProd error is 0), so its result is
 // (q·k, +0), as is ours. A pair that fails the test takes the Dot2 loop of dot2_scores, in its order.
 bool exact_pair(const GridNorm& q, double k_grid, int k_e) {
-  return q.e + k_e >= -1074 && q.grid * k_grid <= 0x1p52;
+  return (q.e + k_e >= -1074) & (q.grid * k_grid <= 0x1p52);
 }
 
 // Per (batch, KV head): every key's GridNorm, as arrays (the loops over keys vectorise).
@@ -237,38 +237,38 @@ inline v8d fma8(v8d a, v8d b, v8d c) {
 #endif
 }
 
-// S[r·ld + j] = q_r·k_j in plain double for r < kRows (rows beyond the chunk are zero rows), j < jend:
-// exact where exact_pair holds (the summation order is free there, see above), ignored elsewhere.
-void plain_scores(const double* const* q, const double* K, std::size_t d, std::size_t jend, double* S, std::size_t ld) {
-  // 8 lanes over x, kRows rows, two keys; FMA or not, the sums are exact (see above).
-  const std::size_t d8 = d / 8 * 8;
-  auto load = [](const double* p) {
-    v8d v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
-  auto hsum = [](v8d a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); };
-  for (std::size_t j = 0; j < jend; j += 2) {
-    const double* k0 = K + j * d;
-    const double* k1 = j + 1 < jend ? k0 + d : k0;
-    v8d a0[kRows] = {}, a1[kRows] = {};
-    for (std::size_t x = 0; x < d8; x += 8) {
-      const v8d u0 = load(k0 + x), u1 = load(k1 + x);
+// Keys [0, n) of a tile (rows of K, d doubles each) as strips of 8 keys, x-major:
+// kt[(s·d + x)·8 + l] = k_{8s + l, x}, 0 past n. Then a strip times a broadcast q_x is one vector operation.
+void strip_keys(const double* K, std::size_t d, std::size_t n, double* kt) {
+  for (std::size_t s = 0; s < (n + 7) / 8; ++s)
+    for (std::size_t l = 0; l < 8; ++l) {
+      const std::size_t j = 8 * s + l;
+      double* t = kt + s * d * 8 + l;
+      if (j < n)
+        for (std::size_t x = 0; x < d; ++x) t[x * 8] = K[j * d + x];
+      else
+        for (std::size_t x = 0; x < d; ++x) t[x * 8] = 0.0;
+    }
+}
+
+// S[r·ld + j] = q_r·k_j in plain double for r < kRows (rows beyond the chunk are zero rows), j < n, from
+// the strips of strip_keys: exact where exact_pair holds (the summation order is free there, see above),
+// ignored elsewhere. 8 keys in the lanes, kRows rows, FMA.
+void plain_scores(const double* const* q, const double* kt, std::size_t d, std::size_t n, double* S, std::size_t ld) {
+  for (std::size_t s = 0; s < (n + 7) / 8; ++s) {
+    const double* t = kt + s * d * 8;
+    v8d acc[kRows] = {};
+    for (std::size_t x = 0; x < d; ++x) {
+      v8d kv;
+      std::memcpy(&kv, t + x * 8, sizeof kv);
       for (std::size_t r = 0; r < kRows; ++r) {
-        const v8d qv = load(q[r] + x);
-        a0[r] = fma8(qv, u0, a0[r]);
-        a1[r] = fma8(qv, u1, a1[r]);
+        const double a = q[r][x];
+        acc[r] = fma8(v8d{a, a, a, a, a, a, a, a}, kv, acc[r]);
       }
     }
-    for (std::size_t r = 0; r < kRows; ++r) {
-      double s0 = hsum(a0[r]), s1 = hsum(a1[r]);
-      for (std::size_t x = d8; x < d; ++x) {
-        s0 += q[r][x] * k0[x];
-        s1 += q[r][x] * k1[x];
-      }
-      S[r * ld + j] = s0;
-      if (j + 1 < jend) S[r * ld + j + 1] = s1;
-    }
+    const std::size_t w = std::min<std::size_t>(8, n - 8 * s);
+    for (std::size_t r = 0; r < kRows; ++r)
+      for (std::size_t l = 0; l < w; ++l) S[r * ld + 8 * s + l] = acc[r][l];
   }
 }
 
@@ -331,15 +331,15 @@ struct RowRef {
 // Per-thread buffers of a chunk of rows.
 struct Scratch {
   std::size_t skv = 0, d = 0, rows = 0;
-  std::vector<double> shi, slo, delta, phi, plo, nh, nc, zero;
+  std::vector<double> shi, slo, delta, phi, plo, nh, nc, zero, kt;
   std::vector<std::vector<unsigned char>> vis;
   std::vector<double> thi, tlo, ehi, elo;
-  std::vector<unsigned char> idx;  // kept keys
+  std::vector<double> keep;  // 1 for a kept key, else 0
   // rows (<= kGroup, a multiple of kRows): the most rows of one fast_rows call.
   Scratch(std::size_t skv_, std::size_t d_, std::size_t rows_)
       : skv(skv_), d(d_), rows(rows_), shi(rows * skv), slo(rows * skv), delta(rows * skv), phi(rows * skv),
-        plo(rows * skv), nh(rows * d), nc(rows * d), zero(d), vis(rows), thi(skv), tlo(skv), ehi(skv),
-        elo(skv), idx(skv) {}
+        plo(rows * skv), nh(rows * d), nc(rows * d), zero(d), kt(kKeyTile * d), vis(rows), thi(skv), tlo(skv), ehi(skv),
+        elo(skv), keep(skv) {}
 };
 
 // Scratch buffers handed from item to item (a long row's buffers are megabytes: allocating them per item
@@ -398,21 +398,23 @@ void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, st
   }
   if (jend == 0) return;
   // Scores: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed exactly.
-  for (std::size_t j0 = 0; j0 < jend; j0 += kKeyTile)
-    for (std::size_t c = 0; c < nr; c += kRows)
-      plain_scores(q + c, K + j0 * D, D, std::min(kKeyTile, jend - j0), sc.shi.data() + c * Skv + j0, Skv);
+  for (std::size_t j0 = 0; j0 < jend; j0 += kKeyTile) {
+    const std::size_t nt = std::min(kKeyTile, jend - j0);
+    strip_keys(K + j0 * D, D, nt, sc.kt.data());
+    for (std::size_t c = 0; c < nr; c += kRows) plain_scores(q + c, sc.kt.data(), D, nt, sc.shi.data() + c * Skv + j0, Skv);
+  }
   for (std::size_t r = 0; r < nr; ++r) {
     if (!active[r]) continue;
     double* shi = sc.shi.data() + r * Skv;
     double* slo = sc.slo.data() + r * Skv;
     const std::vector<unsigned char>& vis = sc.vis[r];
-    bool all_exact = true;
+    int inexact = 0;
+#pragma GCC ivdep
     for (std::size_t j = 0; j < end[r]; ++j) {
-      const bool ok = exact_pair(qg[r], kg.grid[j], kg.e[j]);
-      all_exact = all_exact && ok;
+      inexact |= !exact_pair(qg[r], kg.grid[j], kg.e[j]);
       slo[j] = 0;
     }
-    if (!all_exact)
+    if (inexact)
       for (std::size_t j = 0; j < end[r]; ++j)
         if (vis[j] && !exact_pair(qg[r], kg.grid[j], kg.e[j])) {
           const DD s = dot2_pair(q[r], K + j * D, D);
@@ -470,23 +472,29 @@ void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, st
     // Shifted scores t = s − m of the kept keys (visible, t.hi >= kExpDDMin: a smaller weight is
     // < 2^-916 relative to the maximum one and dropped, see the bound); the others get t = 0 and weight 0.
     const DD mneg = dd_neg(m[r]);
-    double dm = 0;
+    double* keepw = sc.keep.data();
+#pragma GCC ivdep  // (here and below: the scratch rows are distinct vectors, they never overlap)
     for (std::size_t j = 0; j < end[r]; ++j) {
       const DD t = dd_add(DD{shi[j], slo[j]}, mneg);
-      const bool keep = vr[j] && t.hi >= kExpDDMin;
+      const bool keep = (vr[j] != 0) & (t.hi >= kExpDDMin);
       const double dj = delta[j] + 3 * kU2 * std::abs(t.hi);
-      dm = keep && dj > dm ? dj : dm;
+      delta[j] = keep ? dj : 0.0;  // from here on: the bound of the kept weight's argument
       sc.thi[j] = keep ? t.hi : 0.0;
       sc.tlo[j] = keep ? t.lo : 0.0;
-      sc.idx[j] = keep;
+      keepw[j] = keep ? 1.0 : 0.0;
     }
+    double dm = 0;
+    for (std::size_t j = 0; j < end[r]; ++j) dm = delta[j] > dm ? delta[j] : dm;
     dmax[r] = dm;
     double* phi = sc.phi.data() + r * Skv;
     double* plo = sc.plo.data() + r * Skv;
     exp_dd_n(sc.thi.data(), sc.tlo.data(), sc.ehi.data(), sc.elo.data(), end[r]);
+    const double* ehi = sc.ehi.data();
+    const double* elo = sc.elo.data();
+#pragma GCC ivdep
     for (std::size_t j = 0; j < end[r]; ++j) {
-      phi[j] = sc.idx[j] ? sc.ehi[j] : 0.0;
-      plo[j] = sc.idx[j] ? sc.elo[j] : 0.0;
+      phi[j] = keepw[j] != 0 ? ehi[j] : 0.0;
+      plo[j] = keepw[j] != 0 ? elo[j] : 0.0;
     }
   }
   // L = Σ_j p_j in key order per row, the rows' dependency chains interleaved (kept weights are > 0).
@@ -622,11 +630,11 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& o
   // Per (batch, KV head): the keys' norms and exactness data (KeyInfo, 3 words per key). Per thread (one
   // Scratch, at most kGroup rows): five key-length rows per row (scores hi/lo, bounds, double-double
   // weights), 2D accumulators per row, the visibility flags (one byte per key and row), four key-length
-  // rows for exp; on the MPFR path a key-length row of MPFR numbers (limbs + header) and D accumulators.
+  // rows for exp, a tile of keys in strips; on the MPFR path a key-length row of MPFR numbers (limbs + header) and D accumulators.
   const std::size_t mp = static_cast<std::size_t>(opt.precision_bits) / 64 + 5;  // 8-byte words per mpfr_t
   const std::size_t keys = sat_mul(sat_product(kv.B, kv.N, kv.S), 3);
   const std::size_t scratch = sat_add(sat_mul(kGroup, sat_add(sat_mul(kv.S, 5), sat_mul(q.D, 2))),
-                                      sat_mul(kv.S, 4 + kGroup / 8 + 1));
+                                      sat_add(sat_mul(kv.S, 4 + kGroup / 8 + 1), sat_mul(kKeyTile, q.D)));
   const std::size_t per_thread = sat_add(scratch, sat_mul(sat_add(kv.S, q.D), mp));
   const std::size_t blocks = sat_mul(sat_product(q.B, q.N), (q.S + kRowBlock - 1) / kRowBlock);
   const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(opt.threads, 1)), blocks);
