@@ -681,7 +681,7 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   for (const auto& ki : key_info) max_abs_k = std::max(max_abs_k, ki->max_abs);
   const bool fast = opt.fast && fast_path_safe(in, max_abs_k, P.max_abs_v);
   // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its keys
-  // and values (decode: one row per head), and the fast path computes kRows of their rows together. Each
+  // and values (decode: one row per head), and the fast path computes up to kGroup of their rows together. Each
   // (head, row block) result is what the row-at-a-time evaluation gives (the same bits, and the same MPFR
   // fallback decision per (head, row block)); the split only decides what runs together.
   // Rows per fast_rows call: G·kRowBlock at most (one row per head in decode), rounded up to whole kernels.
