@@ -3,11 +3,13 @@
 // GQA, cross-attention and large-bias inputs.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_int_distribution.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
 #include <mpfr.h>
 
@@ -269,6 +271,114 @@ TEST_CASE("naive double softmax loses digits where the golden does not", "[golde
   for (std::size_t e = 0; e < 4 * D; ++e)
     CHECK(std::abs((g.o.data[e] - r.o[e]) - r.o_lo[e]) <=
           std::ldexp(r.scale_abs[e], -g.guaranteed_bits) + half_ulp(g.o.data[e]) + 0x1p-104 * std::abs(r.o[e]));
+}
+
+// ---- the fast path's exact scores (issue 11): a plain fp64 dot product where every partial sum is provably
+// a double, Dot2 elsewhere; rows in groups across the heads of a KV head ----
+
+// Inputs whose elements span a wide exponent range: fp16 values of [-1, 1] times 2^e, e uniform in
+// [-emax, emax], so that many q·k pairs need more than 53 bits (their plain double dot product is inexact)
+// and others do not.
+AttentionInputs wide_inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, std::size_t Sq, std::size_t Skv,
+                            std::size_t D, int emax, std::uint64_t seed, const char* fmt = "fp16") {
+  AttentionInputs in = make_inputs(B, Nq, Nkv, Sq, Skv, D, 0.0, 1.0, seed, fmt);
+  boost::random::mt19937_64 eng(seed + 99);
+  boost::random::uniform_int_distribution<int> ex(-emax, emax);
+  for (Tensor* t : {&in.q, &in.k})
+    for (double& x : t->data) x = pasa::round(std::ldexp(x, ex(eng)), t->format);
+  return in;
+}
+
+// How many (row, key) pairs have a plain double dot product (in index order) that differs from the exact one.
+std::size_t inexact_pairs(const AttentionInputs& in) {
+  const Shape& qs = in.q.shape;
+  const std::size_t g = qs.N / in.k.shape.N;
+  mpfr_t acc, tmp;
+  mpfr_inits2(256, acc, tmp, static_cast<mpfr_ptr>(nullptr));
+  std::size_t n = 0;
+  for (std::size_t b = 0; b < qs.B; ++b)
+    for (std::size_t h = 0; h < qs.N; ++h)
+      for (std::size_t i = 0; i < qs.S; ++i)
+        for (std::size_t j = 0; j < in.k.shape.S; ++j) {
+          double plain = 0;
+          mpfr_set_zero(acc, 1);
+          for (std::size_t x = 0; x < qs.D; ++x) {
+            plain += in.q.at(b, h, i, x) * in.k.at(b, h / g, j, x);
+            mpfr_set_d(tmp, in.q.at(b, h, i, x), MPFR_RNDN);
+            mpfr_mul_d(tmp, tmp, in.k.at(b, h / g, j, x), MPFR_RNDN);
+            mpfr_add(acc, acc, tmp, MPFR_RNDN);
+          }
+          n += mpfr_cmp_d(acc, plain) != 0;
+        }
+  mpfr_clears(acc, tmp, static_cast<mpfr_ptr>(nullptr));
+  return n;
+}
+
+TEST_CASE("golden's exact fp64 scores and their Dot2 fallback on wide exponent ranges", "[golden]") {
+  GoldenOptions fast, plain;
+  plain.fast = false;
+  SECTION("fp16 over 2^±12, GQA (4 heads per KV head), D = 24 (not a multiple of the 8 lanes)") {
+    AttentionInputs in = wide_inputs(1, 4, 1, 3, 40, 24, 12, 201);
+    INFO("pairs whose plain double dot product is inexact: " << inexact_pairs(in));
+    CHECK(inexact_pairs(in) > 10);  // the fallback is exercised (a plain GEMM everywhere would be wrong)
+    check_against_reference(in, fast);
+    check_against_reference(in, plain);
+  }
+  SECTION("fp16 over 2^±14 with causal, kv_len, keep, Sq != Skv") {
+    AttentionInputs in = wide_inputs(2, 2, 1, 9, 13, 16, 14, 202);
+    in.mask.causal = true;
+    in.mask.kv_len = {13, 7};
+    in.mask.keep.assign(2 * 9 * 13, 1);
+    in.mask.keep[(1 * 9 + 8) * 13 + 2] = 0;
+    CHECK(inexact_pairs(in) > 10);
+    check_against_reference(in, fast);
+  }
+  SECTION("bf16 over 2^±16 and fp64 inputs (never exact in one double)") {
+    AttentionInputs in = wide_inputs(1, 2, 2, 4, 30, 32, 16, 203, "bf16");
+    in.scale = 0x1p-16;  // scaled scores up to ~2^22 (the reference exponentiates them unshifted)
+    CHECK(inexact_pairs(in) > 10);
+    check_against_reference(in, fast);
+    AttentionInputs in64 = make_inputs(1, 1, 1, 3, 17, 12, 0.0, 2.0, 204, "fp64");
+    CHECK(inexact_pairs(in64) > 10);
+    check_against_reference(in64, fast);
+  }
+}
+
+TEST_CASE("golden's row groups: decode rows across heads, row blocks across groups", "[golden]") {
+  GoldenOptions fast;
+  SECTION("decode: Sq = 1, 8 query heads per KV head, long rows, kv_len") {
+    AttentionInputs in = make_inputs(2, 16, 2, 1, 700, 32, 0.0, 1.0, 211);
+    in.mask.kv_len = {700, 333};
+    check_against_reference(in, fast);
+  }
+  SECTION("70 rows, 3 query heads per KV head (groups of 32 rows straddle heads and row blocks), causal") {
+    AttentionInputs in = make_inputs(1, 3, 1, 70, 75, 16, 2.0, 1.0, 212);
+    in.mask.causal = true;
+    check_against_reference(in, fast);
+  }
+}
+
+TEST_CASE("exp_dd_n gives exp_dd's bits", "[golden]") {
+  boost::random::mt19937_64 eng(9);
+  boost::random::uniform_real_distribution<double> u(kExpDDMin, 0.5), tiny(-1e-17, 1e-17);
+  const double c = std::log(2.0) / 1024;
+  std::vector<double> hi, lo;
+  for (int it = 0; it < 5000; ++it) {
+    double x = u(eng);
+    if (it % 3 == 0) x = (std::floor(x / c) + 0.5) * c;  // t·1024/ln2 at (or next to) a half-integer: ties
+    if (it % 5 == 0) x /= 1000;
+    const DD t = two_sum(x, tiny(eng) * std::abs(x));
+    hi.push_back(t.hi);
+    lo.push_back(t.lo);
+  }
+  std::vector<double> ehi(hi.size()), elo(hi.size());
+  exp_dd_n(hi.data(), lo.data(), ehi.data(), elo.data(), hi.size());
+  for (std::size_t i = 0; i < hi.size(); ++i) {
+    const DD e = exp_dd(DD{hi[i], lo[i]});
+    INFO("t = " << hi[i] << " + " << lo[i]);
+    REQUIRE(std::bit_cast<std::uint64_t>(e.hi) == std::bit_cast<std::uint64_t>(ehi[i]));
+    REQUIRE(std::bit_cast<std::uint64_t>(e.lo) == std::bit_cast<std::uint64_t>(elo[i]));
+  }
 }
 
 TEST_CASE("golden does not depend on the thread count", "[golden]") {

@@ -1,11 +1,13 @@
 // The golden attention (see golden.hpp). Two paths over the same work items, blocks of kRowBlock query rows
 // of one (batch, head), each writing only its own rows, so the result never depends on the thread count:
-// - fast: double-double scores, exp and sums with an a posteriori bound per row (derivation below);
+// - fast: double-double scores (exact fp64 ones where provably exact), exp and sums with an a posteriori
+//   bound per row (derivation below; how it is computed and why it is fast: docs/golden.md);
 // - plain MPFR at precision_bits: used when fast = false, and for any fast block whose bound is < 64 bits
 //   or whose magnitudes could leave the double exponent range.
 //
 // Fast-path bound, per row (u = 2^-53, n visible keys, S = scale):
-//   score error   δ_j <= S·dot2_error_bound(D, ‖q‖‖k_j‖) + 9u²|s_j|   (Dot2, then ×scale in dd: 8u² + scale's u²)
+//   score error   δ_j <= S·dot2_error_bound(D, ‖q‖‖k_j‖) + 9u²|s_j|   (Dot2, then ×scale in dd: 8u² + scale's u²;
+//                 kept also where q·k_j is computed exactly in fp64, so that the bits stay those of Dot2)
 //                 + 4u²(|s_j| + |pse_j|) with a position bias ([IFA]: s_j = q·k_j·scale + pse_j, one dd_add);
 //                 δ_j = 0 for a key masked by select (its score is the constant select_value, exact)
 //   shifted t_j = s_j - m: δ_j + 3u²|t_j| (AccurateDWPlusDW); the error of m itself is a common factor
@@ -23,9 +25,16 @@
 #include "pasa/exact/golden.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include <fmt/format.h>
 #include <mpfr.h>
@@ -117,77 +126,402 @@ double lse_from_dd(DD m, DD l) {
   return r;
 }
 
-// Fast double-double path for rows [i0, i1) of (b, h). Returns false (nothing trusted) when a row's bound
-// is below kMinFastBits; the caller then redoes the block with MPFR.
-bool fast_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, const KeysT& keys,
-                BlockResult& res) {
+// ---- Fast path -------------------------------------------------------------------------------------------
+// Rows are computed kGroup at a time (rows of the G query heads of one KV head, all sharing its keys and
+// values): one pass over K (in tiles) for their scores and one over V for their outputs (the row-at-a-time
+// loop streamed all of K and V per row). Every row's arithmetic is unchanged, element for element and in
+// the same order, so the results are bit-identical to the row-at-a-time evaluation (pasa-bench-golden
+// checks it against that evaluation, kept there as its baseline).
+constexpr std::size_t kRows = 8;     // rows of one register-blocked GEMM / P·V kernel call
+constexpr std::size_t kGroup = 32;   // rows sharing one pass over K (in key tiles) and the scratch buffers
+constexpr std::size_t kKeyTile = 256;  // keys per GEMM tile: 256 keys of D = 128 stay in L2 for all rows
+
+// x (finite, nonzero) is an odd multiple of 2^lsb_exponent(x).
+int lsb_exponent(double x) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  const int e = static_cast<int>((bits >> 52) & 0x7ff);
+  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
+  if (e != 0) m |= std::uint64_t{1} << 52;
+  return (e == 0 ? -1074 : e - 1075) + std::countr_zero(m);
+}
+
+// What the exactness test needs of a vector x of length d: its norm as row_norm computes it (1.01·‖x‖₂,
+// the same bits: it also enters the Dot2 bound), an exponent e with every x_i a multiple of 2^e, and
+// grid = norm·2^-e (+inf if that overflows; 0 for a zero vector).
+struct GridNorm {
+  double norm = 0, grid = 0;
+  int e = 0;
+};
+GridNorm grid_norm(const double* x, std::size_t d) {
+  GridNorm g;
+  g.norm = row_norm(x, d);
+  int e = std::numeric_limits<int>::max();
+  for (std::size_t i = 0; i < d; ++i)
+    if (x[i] != 0) e = std::min(e, lsb_exponent(x[i]));
+  if (e == std::numeric_limits<int>::max()) return g;  // zero vector: its dot products are exactly 0
+  g.e = e;
+  g.grid = std::ldexp(g.norm, -e);
+  return g;
+}
+
+// Exact scores. For a pair (q, k) whose products are all multiples of 2^(e_q + e_k) >= 2^-1074, every
+// partial sum of Σ_x q_x k_x, in ANY order and association, is an integer multiple of 2^(e_q + e_k) of
+// magnitude <= Σ_x |q_x k_x| <= ‖q‖‖k‖ (Cauchy-Schwarz; the norms carry a 1.01 factor that covers their
+// own rounding). If that is <= 2^52·2^(e_q + e_k), i.e. grid_q · grid_k <= 2^52 (the computed product errs
+// by one rounding, covered by the factor 2 below 2^53), every such partial sum is a double, so every
+// addition and FMA of any evaluation returns its exact result: the computed dot product is q·k exactly,
+// whatever the order of summation (blocking, vector lanes, FMA or not). For fp16/bf16/fp8 inputs this
+// holds for almost every pair (fp16 in [-1, 1], D = 128: grid_q·grid_k ~ 2^45), so one plain fp64 dot
+// product, vectorised freely, replaces the Dot2 evaluation [ORO05]; and it gives the same bits as Dot2
+// there: Dot2's running sum is then exact too (every TwoSum and TwoProd error is 0), so its result is
+// (q·k, +0), as is ours. A pair that fails the test takes the Dot2 loop of dot2_scores, in its order.
+bool exact_pair(const GridNorm& q, double k_grid, int k_e) {
+  return (q.e + k_e >= -1074) & (q.grid * k_grid <= 0x1p52);
+}
+
+// Per (batch, KV head): every key's GridNorm, as arrays (the loops over keys vectorise).
+struct KeyInfo {
+  std::vector<double> norm, grid;
+  std::vector<int> e;
+  double max_abs = 0;  // max |k_jx| (fast_path_safe)
+  KeyInfo(const double* K, std::size_t skv, std::size_t d) : norm(skv), grid(skv), e(skv) {
+    constexpr std::size_t w = 8;  // keys at a time: independent dependency chains (row_norm's order per key)
+    std::size_t j = 0;
+    for (; j + w <= skv; j += w) {
+      double n2[w] = {};
+      for (std::size_t x = 0; x < d; ++x)
+        for (std::size_t l = 0; l < w; ++l) n2[l] += K[(j + l) * d + x] * K[(j + l) * d + x];
+      for (std::size_t l = 0; l < w; ++l) set(j + l, K + (j + l) * d, d, 1.01 * std::sqrt(n2[l]));
+    }
+    for (; j < skv; ++j) set(j, K + j * d, d, row_norm(K + j * d, d));
+  }
+
+ private:
+  void set(std::size_t j, const double* k, std::size_t d, double nrm) {
+    int emin = std::numeric_limits<int>::max();
+    for (std::size_t x = 0; x < d; ++x) {
+      max_abs = std::max(max_abs, std::abs(k[x]));
+      if (k[x] != 0) emin = std::min(emin, lsb_exponent(k[x]));
+    }
+    norm[j] = nrm;
+    grid[j] = emin == std::numeric_limits<int>::max() ? 0.0 : std::ldexp(nrm, -emin);
+    e[j] = emin == std::numeric_limits<int>::max() ? 0 : emin;
+  }
+};
+
+// Eight doubles (GCC vector extensions: lowered to whatever the target has).
+typedef double v8d __attribute__((vector_size(64)));
+// a·b − c with one rounding per lane (the exact error of a rounded product when c = RN(a·b)).
+inline v8d fms(v8d a, v8d b, v8d c) {
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+  return _mm512_fmsub_pd(a, b, c);
+#elif defined(__FMA__) && (defined(__x86_64__) || defined(__i386__))
+  v8d r;
+  const __m256d lo = _mm256_fmsub_pd(_mm256_loadu_pd(&a[0]), _mm256_loadu_pd(&b[0]), _mm256_loadu_pd(&c[0]));
+  const __m256d hi = _mm256_fmsub_pd(_mm256_loadu_pd(&a[4]), _mm256_loadu_pd(&b[4]), _mm256_loadu_pd(&c[4]));
+  _mm256_storeu_pd(&r[0], lo);
+  _mm256_storeu_pd(&r[4], hi);
+  return r;
+#else
+  v8d r;
+  for (int l = 0; l < 8; ++l) r[l] = std::fma(a[l], b[l], -c[l]);
+  return r;
+#endif
+}
+// a·b + c with one rounding per lane.
+inline v8d fma8(v8d a, v8d b, v8d c) {
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+  return _mm512_fmadd_pd(a, b, c);
+#else
+  return fms(a, b, -c);
+#endif
+}
+
+// Keys [0, n) of a tile (rows of K, d doubles each) as strips of 8 keys, x-major:
+// kt[(s·d + x)·8 + l] = k_{8s + l, x}, 0 past n. Then a strip times a broadcast q_x is one vector operation.
+void strip_keys(const double* K, std::size_t d, std::size_t n, double* kt) {
+  for (std::size_t s = 0; s < (n + 7) / 8; ++s)
+    for (std::size_t l = 0; l < 8; ++l) {
+      const std::size_t j = 8 * s + l;
+      double* t = kt + s * d * 8 + l;
+      if (j < n)
+        for (std::size_t x = 0; x < d; ++x) t[x * 8] = K[j * d + x];
+      else
+        for (std::size_t x = 0; x < d; ++x) t[x * 8] = 0.0;
+    }
+}
+
+// S[r·ld + j] = q_r·k_j in plain double for r < kRows (rows beyond the chunk are zero rows), j < n, from
+// the strips of strip_keys: exact where exact_pair holds (the summation order is free there, see above),
+// ignored elsewhere. 8 keys in the lanes, kRows rows, FMA.
+void plain_scores(const double* const* q, const double* kt, std::size_t d, std::size_t n, double* S, std::size_t ld) {
+  for (std::size_t s = 0; s < (n + 7) / 8; ++s) {
+    const double* t = kt + s * d * 8;
+    v8d acc[kRows] = {};
+    for (std::size_t x = 0; x < d; ++x) {
+      v8d kv;
+      std::memcpy(&kv, t + x * 8, sizeof kv);
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const double a = q[r][x];
+        acc[r] = fma8(v8d{a, a, a, a, a, a, a, a}, kv, acc[r]);
+      }
+    }
+    const std::size_t w = std::min<std::size_t>(8, n - 8 * s);
+    for (std::size_t r = 0; r < kRows; ++r)
+      for (std::size_t l = 0; l < w; ++l) S[r * ld + 8 * s + l] = acc[r][l];
+  }
+}
+
+// Dot2 of one pair, in dot2_scores's order (the same bits).
+DD dot2_pair(const double* q, const double* k, std::size_t d) {
+  double hi = 0, lo = 0;
+  for (std::size_t x = 0; x < d; ++x) lo += dot2_step(hi, q[x], k[x]);
+  return two_sum(hi, lo);
+}
+
+// N = Σ_j p_j v_j for rows r < nr (weights ph/pl[r·ld + j], 0 = skipped) into nh/nc[r·d + x], each
+// element's sum taken in key order exactly as the row-at-a-time loop did (Dot2-style: TwoProd(p_hi, v),
+// TwoSum into nh, the errors and p_lo·v into nc), so the bits are the same; 8 columns of every row are
+// held in registers while j runs, so V is read once per 8 columns for all rows, accumulators never.
+void pv_rows(const double* ph, const double* pl, std::size_t ld, std::size_t nr, const double* V, std::size_t d,
+             std::size_t jend, double* nh_out, double* nc_out) {
+  const std::size_t d8 = d / 8 * 8;
+  for (std::size_t x = 0; x < d8; x += 8) {
+    v8d nh[kRows] = {}, nc[kRows] = {};
+    for (std::size_t j = 0; j < jend; ++j) {
+      v8d v;
+      std::memcpy(&v, V + j * d + x, sizeof v);
+      for (std::size_t r = 0; r < kRows; ++r) {
+        if (r >= nr) break;
+        const double a = ph[r * ld + j];
+        if (a == 0) continue;
+        const double b = pl[r * ld + j];
+        // dot2_step(nh, a, v) + b·v, lane by lane
+        const v8d av = {a, a, a, a, a, a, a, a};
+        const v8d p = av * v;
+        const v8d pe = fms(av, v, p);
+        const v8d s = nh[r] + p;
+        const v8d bb = s - nh[r];
+        const v8d e = (nh[r] - (s - bb)) + (p - bb);
+        nh[r] = s;
+        nc[r] += (e + pe) + b * v;
+      }
+    }
+    for (std::size_t r = 0; r < nr; ++r) {
+      std::memcpy(nh_out + r * d + x, &nh[r], sizeof(v8d));
+      std::memcpy(nc_out + r * d + x, &nc[r], sizeof(v8d));
+    }
+  }
+  for (std::size_t x = d8; x < d; ++x)
+    for (std::size_t r = 0; r < nr; ++r) {
+      double h = 0, c = 0;
+      for (std::size_t j = 0; j < jend; ++j) {
+        const double a = ph[r * ld + j];
+        if (a != 0) c += dot2_step(h, a, V[j * d + x]) + pl[r * ld + j] * V[j * d + x];
+      }
+      nh_out[r * d + x] = h;
+      nc_out[r * d + x] = c;
+    }
+}
+
+struct RowRef {
+  std::size_t h = 0, i = 0;
+};
+
+// Per-thread buffers of a chunk of rows.
+struct Scratch {
+  std::size_t skv = 0, d = 0, rows = 0;
+  std::vector<double> shi, slo, delta, phi, plo, nh, nc, zero, kt;
+  std::vector<std::vector<unsigned char>> vis;
+  std::vector<double> thi, tlo, ehi, elo;
+  std::vector<double> keep;  // 1 for a kept key, else 0
+  // rows (<= kGroup, a multiple of kRows): the most rows of one fast_rows call.
+  Scratch(std::size_t skv_, std::size_t d_, std::size_t rows_)
+      : skv(skv_), d(d_), rows(rows_), shi(rows * skv), slo(rows * skv), delta(rows * skv), phi(rows * skv),
+        plo(rows * skv), nh(rows * d), nc(rows * d), zero(d), kt(kKeyTile * d), vis(rows), thi(skv), tlo(skv), ehi(skv),
+        elo(skv), keep(skv) {}
+};
+
+// Scratch buffers handed from item to item (a long row's buffers are megabytes: allocating them per item
+// costs more in page faults than the arithmetic on them).
+class ScratchPool {
+ public:
+  std::unique_ptr<Scratch> take(std::size_t skv, std::size_t d, std::size_t rows) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!free_.empty()) {
+        std::unique_ptr<Scratch> s = std::move(free_.back());
+        free_.pop_back();
+        return s;
+      }
+    }
+    return std::make_unique<Scratch>(skv, d, rows);
+  }
+  void give(std::unique_ptr<Scratch> s) {
+    std::lock_guard<std::mutex> lock(m_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::unique_ptr<Scratch>> free_;
+};
+
+// Fast double-double path for the rows rows[0, nr) of batch b, all of KV head hk. Writes every row's output
+// and lse and its bound E into bound[r] (-1 for a fully masked row).
+void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, std::size_t nr,
+               const KeyInfo& kg, Scratch& sc, double* bound) {
   const AttentionInputs& in = P.in;
-  const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
-  const std::size_t hk = h / in.group();
+  const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = sc.skv;
+  const double* K = in.k.head(b, hk);
   const double* V = in.v.head(b, hk);
-  std::vector<double> shi(Skv), slo(Skv), nh(D), nc(D), delta(Skv);
-  std::vector<DD> p(Skv);
-  std::vector<unsigned char> vis;
-  for (std::size_t i = i0; i < i1; ++i) {
-    const std::size_t row = (b * in.q.shape.N + h) * Sq + i;
-    const std::size_t n = visible_keys(in, b, i, vis);
-    if (n == 0) {
+  const double* q[kGroup];
+  GridNorm qg[kGroup];
+  std::size_t n[kGroup], end[kGroup], jend = 0;
+  bool active[kGroup];
+  for (std::size_t r = 0; r < sc.rows; ++r) {
+    active[r] = false;
+    q[r] = sc.zero.data();
+    if (r >= nr) continue;
+    bound[r] = -1;  // fully masked (no bound) unless computed below
+    const std::size_t row = (b * in.q.shape.N + rows[r].h) * Sq + rows[r].i;
+    n[r] = visible_keys(in, b, rows[r].i, sc.vis[r]);
+    if (n[r] == 0) {
       write_masked_row(P.g, row, D);
       continue;
     }
-    const std::size_t end = vis.size();
-    const double* q = in.q.head(b, h) + i * D;
+    active[r] = true;
+    q[r] = in.q.head(b, rows[r].h) + rows[r].i * D;
+    qg[r] = grid_norm(q[r], D);
+    end[r] = sc.vis[r].size();
+    jend = std::max(jend, end[r]);
+  }
+  if (jend == 0) return;
+  // Scores: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed exactly.
+  for (std::size_t j0 = 0; j0 < jend; j0 += kKeyTile) {
+    const std::size_t nt = std::min(kKeyTile, jend - j0);
+    strip_keys(K + j0 * D, D, nt, sc.kt.data());
+    for (std::size_t c = 0; c < nr; c += kRows) plain_scores(q + c, sc.kt.data(), D, nt, sc.shi.data() + c * Skv + j0, Skv);
+  }
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (!active[r]) continue;
+    double* shi = sc.shi.data() + r * Skv;
+    double* slo = sc.slo.data() + r * Skv;
+    const std::vector<unsigned char>& vis = sc.vis[r];
+    int inexact = 0;
+#pragma GCC ivdep
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      inexact |= !exact_pair(qg[r], kg.grid[j], kg.e[j]);
+      slo[j] = 0;
+    }
+    if (inexact)
+      for (std::size_t j = 0; j < end[r]; ++j)
+        if (vis[j] && !exact_pair(qg[r], kg.grid[j], kg.e[j])) {
+          const DD s = dot2_pair(q[r], K + j * D, D);
+          shi[j] = s.hi;
+          slo[j] = s.lo;
+        }
+  }
+  for (std::size_t r = 0; r < nr; ++r) {  // weights of keys a row does not see (or drops) are 0
+    std::fill_n(sc.phi.data() + r * Skv, jend, 0.0);
+    std::fill_n(sc.plo.data() + r * Skv, jend, 0.0);
+  }
+  DD m[kGroup], l[kGroup];
+  double dmax[kGroup];
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (!active[r]) continue;
+    const std::size_t h = rows[r].h, i = rows[r].i;
+    double* shi = sc.shi.data() + r * Skv;
+    double* slo = sc.slo.data() + r * Skv;
+    double* delta = sc.delta.data() + r * Skv;
+    const std::vector<unsigned char>& vis = sc.vis[r];
     const double* pse = pse_row(in, b, h, i);
     const std::uint8_t* sel = select_row(in, b, i);
-    dot2_scores(q, keys, end, shi.data(), slo.data());
-    const double qn = row_norm(q, D);
-    DD m{-std::numeric_limits<double>::infinity(), 0};
-    for (std::size_t j = 0; j < end; ++j) {
-      if (!vis[j]) continue;
-      DD s = dd_mul(DD{shi[j], slo[j]}, P.scale_dd);
-      delta[j] = std::abs(P.scale_dd.hi) * dot2_error_bound(D, qn * keys.norm[j]) + 9 * kU2 * std::abs(s.hi);
-      if (pse) {  // [IFA] q·k·scale + pse: one dd_add (relative error < 3u² of the sum; 4u²(|s| + |pse|) covers it)
-        delta[j] += 4 * kU2 * (std::abs(s.hi) + std::abs(pse[j]));
-        s = dd_add(s, DD{pse[j], 0});
-      }
-      if (sel && sel[j]) {  // masked by select: the score IS the constant (exact)
-        s = DD{in.mask.select_value, 0};
-        delta[j] = 0;
-      }
+    const DD sc_dd = P.scale_dd;
+    const double abs_scale = std::abs(P.scale_dd.hi), qn = qg[r].norm;
+    // Scaled scores and their error bounds, every key below end (the invisible ones are ignored later).
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      const DD s = dd_mul(DD{shi[j], slo[j]}, sc_dd);
+      delta[j] = abs_scale * dot2_error_bound(D, qn * kg.norm[j]) + 9 * kU2 * std::abs(s.hi);
       shi[j] = s.hi;
       slo[j] = s.lo;
-      if (dd_less(m, s)) m = s;
     }
-    DD l{0, 0};
-    double dmax = 0;
-    for (std::size_t j = 0; j < end; ++j) {
-      p[j] = DD{0, 0};
-      if (!vis[j]) continue;
-      const DD t = dd_add(DD{shi[j], slo[j]}, dd_neg(m));
-      if (t.hi < kExpDDMin) continue;  // < 2^-916 relative to the maximum weight: dropped (see bound)
-      dmax = std::max(dmax, delta[j] + 3 * kU2 * std::abs(t.hi));
-      p[j] = exp_dd(t);
-      l = dd_add(l, p[j]);
+    if (pse)
+      for (std::size_t j = 0; j < end[r]; ++j) {
+        // [IFA] q·k·scale + pse: one dd_add (relative error < 3u² of the sum; 4u²(|s| + |pse|) covers it)
+        delta[j] += 4 * kU2 * (std::abs(shi[j]) + std::abs(pse[j]));
+        const DD s = dd_add(DD{shi[j], slo[j]}, DD{pse[j], 0});
+        shi[j] = s.hi;
+        slo[j] = s.lo;
+      }
+    if (sel)
+      for (std::size_t j = 0; j < end[r]; ++j)
+        if (sel[j]) {  // masked by select: the score IS the constant (exact)
+          shi[j] = in.mask.select_value;
+          slo[j] = 0;
+          delta[j] = 0;
+        }
+    // m: the first visible score that no later one exceeds in (hi, lo) order (what a sequential scan with
+    // dd_less keeps): the largest hi first (a vectorised maximum), then the scan over the keys holding it.
+    const unsigned char* vr = vis.data();
+    double top = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < end[r]; ++j) top = vr[j] && shi[j] > top ? shi[j] : top;
+    m[r] = DD{-std::numeric_limits<double>::infinity(), 0};
+    for (std::size_t j = 0; j < end[r]; ++j)
+      if (vr[j] && shi[j] == top && dd_less(m[r], DD{shi[j], slo[j]})) m[r] = DD{shi[j], slo[j]};
+    // Shifted scores t = s − m of the kept keys (visible, t.hi >= kExpDDMin: a smaller weight is
+    // < 2^-916 relative to the maximum one and dropped, see the bound); the others get t = 0 and weight 0.
+    const DD mneg = dd_neg(m[r]);
+    double* keepw = sc.keep.data();
+#pragma GCC ivdep  // (here and below: the scratch rows are distinct vectors, they never overlap)
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      const DD t = dd_add(DD{shi[j], slo[j]}, mneg);
+      const bool keep = (vr[j] != 0) & (t.hi >= kExpDDMin);
+      const double dj = delta[j] + 3 * kU2 * std::abs(t.hi);
+      delta[j] = keep ? dj : 0.0;  // from here on: the bound of the kept weight's argument
+      sc.thi[j] = keep ? t.hi : 0.0;
+      sc.tlo[j] = keep ? t.lo : 0.0;
+      keepw[j] = keep ? 1.0 : 0.0;
     }
-    std::fill(nh.begin(), nh.end(), 0.0);
-    std::fill(nc.begin(), nc.end(), 0.0);
-    for (std::size_t j = 0; j < end; ++j) {
-      if (p[j].hi == 0) continue;
-      const double ph = p[j].hi, pl = p[j].lo;
-      const double* vr = V + j * D;
-      for (std::size_t x = 0; x < D; ++x) nc[x] += dot2_step(nh[x], ph, vr[x]) + pl * vr[x];
+    double dm = 0;
+    for (std::size_t j = 0; j < end[r]; ++j) dm = delta[j] > dm ? delta[j] : dm;
+    dmax[r] = dm;
+    double* phi = sc.phi.data() + r * Skv;
+    double* plo = sc.plo.data() + r * Skv;
+    exp_dd_n(sc.thi.data(), sc.tlo.data(), sc.ehi.data(), sc.elo.data(), end[r]);
+    const double* ehi = sc.ehi.data();
+    const double* elo = sc.elo.data();
+#pragma GCC ivdep
+    for (std::size_t j = 0; j < end[r]; ++j) {
+      phi[j] = keepw[j] != 0 ? ehi[j] : 0.0;
+      plo[j] = keepw[j] != 0 ? elo[j] : 0.0;
     }
-    double* o = P.g.o.data.data() + row * D;
-    for (std::size_t x = 0; x < D; ++x) o[x] = dd_to_double(dd_div(two_sum(nh[x], nc[x]), l));
-    P.g.lse[row] = lse_from_dd(m, l);
-    const double nd = static_cast<double>(n);
-    const double eps_p = 1.01 * dmax + kExpDDRelErr;
-    const double E = 2.2 * eps_p + 1.1 * (3 * nd * (nd + 2) + 4 * nd + 16) * kU2;
-    res.bound = std::max(res.bound, E);
-    res.bits = std::min(res.bits, bits_of(E));
-    if (res.bits < kMinFastBits) return false;
   }
-  return true;
+  // L = Σ_j p_j in key order per row, the rows' dependency chains interleaved (kept weights are > 0).
+  for (std::size_t r = 0; r < kGroup; ++r) l[r] = DD{0, 0};
+  for (std::size_t j = 0; j < jend; ++j)
+    for (std::size_t r = 0; r < nr; ++r) {
+      const double ph = sc.phi[r * Skv + j];
+      if (ph != 0) l[r] = dd_add(l[r], DD{ph, sc.plo[r * Skv + j]});
+    }
+  // N = Σ_j p_j v_j for all rows in one pass over V (each row's sum in key order, as before).
+  // Register-blocked: 8 columns of all kRows rows stay in registers while j runs over the keys.
+  for (std::size_t c = 0; c < nr; c += kRows)
+    pv_rows(sc.phi.data() + c * Skv, sc.plo.data() + c * Skv, Skv, std::min(kRows, nr - c), V, D, jend,
+            sc.nh.data() + c * D, sc.nc.data() + c * D);
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (!active[r]) continue;
+    const std::size_t row = (b * in.q.shape.N + rows[r].h) * Sq + rows[r].i;
+    const double* nh = sc.nh.data() + r * D;
+    const double* nc = sc.nc.data() + r * D;
+    double* o = P.g.o.data.data() + row * D;
+    for (std::size_t x = 0; x < D; ++x) o[x] = dd_to_double(dd_div(two_sum(nh[x], nc[x]), l[r]));
+    P.g.lse[row] = lse_from_dd(m[r], l[r]);
+    const double nd = static_cast<double>(n[r]);
+    const double eps_p = 1.01 * dmax[r] + kExpDDRelErr;
+    const double E = 2.2 * eps_p + 1.1 * (3 * nd * (nd + 2) + 4 * nd + 16) * kU2;
+    bound[r] = E;
+  }
 }
 
 // Plain MPFR evaluation at precision_bits >= 106 (so products of two doubles are exact). Bound, u = 2^-P:
@@ -277,14 +611,14 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
 }
 
 // The fast path needs every product and sum far inside the double exponent range.
-bool fast_path_safe(const AttentionInputs& in, double max_abs_v) {
+bool fast_path_safe(const AttentionInputs& in, double max_abs_k, double max_abs_v) {
   auto max_abs = [](const Tensor& t) {
     double m = 0;
     for (double x : t.data) m = std::max(m, std::abs(x));
     return m;
   };
   const double bound = 0x1p900;
-  const double qk = max_abs(in.q) * max_abs(in.k) * static_cast<double>(in.q.shape.D) + max_abs(in.pse) +
+  const double qk = max_abs(in.q) * max_abs_k * static_cast<double>(in.q.shape.D) + max_abs(in.pse) +
                     std::abs(in.mask.select_value);
   return qk < bound && max_abs_v * static_cast<double>(in.k.shape.S) < bound;
 }
@@ -293,14 +627,18 @@ bool fast_path_safe(const AttentionInputs& in, double max_abs_v) {
 
 std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& opt) {
   const std::size_t out = sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S));
-  // Per thread (one block of kRowBlock rows at a time): the transposed keys and their norms (KeysT), five
-  // key-length rows (scores hi/lo, bounds, double-double weights) and, on the MPFR path, a key-length row of
-  // MPFR numbers (limbs + header) as well as D accumulators.
+  // Per (batch, KV head): the keys' norms and exactness data (KeyInfo, 3 words per key). Per thread (one
+  // Scratch, at most kGroup rows): five key-length rows per row (scores hi/lo, bounds, double-double
+  // weights), 2D accumulators per row, the visibility flags (one byte per key and row), four key-length
+  // rows for exp, a tile of keys in strips; on the MPFR path a key-length row of MPFR numbers (limbs + header) and D accumulators.
   const std::size_t mp = static_cast<std::size_t>(opt.precision_bits) / 64 + 5;  // 8-byte words per mpfr_t
-  const std::size_t per_thread = sat_add(sat_product(kv.S, kv.D + 6), sat_mul(sat_add(kv.S, q.D), mp));
+  const std::size_t keys = sat_mul(sat_product(kv.B, kv.N, kv.S), 3);
+  const std::size_t scratch = sat_add(sat_mul(kGroup, sat_add(sat_mul(kv.S, 5), sat_mul(q.D, 2))),
+                                      sat_add(sat_mul(kv.S, 4 + kGroup / 8 + 1), sat_mul(kKeyTile, q.D)));
+  const std::size_t per_thread = sat_add(scratch, sat_mul(sat_add(kv.S, q.D), mp));
   const std::size_t blocks = sat_mul(sat_product(q.B, q.N), (q.S + kRowBlock - 1) / kRowBlock);
   const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(opt.threads, 1)), blocks);
-  return sat_mul(sizeof(double), sat_add(sat_add(out, blocks), sat_mul(per_thread, t)));
+  return sat_mul(sizeof(double), sat_add(sat_add(sat_add(out, blocks), keys), sat_mul(per_thread, t)));
 }
 
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
@@ -331,21 +669,49 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
     mpfr_clears(x, tmp, static_cast<mpfr_ptr>(nullptr));
   }
   for (double x : in.v.data) P.max_abs_v = std::max(P.max_abs_v, std::abs(x));
-  const bool fast = opt.fast && fast_path_safe(in, P.max_abs_v);
   const std::size_t blocks = (qs.S + kRowBlock - 1) / kRowBlock;
   std::vector<BlockResult> results(qs.B * qs.N * blocks);
-  // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its
-  // transposed keys (decode: one row per head, so the transposition would otherwise dominate). Each
-  // (head, row block) result is computed as on its own; the split only decides what runs together.
-  const std::size_t G = in.group(), Nkv = in.k.shape.N;
+  const std::size_t G = in.group(), Nkv = in.k.shape.N, Skv = in.k.shape.S, D = qs.D;
+  // What the fast path needs of every key, once per (batch, KV head), with max |K| on the way.
+  std::vector<std::unique_ptr<KeyInfo>> key_info(opt.fast ? qs.B * Nkv : 0);
+  parallel_for(key_info.size(), opt.threads, [&](std::size_t bk) {
+    key_info[bk] = std::make_unique<KeyInfo>(in.k.head(bk / Nkv, bk % Nkv), Skv, D);
+  });
+  double max_abs_k = 0;
+  for (const auto& ki : key_info) max_abs_k = std::max(max_abs_k, ki->max_abs);
+  const bool fast = opt.fast && fast_path_safe(in, max_abs_k, P.max_abs_v);
+  // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its keys
+  // and values (decode: one row per head), and the fast path computes up to kGroup of their rows together. Each
+  // (head, row block) result is what the row-at-a-time evaluation gives (the same bits, and the same MPFR
+  // fallback decision per (head, row block)); the split only decides what runs together.
+  // Rows per fast_rows call: G·kRowBlock at most (one row per head in decode), rounded up to whole kernels.
+  const std::size_t group_rows = std::min(kGroup, (G * std::min(qs.S, kRowBlock) + kRows - 1) / kRows * kRows);
+  ScratchPool spare;  // at most one Scratch per thread, reused from item to item (no fresh pages per item)
   parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
     const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
-    std::unique_ptr<KeysT> keys;
-    if (fast) keys = std::make_unique<KeysT>(in.k, b, hk);
+    std::vector<double> bound;
+    if (fast) {
+      const KeyInfo& kg = *key_info[bk];
+      std::unique_ptr<Scratch> scratch = spare.take(Skv, D, group_rows);
+      std::vector<RowRef> rows;
+      for (std::size_t h = hk * G; h < (hk + 1) * G; ++h)
+        for (std::size_t i = i0; i < i1; ++i) rows.push_back({h, i});
+      bound.assign(rows.size(), 0.0);
+      for (std::size_t c = 0; c < rows.size(); c += group_rows)
+        fast_rows(P, b, hk, rows.data() + c, std::min(group_rows, rows.size() - c), kg, *scratch, bound.data() + c);
+      spare.give(std::move(scratch));
+    }
     for (std::size_t h = hk * G; h < (hk + 1) * G; ++h) {
       BlockResult r;
-      if (!fast || !fast_block(P, b, h, i0, i1, *keys, r)) {
+      if (fast)
+        for (std::size_t i = i0; i < i1; ++i) {
+          const double E = bound[(h - hk * G) * (i1 - i0) + (i - i0)];
+          if (E < 0) continue;  // fully masked row
+          r.bound = std::max(r.bound, E);
+          r.bits = std::min(r.bits, bits_of(E));
+        }
+      if (!fast || r.bits < kMinFastBits) {
         r = BlockResult{};
         mpfr_block(P, b, h, i0, i1, r);
       }

@@ -17,7 +17,7 @@ struct ExpTables {
   double inv_c;               // 1024 / ln 2 (only picks k; its rounding does not matter)
   double c1, c2, c3;          // ln2/1024 = c1 + c2 + c3 to ~140 bits; c1 has 32 bits so k·c1 is exact
   DD sixth;                   // 1/6
-  std::array<DD, 1024> pow2;  // 2^(j/1024)
+  std::array<double, 1024> pow2_hi, pow2_lo;  // 2^(j/1024) = hi + lo
 };
 
 DD dd_from_mpfr(mpfr_t x, mpfr_t tmp) {
@@ -49,7 +49,9 @@ ExpTables make_tables() {
     mpfr_set_si(x, j, MPFR_RNDN);
     mpfr_div_ui(x, x, 1024, MPFR_RNDN);
     mpfr_exp2(y, x, MPFR_RNDN);
-    t.pow2[j] = dd_from_mpfr(y, tmp);
+    const DD p = dd_from_mpfr(y, tmp);
+    t.pow2_hi[j] = p.hi;
+    t.pow2_lo[j] = p.lo;
   }
   mpfr_clears(x, y, tmp, static_cast<mpfr_ptr>(nullptr));
   return t;
@@ -62,9 +64,10 @@ const ExpTables& tables() {
 
 }  // namespace
 
-DD exp_dd(DD t) {
-  const ExpTables& T = tables();
-  const double kd = std::nearbyint(t.hi * T.inv_c);
+namespace {
+// exp(t) given kd = round(t.hi·1024/ln 2) (any integer near it keeps the bound; both callers round to nearest).
+template <class Tables>
+inline DD exp_dd_reduced(DD t, double kd, const Tables& T) {
   // r = t - k·ln2/1024. t.hi - k·c1 is exact (k·c1 exact, Sterbenz), the rest in double-double.
   DD r = two_sum(t.hi - kd * T.c1, t.lo);
   r = dd_add(r, dd_neg(two_prod(kd, T.c2)));
@@ -77,14 +80,36 @@ DD exp_dd(DD t) {
   const DD v2 = dd_add(DD{0.5, 0}, dd_mul(r, v1));
   DD e = dd_add(r, dd_mul(dd_mul(r, r), v2));
   e = dd_add(DD{1, 0}, e);
-  const long k = static_cast<long>(kd);
-  const long q = (k >= 0) ? k / 1024 : -((-k + 1023) / 1024);  // floor(k / 1024)
-  const DD res = dd_mul(T.pow2[static_cast<std::size_t>(k - q * 1024)], e);
+  // k = 1024·q + j with q = floor(k / 1024) (the arithmetic shift) and j in [0, 1024).
+  const std::int64_t k = static_cast<std::int64_t>(kd);
+  const std::int64_t q = k >> 10;
+  const std::size_t j = static_cast<std::size_t>(k & 1023);
+  const DD res = dd_mul(DD{T.pow2_hi[j], T.pow2_lo[j]}, e);
   // ×2^q as a product with a power of two (exact: on [-635, 0.5] both words stay normal; ldexp is a libm call).
   const double scale = std::bit_cast<double>(static_cast<std::uint64_t>(q + 1023) << 52);
   return {res.hi * scale, res.lo * scale};
 }
+}  // namespace
 
+DD exp_dd(DD t) {
+  const ExpTables& T = tables();
+  return exp_dd_reduced(t, std::nearbyint(t.hi * T.inv_c), T);
+}
+
+void exp_dd_n(const double* thi, const double* tlo, double* hi, double* lo, std::size_t n) {
+  const ExpTables& T = tables();
+  // ivdep: the stores never touch the tables (GCC cannot see that and would not vectorise the gathers).
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) {
+    // nearbyint in round-to-nearest-even, written so that the loop vectorises: adding and removing 1.5·2^52
+    // rounds |y| < 2^51 to an integer, ties to even (here |y| < 2^20).
+    const double y = thi[i] * T.inv_c;
+    const double kd = (y + 0x1.8p52) - 0x1.8p52;
+    const DD e = exp_dd_reduced(DD{thi[i], tlo[i]}, kd, T);
+    hi[i] = e.hi;
+    lo[i] = e.lo;
+  }
+}
 
 DD exp_odd(double x) {
   if (std::isnan(x) || std::isinf(x) || x == 0.0) return {std::exp(x), 0.0};

@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace pasa {
@@ -132,6 +133,9 @@ namespace pasa {
 // Taylor polynomial whose first terms are evaluated in double-double). Below -635 the low word would be
 // subnormal; callers drop such terms (they are < 2^-916 relative to the row maximum).
 DD exp_dd(DD t);
+// exp_dd of n arguments (t = thi[i] + tlo[i], t.hi in [-635, 0.5]) into hi[i] + lo[i], the same bits as
+// exp_dd element by element, in a loop the compiler vectorises.
+void exp_dd_n(const double* thi, const double* tlo, double* hi, double* lo, std::size_t n);
 // e^x as hi + lo for one rounding by round_sum to any format of at most 53 bits: MPFR's e^x rounded to odd
 // at 256 bits, hi = RN(it), lo = the rest rounded to odd at 53 bits (both keep the value on the same side of
 // every breakpoint of such a grid [Boldo & Melquiond 2008]). Slow (MPFR): the fallback of exact roundings.
