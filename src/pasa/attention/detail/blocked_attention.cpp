@@ -458,8 +458,10 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
     const double* o = &O[r * run.D];
     if (divide && run.fusable(Stage::div)) {  // the same rounding in one vectorised loop
       const double lr = l[r];
+      const std::size_t D = run.D;
+      double* x = row.data();
       run.fused(Stage::div, [&](auto rnd) {
-        for (std::size_t d = 0; d < run.D; ++d) row[d] = rnd(exact_quotient(o[d], lr));
+        for (std::size_t d = 0; d < D; ++d) x[d] = rnd(exact_quotient(o[d], lr));
       });
     } else if (divide) {
       run.round_each(Stage::div, row.data(), run.D, rng, [&](std::size_t d) { return exact_quotient(o[d], l[r]); });
