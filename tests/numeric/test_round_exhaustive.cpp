@@ -1,7 +1,7 @@
 // Float span kernels against the scalar round(), over float32 bit patterns. The two are independent
 // implementations: round() scales by the quantum with ldexp and takes floor in double; the portable span
 // kernel does integer carry tricks on the float's bits and one float addition for subnormals; the F16C path
-// uses the CPU's conversion instruction. (round() itself is checked against MPFR in test_round_mpfr.cpp.)
+// uses the CPU's conversion instruction; formats with float's exponent range (bf16, tf32) take a carry-only path. (round() itself is checked against MPFR in test_round_mpfr.cpp.)
 // All 2^32 patterns: [long] (minutes; no "^" in test names: ParseAndAddCatchTests cannot parse it). Every 4099th pattern (about a million, prime stride so every
 // exponent and low-bit pattern is hit): in the default run.
 #include <catch2/catch.hpp>
@@ -67,7 +67,8 @@ void check_float_patterns(const Format& f, const RoundOptions& o, std::uint64_t 
   CHECK(bad.count == 0);
 }
 
-const char* const kFormats[] = {"fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2"};
+// tf32 and p=12,emax=127 share float's exponent range with bf16 (the integer-carry fast path of round_span).
+const char* const kFormats[] = {"fp16", "bf16", "tf32", "p=12,emax=127", "fp8_e4m3fn", "fp8_e5m2"};
 
 }  // namespace
 

@@ -39,60 +39,64 @@ bool native(const StageSpec& s, const Format& type) { return s.format == type &&
 // Every value of f is a float (including subnormals).
 bool float_exact(const Format& f) { return f.p <= 24 && f.emax <= 127 && f.emin() - (f.p - 1) >= -149; }
 
+#if defined(__AVX512F__)
+// Register tile of MR rows × 32 columns (2·MR accumulators) over a packed panel of B (k × 32, zero-padded
+// past `width` columns): per step t, two loads of B, MR broadcasts of A, 2·MR FMAs. Each C element receives
+// its k products in order 0..k−1 from +0, one fma each: the same bits as the scalar loop.
+template <int MR>
+void sgemm_fma_tile(std::size_t k, const float* A, std::size_t lda, const float* panel, float* C, std::size_t ldc,
+                    std::size_t width) {
+  __m512 c[MR][2];
+  for (auto& row : c) row[0] = row[1] = _mm512_setzero_ps();
+  for (std::size_t t = 0; t < k; ++t) {
+    const __m512 b0 = _mm512_loadu_ps(panel + 32 * t), b1 = _mm512_loadu_ps(panel + 32 * t + 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * lda + t]);
+      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
+      c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+    }
+  }
+  const __mmask16 m0 = width >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << width) - 1);
+  const __mmask16 m1 = width >= 32 ? 0xFFFF : width <= 16 ? 0 : static_cast<__mmask16>((1u << (width - 16)) - 1);
+  for (int r = 0; r < MR; ++r) {
+    _mm512_mask_storeu_ps(C + r * ldc, m0, c[r][0]);
+    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c[r][1]);
+  }
+}
+#endif
+
 // Ordered fp32 accumulation: c ← fma(a, b, c) is one rounding of c + a·b, the model exactly.
 void sgemm_fma(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda, const float* B,
                std::size_t ldb, float* C, std::size_t ldc) {
-  auto rows = [&](std::size_t r0, std::size_t r1, std::size_t c0) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      float* c = C + r * ldc;
-      std::fill(c + c0, c + n, 0.0f);
-      for (std::size_t t = 0; t < k; ++t) {
-        const float a = A[r * lda + t];
-        const float* b = B + t * ldb;
-        for (std::size_t j = c0; j < n; ++j) c[j] = std::fma(a, b[j], c[j]);
-      }
-    }
-  };
-  const std::size_t m4 = m - m % 4;
-  std::size_t j = 0;
 #if defined(__AVX512F__)
-  // 4 rows × 64 columns held in 16 registers; every element still sees its k products in order. The 64
-  // columns of B are packed first when B's rows are far apart (a large stride thrashes the cache).
+  // Panels of 32 columns of B packed contiguously (k × 32 floats: 16 KiB at k = 128, held in L1 while every
+  // row of A passes over it; B's own rows, a power-of-two stride apart, would fall into few cache sets),
+  // then tiles of 8 rows (16 accumulators: enough independent FMAs to cover their latency), the rest of the
+  // rows one at a time.
   thread_local std::vector<float> panel_buffer;
-  panel_buffer.resize(k * 64);
-  const bool pack = ldb > 128;
-  for (; j + 64 <= n; j += 64) {
-    const float* panel = B + j;
-    std::size_t pld = ldb;
-    if (pack) {
-      float* p = panel_buffer.data();
-      for (std::size_t t = 0; t < k; ++t) std::copy(B + t * ldb + j, B + t * ldb + j + 64, p + t * 64);
-      panel = p;
-      pld = 64;
+  panel_buffer.resize(k * 32);
+  float* panel = panel_buffer.data();  // (a plain pointer: every access to a thread_local goes through a TLS lookup)
+  for (std::size_t j = 0; j < n; j += 32) {
+    const std::size_t w = std::min<std::size_t>(32, n - j);
+    for (std::size_t t = 0; t < k; ++t) {
+      std::copy(B + t * ldb + j, B + t * ldb + j + w, panel + 32 * t);
+      std::fill(panel + 32 * t + w, panel + 32 * t + 32, 0.0f);
     }
-    for (std::size_t i = 0; i < m4; i += 4) {
-      __m512 c[4][4];
-      for (auto& row : c)
-        for (auto& x : row) x = _mm512_setzero_ps();
-      for (std::size_t t = 0; t < k; ++t) {
-        const float* b = panel + t * pld;
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32),
-                     b3 = _mm512_loadu_ps(b + 48);
-        for (int r = 0; r < 4; ++r) {
-          const __m512 a = _mm512_set1_ps(A[(i + r) * lda + t]);
-          c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-          c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
-          c[r][2] = _mm512_fmadd_ps(a, b2, c[r][2]);
-          c[r][3] = _mm512_fmadd_ps(a, b3, c[r][3]);
-        }
-      }
-      for (int r = 0; r < 4; ++r)
-        for (int q = 0; q < 4; ++q) _mm512_storeu_ps(C + (i + r) * ldc + j + 16 * q, c[r][q]);
+    std::size_t i = 0;
+    for (; i + 8 <= m; i += 8) sgemm_fma_tile<8>(k, A + i * lda, lda, panel, C + i * ldc + j, ldc, w);
+    for (; i < m; ++i) sgemm_fma_tile<1>(k, A + i * lda, lda, panel, C + i * ldc + j, ldc, w);
+  }
+#else
+  for (std::size_t r = 0; r < m; ++r) {
+    float* c = C + r * ldc;
+    std::fill(c, c + n, 0.0f);
+    for (std::size_t t = 0; t < k; ++t) {
+      const float a = A[r * lda + t];
+      const float* b = B + t * ldb;
+      for (std::size_t j = 0; j < n; ++j) c[j] = std::fma(a, b[j], c[j]);
     }
   }
 #endif
-  if (j < n) rows(0, m4, j);  // columns the register tiles did not cover
-  rows(m4, m, 0);
 }
 
 // Every operation rounded in fp32: a float multiply, then a float add (no contraction: ISO C++ mode).

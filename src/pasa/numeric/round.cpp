@@ -11,8 +11,10 @@
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/double_double.hpp"
 
-#if defined(__F16C__) && defined(__AVX__)
+#if (defined(__F16C__) && defined(__AVX__)) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
+#if defined(__F16C__) && defined(__AVX__)
 #define PASA_HAVE_F16C 1
 #endif
 
@@ -78,6 +80,57 @@ struct RneKernel {
     return std::bit_cast<T>(std::bit_cast<U>(r) | sign);
   }
 };
+
+// RNE from float to a format with float's exponent range (emin = -126, emax = 127, gradual underflow,
+// IEEE specials: bf16, tf32, customs like them), IEEE overflow, no flushing: the integer carry trick alone is
+// the whole rounding. Float's subnormals have the same exponent field as the format's and its significand
+// grid is a refinement of the format's, so carrying into the exponent field rounds subnormals, the step to
+// 2^-126 and the overflow past the largest finite value to +inf exactly as IEEE 754 §4.3.1 says; only NaNs
+// (whose payload the carry could turn into inf or flip the sign) are selected around it, kept as they are,
+// as the general kernel keeps them. A handful of integer operations per element: memory speed.
+bool float_range_fast_path(const Format& f, const RoundOptions& o) {
+  return f.p <= 24 && f.emax == 127 && f.emin() == -126 && f.subnormals && f.has_infinity() &&
+         o.mode == RoundMode::nearest_even && o.overflow == Overflow::ieee && !o.flush_input && !o.flush_output;
+}
+
+void round_float_range(const float* in, float* out, std::size_t n, int p) {
+  const unsigned drop = static_cast<unsigned>(24 - p);
+  const std::uint32_t half_minus_1 = drop > 0 ? (std::uint32_t(1) << (drop - 1)) - 1 : 0;
+  const std::uint32_t mask = ~((std::uint32_t(1) << drop) - 1);
+  const std::uint32_t lsb_mask = drop > 0 ? 1 : 0;  // p = 24: nothing to drop, nothing to carry
+  auto one = [&](std::uint32_t bits) {
+    const std::uint32_t ab = bits & 0x7fffffffu;
+    const std::uint32_t r = (ab + half_minus_1 + ((ab >> drop) & lsb_mask)) & mask;
+    return ab > 0x7f800000u ? bits : r | (bits ^ ab);
+  };
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  // The same operations on 16 lanes (the zero-masked shift: GCC 12 warns about the unmasked one's undefined
+  // pass-through operand). Spans larger than the caches (a bulk conversion) are written with
+  // streaming stores, as memcpy writes them: no read of the destination's lines before they are overwritten.
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
+                vhalf = _mm512_set1_epi32(static_cast<int>(half_minus_1)), vmask = _mm512_set1_epi32(static_cast<int>(mask)),
+                vlsb = _mm512_set1_epi32(static_cast<int>(lsb_mask));
+  const __m128i count = _mm_cvtsi32_si128(static_cast<int>(drop));
+  auto lanes = [&](__m512i bits) {
+    const __m512i ab = _mm512_and_si512(bits, abs_mask);
+    const __m512i lsb = _mm512_and_si512(_mm512_maskz_srl_epi32(0xFFFF, ab, count), vlsb);
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(ab, vhalf), lsb), vmask);
+    const __m512i signed_r = _mm512_or_si512(r, _mm512_xor_si512(bits, ab));
+    return _mm512_mask_mov_epi32(signed_r, _mm512_cmpgt_epu32_mask(ab, inf), bits);  // NaN: kept
+  };
+  constexpr std::size_t kStreamFrom = std::size_t(1) << 20;  // 4 MiB of output: past the L2 cache
+  if (n >= kStreamFrom) {
+    for (; i < n && (reinterpret_cast<std::uintptr_t>(out + i) & 63) != 0; ++i)
+      out[i] = std::bit_cast<float>(one(std::bit_cast<std::uint32_t>(in[i])));
+    for (; i + 16 <= n; i += 16) _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), lanes(_mm512_loadu_si512(in + i)));
+    _mm_sfence();
+  } else {
+    for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, lanes(_mm512_loadu_si512(in + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = std::bit_cast<float>(one(std::bit_cast<std::uint32_t>(in[i])));
+}
 
 }  // namespace
 
@@ -224,6 +277,10 @@ void round_span_portable(std::span<const float> in, std::span<float> out, const 
 void round_span(std::span<const float> in, std::span<float> out, const Format& f, const RoundOptions& o,
                 RandomBits* rng) {
   if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
+  if (float_range_fast_path(f, o)) {
+    round_float_range(in.data(), out.data(), in.size(), f.p);
+    return;
+  }
   size_t i = 0;
 #ifdef PASA_HAVE_F16C
   // F16C's vcvtps2ph rounds float to fp16 with RNE, gradual underflow and overflow to inf: the same

@@ -533,8 +533,18 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
       continue;
     }
     const double* o = &O[r * run.D];
-    if (divide) run.round_each(Stage::div, row.data(), run.D, rng, [&](std::size_t d) { return exact_quotient(o[d], l[r]); });
-    else std::copy(o, o + run.D, row.begin());
+    if (divide && run.fusable(Stage::div)) {  // the same rounding in one vectorised loop
+      const double lr = l[r];
+      const std::size_t D = run.D;
+      double* x = row.data();
+      run.fused(Stage::div, [&](auto rnd) {
+        for (std::size_t d = 0; d < D; ++d) x[d] = rnd(exact_quotient(o[d], lr));
+      });
+    } else if (divide) {
+      run.round_each(Stage::div, row.data(), run.D, rng, [&](std::size_t d) { return exact_quotient(o[d], l[r]); });
+    } else {
+      std::copy(o, o + run.D, row.begin());
+    }
     run.round_to(Stage::out, row.data(), run.D, rng);
     // l carries QuantOptions' 2^p_offset
     double lse = m[r] + std::log(l[r]) - run.spec.quant.p_offset * std::numbers::ln2;
