@@ -55,14 +55,14 @@ def bench_round(a):
     cpp = {}  # format -> 1-thread elements/s
     for line in r.stdout.splitlines():
         f = line.split()
-        if len(f) == 5 and f[1] == "1" and re.match(r"^[0-9.e+]+$", f[2]):
+        if len(f) >= 5 and f[1] == "1" and re.match(r"^[0-9.e+]+$", f[2]):
             cpp[f[0]] = float(f[2])
     print(f"pasa.round on {n} float32 elements ({n * 4 >> 20} MiB), best of {a.reps}; C++: pasa-bench-round, 1 thread")
     print(f"{'format':<11} {'C++ elem/s':>11} {'py out= elem/s':>15} {'ratio':>6} {'py fresh elem/s':>16} {'ratio':>6}")
     rows = []
     out = np.empty(n, np.float32)
     out.fill(0)  # fault the pages in, as the C++ benchmark does
-    for fmt in ("fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2"):
+    for fmt in ("fp16", "bf16", "tf32", "fp8_e4m3fn", "fp8_e5m2"):
         x = spread_values(fmt, n)
         t_out = best(lambda: pasa.round(x, fmt, out=out), a.reps)
         t_new = best(lambda: pasa.round(x, fmt), a.reps)
