@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/round.hpp"
+#include "pasa/exact/exact_scores.hpp"
 #include "pasa/exact/score_rows.hpp"
 
 namespace pasa {
@@ -46,6 +49,12 @@ OverflowThreshold overflow_threshold(const Format& f) {
   // "fn" formats (E4M3FN: max 1.110b·2^8) the last bit is even and the tie stays finite.
   const double mant = std::ldexp(mx, f.p - 1 - static_cast<int>(std::ilogb(mx)));
   return {mx + half_ulp, std::fmod(mant, 2.0) == 1.0};
+}
+
+// plain_scores out of line: inlined into score_stats's loops, GCC keeps its accumulators in memory.
+[[gnu::noinline]] void score_tile(const double* const* q, const double* kt, std::size_t d, std::size_t n, double* S,
+                                  std::size_t ld) {
+  exact_scores::plain_scores(q, kt, d, n, S, ld);
 }
 
 bool overflows(DD s, const OverflowThreshold& th) {
@@ -169,34 +178,78 @@ ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, in
   const OverflowThreshold th = overflow_threshold(score_format);
   const double mx = score_format.max_finite();
   std::vector<ScoreStats> part(qs.B * qs.N);
+  // The scores are those of dot2_scores (score_rows.hpp), computed as the golden computes them: one plain
+  // fp64 GEMM where the pair's dot product is provably exact (then Dot2 returns (q·k, +0) too, see
+  // exact_scores.hpp), Dot2 of the pair elsewhere. Rows in groups, keys in L2-sized tiles; every row's
+  // scores are then visited in key order, rows in order, as before, so the statistics are the same bits.
+  using namespace exact_scores;
+  constexpr std::size_t kGroupRows = 32, kKeyTile = 256;
+  struct Buffers {
+    std::vector<double> kt, s, zero;
+  };
+  std::mutex pool_m;
+  std::vector<std::unique_ptr<Buffers>> pool;  // handed from item to item: no fresh pages per item
   parallel_for(part.size(), threads, [&](std::size_t w) {
     const std::size_t b = w / qs.N, h = w % qs.N;
-    const KeysT keys(in.k, b, h / in.group());
-    std::vector<double> hi(Skv), lo(Skv);
+    const double* K = in.k.head(b, h / in.group());
+    const double* Q = in.q.head(b, h);
+    std::unique_ptr<Buffers> buf;
+    {
+      std::lock_guard<std::mutex> lock(pool_m);
+      if (!pool.empty()) {
+        buf = std::move(pool.back());
+        pool.pop_back();
+      }
+    }
+    if (!buf) buf = std::make_unique<Buffers>();
+    const std::size_t strips = (Skv + 7) / 8;
+    buf->kt.resize(strips * 8 * D);
+    buf->s.resize(kGroupRows * Skv);
+    buf->zero.assign(D, 0.0);
+    strip_keys(K, D, Skv, buf->kt.data());
+    const KeyInfo keys(K, Skv, D);
     ScoreStats& st = part[w];
     DD mn{kInf, 0}, mxs{-kInf, 0}, mnu{kInf, 0}, mxu{-kInf, 0};
-    for (std::size_t i = 0; i < qs.S; ++i) {
-      const std::size_t end = visible_end(in, b, i);
-      dot2_scores(in.q.head(b, h) + i * D, keys, end, hi.data(), lo.data());
-      for (std::size_t j = 0; j < end; ++j) {
-        if (!visible(in, b, i, j)) continue;
-        const DD s{hi[j], lo[j]};
-        const DD sc = dd_mul_d(s, scale);
-        ++st.entries;
-        if (dd_less(s, mnu)) mnu = s;
-        if (dd_less(mxu, s)) mxu = s;
-        if (dd_less(sc, mn)) mn = sc;
-        if (dd_less(mxs, sc)) mxs = sc;
-        st.over_max += std::abs(s.hi) > mx || (std::abs(s.hi) == mx && s.lo * s.hi > 0);
-        st.over_max_scaled += std::abs(sc.hi) > mx || (std::abs(sc.hi) == mx && sc.lo * sc.hi > 0);
-        st.overflow += overflows(s, th);
-        st.overflow_scaled += overflows(sc, th);
+    for (std::size_t i0 = 0; i0 < qs.S; i0 += kGroupRows) {
+      const std::size_t nr = std::min(kGroupRows, qs.S - i0);
+      std::size_t jmax = 0;
+      for (std::size_t r = 0; r < nr; ++r) jmax = std::max(jmax, visible_end(in, b, i0 + r));
+      const double* q[kGroupRows];
+      for (std::size_t r = 0; r < kGroupRows; ++r) q[r] = r < nr ? Q + (i0 + r) * D : buf->zero.data();
+      for (std::size_t j0 = 0; j0 < jmax; j0 += kKeyTile) {
+        const std::size_t nt = std::min(kKeyTile, jmax - j0);
+        for (std::size_t c = 0; c < nr; c += kScoreRows)
+          score_tile(q + c, buf->kt.data() + j0 * D, D, nt, buf->s.data() + c * Skv + j0, Skv);
+      }
+      for (std::size_t r = 0; r < nr; ++r) {
+        const std::size_t i = i0 + r;
+        const std::size_t end = visible_end(in, b, i);
+        const GridNorm gq = grid_norm(q[r], D);
+        const double* srow = buf->s.data() + r * Skv;
+        // visible(in, b, i, j) for j < end: the boolean mask's row, when there is one.
+        const std::uint8_t* keep = in.mask.keep.empty() ? nullptr : in.mask.keep.data() + (b * qs.S + i) * Skv;
+        for (std::size_t j = 0; j < end; ++j) {
+          if (keep && !keep[j]) continue;
+          const DD s = exact_pair(gq, keys.grid[j], keys.e[j]) ? DD{srow[j], 0} : dot2_pair(q[r], K + j * D, D);
+          const DD sc = dd_mul_d(s, scale);
+          ++st.entries;
+          if (dd_less(s, mnu)) mnu = s;
+          if (dd_less(mxu, s)) mxu = s;
+          if (dd_less(sc, mn)) mn = sc;
+          if (dd_less(mxs, sc)) mxs = sc;
+          st.over_max += std::abs(s.hi) > mx || (std::abs(s.hi) == mx && s.lo * s.hi > 0);
+          st.over_max_scaled += std::abs(sc.hi) > mx || (std::abs(sc.hi) == mx && sc.lo * sc.hi > 0);
+          st.overflow += overflows(s, th);
+          st.overflow_scaled += overflows(sc, th);
+        }
       }
     }
     st.min = dd_to_double(mn);
     st.max = dd_to_double(mxs);
     st.min_unscaled = dd_to_double(mnu);
     st.max_unscaled = dd_to_double(mxu);
+    std::lock_guard<std::mutex> lock(pool_m);
+    pool.push_back(std::move(buf));
   });
   ScoreStats all;
   all.format = score_format.name;
