@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "pasa/attention/quantise.hpp"
+#include "pasa/core/memory.hpp"
 
 namespace pasa::detail {
 namespace {
@@ -70,6 +71,7 @@ const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOp
 
 // §2.2: PASA with bf16 inputs runs its bf16 stages in fp16.
 Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& spec) {
+  keep_freed_memory();  // before the run's first big buffer (see memory.hpp)
   Allocation a = spec.alloc;
   const Format bf16 = format_by_name("bf16");
   if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 &&
@@ -521,10 +523,44 @@ bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
   return true;
 }
 
+namespace {
+// Whether every x[i] is a float value (NaNs excepted: they fail the comparison), and with `bits` = 11 also
+// of at most 11 significant bits (the float's 13 low significand bits zero).
+bool floats_only(const double* x, std::size_t n, int bits = 24) {
+  const std::uint32_t low = bits == 24 ? 0 : 0x1FFF;
+  bool all = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = static_cast<float>(x[i]);
+    all &= (static_cast<double>(f) == x[i]) & ((std::bit_cast<std::uint32_t>(f) & low) == 0);
+  }
+  return all;
+}
+// x[i] = the float quotient a[i]/b (a and b floats); false when one underflows to zero or a subnormal, or
+// is not finite.
+bool float_quotients(const double* a, double b, double* x, std::size_t n) {
+  const float bf = static_cast<float>(b);
+  bool normal = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float q = static_cast<float>(a[i]) / bf;
+    const float m = std::fabs(q);
+    normal &= (m >= 0x1p-126f && m <= 0x1.fffffep127f) || (m == 0.0f && a[i] == 0.0);  // 0/b: exact
+    x[i] = q;
+  }
+  return normal;
+}
+}  // namespace
+
 void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, const std::vector<double>& l,
                  const std::vector<double>& m, const std::vector<std::uint8_t>& seen, bool divide,
                  const std::vector<double>* lse_shift, AttentionOutput& out, RandomBits* rng) {
   std::vector<double> row(run.D);
+  // An RNE div stage of p <= 11 bits (fp16; bf16 has 8, fp8 4 or 3) on operands of at most 11 bits (O and l in
+  // fp16, say): RN_p(RN_fp32(a/b)) = RN_p(a/b), since 24 >= 2·11 + 2 [Figueroa 1995, "When is double rounding
+  // innocuous?"], as long as the float quotient is a normal number (all 24 bits); float_quotients checks
+  // that. (An fp32 l breaks the premise: then the exact quotient.)
+  const StageSpec& div = run.stage(Stage::div);
+  const bool narrow_div = div.format.p <= 11 && div.round.mode == RoundMode::nearest_even && !div.round.flush_input &&
+                          !div.round.flush_output;
   for (std::size_t r = 0; r < it.rows(); ++r) {
     const std::size_t h = it.head_of(r), i = it.row_of(r);
     if (!seen[r]) {
@@ -537,9 +573,20 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
       const double lr = l[r];
       const std::size_t D = run.D;
       double* x = row.data();
-      run.fused(Stage::div, [&](auto rnd) {
-        for (std::size_t d = 0; d < D; ++d) x[d] = rnd(exact_quotient(o[d], lr));
-      });
+      if (!run.native(Stage::div) && floats_only(o, D) && static_cast<float>(lr) == lr) {
+        // fp32 stage, fp32 operands: a float division is the correctly rounded quotient (IEEE 754 §5.4.1,
+        // subnormals and overflow included), the same bits as the exact quotient rounded once, in a
+        // quarter of the time (no residual, twice the lanes).
+        const float lf = static_cast<float>(lr);
+        for (std::size_t d = 0; d < D; ++d) x[d] = static_cast<float>(o[d]) / lf;
+      } else {
+        run.fused(Stage::div, [&](auto rnd) {
+          for (std::size_t d = 0; d < D; ++d) x[d] = rnd(exact_quotient(o[d], lr));
+        });
+      }
+    } else if (divide && narrow_div && floats_only(o, run.D, 11) && floats_only(&l[r], 1, 11) &&
+               float_quotients(o, l[r], row.data(), run.D)) {
+      run.round_to(Stage::div, row.data(), run.D, rng);
     } else if (divide) {
       run.round_each(Stage::div, row.data(), run.D, rng, [&](std::size_t d) { return exact_quotient(o[d], l[r]); });
     } else {
