@@ -12,6 +12,18 @@
 namespace pasa::detail {
 namespace {
 
+// Whether every x[i] is a float value (NaNs excepted: they fail the comparison), and with `bits` = 11 also
+// of at most 11 significant bits (the float's 13 low significand bits zero).
+bool floats_only(const double* x, std::size_t n, int bits = 24) {
+  const std::uint32_t low = bits == 24 ? 0 : 0x1FFF;
+  bool all = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = static_cast<float>(x[i]);
+    all &= (static_cast<double>(f) == x[i]) & ((std::bit_cast<std::uint32_t>(f) & low) == 0);
+  }
+  return all;
+}
+
 bool plain_fp64(const StageSpec& s) {
   return s.format == format_by_name("fp64") && s.round.mode == RoundMode::nearest_even &&
          s.round.overflow == Overflow::ieee && !s.round.flush_input && !s.round.flush_output;
@@ -315,8 +327,54 @@ void pairwise_columns(const Run& run, Stage s, const double* T, std::size_t rows
 
 }  // namespace
 
+namespace {
+
+// The end of every reduction: out holds the rows' accumulated sums of n terms.
+void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
+                   RandomBits* rng) {
+  const StageSpec& sp = run.stage(s);
+  const Reduction& red = sp.reduce;
+  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
+    const double dn = static_cast<double>(n);
+    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
+  }
+  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
+  // is a lone x[0] (a sum of one term: no addition has rounded it).
+  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
+  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
+}
+
+// The sequential and blocked orders of reduce_columns with a plain RNE fp32 accumulator on float terms
+// (T: n columns of rows floats, stride st): every addition a float addition, which is the exact sum rounded
+// once to fp32 (IEEE 754 §4.3.1, overflow included), so the same bits as add_acc, with twice the lanes and
+// no exact-sum and fold steps. out: the rows' accumulated sums.
+void reduce_columns_float(ReduceOrder order, std::size_t k, const float* T, std::size_t rows, std::size_t n,
+                          std::size_t st, double* out) {
+  thread_local std::vector<float> buffer;
+  if (order == ReduceOrder::sequential) k = 1;  // one lane
+  buffer.assign(rows * k, 0.0f);                 // a lane with no element holds +0
+  float* lanes = buffer.data();
+  for (std::size_t l = 0; l < k && l < n; ++l) {
+    float* p = lanes + l * rows;
+    std::copy(T + l * st, T + l * st + rows, p);
+    for (std::size_t c = l + k; c < n; c += k) {
+      const float* x = T + c * st;
+      for (std::size_t r = 0; r < rows; ++r) p[r] = p[r] + x[r];
+    }
+  }
+  for (std::size_t off = k / 2; off >= 1; off /= 2)
+    for (std::size_t l = 0; l < off; ++l) {
+      float* p = lanes + l * rows;
+      const float* q = lanes + (l + off) * rows;
+      for (std::size_t r = 0; r < rows; ++r) p[r] = p[r] + q[r];
+    }
+  for (std::size_t r = 0; r < rows; ++r) out[r] = lanes[r];
+}
+
+}  // namespace
+
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
-                    std::size_t st, double* out, RandomBits* rng) {
+                    std::size_t st, double* out, RandomBits* rng, const float* Tf) {
   if (n == 0) {
     std::fill(out, out + rows, 0.0);
     return;
@@ -324,7 +382,9 @@ void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::
   const StageSpec& sp = run.stage(s);
   const Reduction& red = sp.reduce;
   thread_local std::vector<double> buffer;
-  switch (red.order) {
+  if (Tf) {  // float terms, fp32 accumulator (reduce_rows checked both), not pairwise
+    reduce_columns_float(red.order, static_cast<std::size_t>(red.width), Tf, rows, n, st, out);
+  } else switch (red.order) {
     case ReduceOrder::sequential:  // s = x[0]; s = rnd_acc(s + x[c])
       std::copy(T, T + rows, out);
       for (std::size_t c = 1; c < n; ++c) add_acc(run, s, out, T + c * st, rows, rng);
@@ -351,21 +411,60 @@ void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::
       break;
     }
   }
-  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
-    const double dn = static_cast<double>(n);
-    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
-  }
-  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
-  // is a lone x[0] (a sum of one term: no addition has rounded it).
-  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
-  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
+  reduce_finish(run, s, op, rows, n, out, rng);
 }
 
 void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                  double* out, RandomBits* rng) {
   // Transposed first, so that each step adds one contiguous column to the rows' partial sums.
-  thread_local std::vector<double> buffer;
   const std::size_t st = rows + 1;  // an odd stride: a power-of-two one makes the transposition thrash L1
+  const Reduction& red = run.stage(s).reduce;
+  if (run.acc_fp32(s) && red.order == ReduceOrder::blocked && red.width >= 8) {
+    // The warp pattern row by row, its lanes contiguous: no transposition (the same float additions as
+    // reduce_columns_float, in the same order per lane).
+    bool floats = true;
+    for (std::size_t r = 0; r < rows; ++r) floats &= floats_only(X + r * ld, n);
+    if (floats) {
+      const std::size_t k = static_cast<std::size_t>(red.width);
+      thread_local std::vector<float> lane_buffer;
+      lane_buffer.resize(k);
+      float* p = lane_buffer.data();
+      for (std::size_t r = 0; r < rows; ++r) {
+        const double* x = X + r * ld;
+        std::fill(p, p + k, 0.0f);  // a lane with no element holds +0
+        for (std::size_t l = 0; l < k && l < n; ++l) p[l] = static_cast<float>(x[l]);
+        for (std::size_t c0 = k; c0 < n; c0 += k) {
+          const std::size_t w = std::min(k, n - c0);
+          for (std::size_t l = 0; l < w; ++l) p[l] = p[l] + static_cast<float>(x[c0 + l]);
+        }
+        for (std::size_t off = k / 2; off >= 1; off /= 2)
+          for (std::size_t l = 0; l < off; ++l) p[l] = p[l] + p[l + off];
+        out[r] = p[0];
+      }
+      if (n == 0) std::fill(out, out + rows, 0.0);
+      else reduce_finish(run, s, op, rows, n, out, rng);
+      return;
+    }
+  }
+  if (run.acc_fp32(s) && red.order != ReduceOrder::pairwise) {
+    // fp32 accumulator: float terms (NaNs excepted) reduce in float registers (reduce_columns_float).
+    thread_local std::vector<float> fbuffer;
+    fbuffer.resize(st * n);
+    float* t = fbuffer.data();
+    bool floats = true;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < n; ++c) {
+        const double x = X[r * ld + c];
+        const float f = static_cast<float>(x);
+        floats &= static_cast<double>(f) == x;
+        t[c * st + r] = f;
+      }
+    if (floats) {
+      reduce_columns(run, s, op, nullptr, rows, n, st, out, rng, t);
+      return;
+    }
+  }
+  thread_local std::vector<double> buffer;
   buffer.resize(st * n);
   double* t = buffer.data();  // (a plain pointer: every access to a thread_local goes through a TLS lookup)
   for (std::size_t r = 0; r < rows; ++r)
@@ -394,10 +493,14 @@ void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, cons
     });
     return;
   }
-  for (std::size_t r = 0; r < rows; ++r) {  // row by row: a constant factor keeps the loop vectorised
-    double* x = acc + r * width;
-    const double a = alpha[r];
-    run.round_each(s, x, width, rng, [&](std::size_t d) { return two_prod(a, x[d]); });
+  if (width == 1) {  // one value per row (l): one call, the same roundings and draws in the same order
+    run.round_each(s, acc, rows, rng, [&](std::size_t r) { return two_prod(alpha[r], acc[r]); });
+  } else {
+    for (std::size_t r = 0; r < rows; ++r) {  // row by row: a constant factor keeps the loop vectorised
+      double* x = acc + r * width;
+      const double a = alpha[r];
+      run.round_each(s, x, width, rng, [&](std::size_t d) { return two_prod(a, x[d]); });
+    }
   }
   run.round_each(s, acc, rows * width, rng, [&](std::size_t i) { return two_sum(acc[i], add[i]); });
 }
@@ -524,17 +627,6 @@ bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
 }
 
 namespace {
-// Whether every x[i] is a float value (NaNs excepted: they fail the comparison), and with `bits` = 11 also
-// of at most 11 significant bits (the float's 13 low significand bits zero).
-bool floats_only(const double* x, std::size_t n, int bits = 24) {
-  const std::uint32_t low = bits == 24 ? 0 : 0x1FFF;
-  bool all = true;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float f = static_cast<float>(x[i]);
-    all &= (static_cast<double>(f) == x[i]) & ((std::bit_cast<std::uint32_t>(f) & low) == 0);
-  }
-  return all;
-}
 // x[i] = the float quotient a[i]/b (a and b floats); false when one underflows to zero or a subnormal, or
 // is not finite.
 bool float_quotients(const double* a, double b, double* x, std::size_t n) {
