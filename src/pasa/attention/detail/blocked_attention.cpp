@@ -16,12 +16,12 @@ namespace {
 // of at most 11 significant bits (the float's 13 low significand bits zero).
 bool floats_only(const double* x, std::size_t n, int bits = 24) {
   const std::uint32_t low = bits == 24 ? 0 : 0x1FFF;
-  bool all = true;
+  std::uint32_t bad = 0;  // (an integer or-reduction: GCC vectorises it, not a bool and-reduction)
   for (std::size_t i = 0; i < n; ++i) {
     const float f = static_cast<float>(x[i]);
-    all &= (static_cast<double>(f) == x[i]) & ((std::bit_cast<std::uint32_t>(f) & low) == 0);
+    bad |= static_cast<std::uint32_t>(static_cast<double>(f) != x[i]) | (std::bit_cast<std::uint32_t>(f) & low);
   }
-  return all;
+  return bad == 0;
 }
 
 bool plain_fp64(const StageSpec& s) {
@@ -371,6 +371,34 @@ void reduce_columns_float(ReduceOrder order, std::size_t k, const float* T, std:
   for (std::size_t r = 0; r < rows; ++r) out[r] = lanes[r];
 }
 
+// The blocked order with k lanes (K: k known at compile time, so that the lanes live in registers; 0: any k)
+// on each row of X (rows × n, stride ld) in float, out[r] = the row's sum; false (out partly written) when
+// a term is not a float.
+template <std::size_t K>
+bool warp_rows(const double* X, std::size_t rows, std::size_t n, std::size_t ld, std::size_t k, double* out) {
+  if constexpr (K != 0) k = K;
+  thread_local std::vector<float> lane_buffer;
+  lane_buffer.resize(k);
+  float* p = lane_buffer.data();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double* x = X + r * ld;
+    if (!floats_only(x, n)) return false;
+    float lanes[K == 0 ? 1 : K];
+    float* q = K == 0 ? p : lanes;
+    std::fill(q, q + k, 0.0f);  // a lane with no element holds +0
+    const std::size_t first = std::min(k, n);
+    for (std::size_t l = 0; l < first; ++l) q[l] = static_cast<float>(x[l]);
+    std::size_t c0 = k;
+    for (; c0 + k <= n; c0 += k)
+      for (std::size_t l = 0; l < k; ++l) q[l] = q[l] + static_cast<float>(x[c0 + l]);
+    for (std::size_t l = 0; c0 + l < n; ++l) q[l] = q[l] + static_cast<float>(x[c0 + l]);
+    for (std::size_t off = k / 2; off >= 1; off /= 2)
+      for (std::size_t l = 0; l < off; ++l) q[l] = q[l] + q[l + off];
+    out[r] = q[0];
+  }
+  return true;
+}
+
 }  // namespace
 
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
@@ -422,25 +450,9 @@ void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::siz
   if (run.acc_fp32(s) && red.order == ReduceOrder::blocked && red.width >= 8) {
     // The warp pattern row by row, its lanes contiguous: no transposition (the same float additions as
     // reduce_columns_float, in the same order per lane).
-    bool floats = true;
-    for (std::size_t r = 0; r < rows; ++r) floats &= floats_only(X + r * ld, n);
+    const std::size_t k = static_cast<std::size_t>(red.width);
+    const bool floats = k == 32 ? warp_rows<32>(X, rows, n, ld, k, out) : warp_rows<0>(X, rows, n, ld, k, out);
     if (floats) {
-      const std::size_t k = static_cast<std::size_t>(red.width);
-      thread_local std::vector<float> lane_buffer;
-      lane_buffer.resize(k);
-      float* p = lane_buffer.data();
-      for (std::size_t r = 0; r < rows; ++r) {
-        const double* x = X + r * ld;
-        std::fill(p, p + k, 0.0f);  // a lane with no element holds +0
-        for (std::size_t l = 0; l < k && l < n; ++l) p[l] = static_cast<float>(x[l]);
-        for (std::size_t c0 = k; c0 < n; c0 += k) {
-          const std::size_t w = std::min(k, n - c0);
-          for (std::size_t l = 0; l < w; ++l) p[l] = p[l] + static_cast<float>(x[c0 + l]);
-        }
-        for (std::size_t off = k / 2; off >= 1; off /= 2)
-          for (std::size_t l = 0; l < off; ++l) p[l] = p[l] + p[l + off];
-        out[r] = p[0];
-      }
       if (n == 0) std::fill(out, out + rows, 0.0);
       else reduce_finish(run, s, op, rows, n, out, rng);
       return;
