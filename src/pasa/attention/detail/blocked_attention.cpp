@@ -7,9 +7,22 @@
 #include <numbers>
 
 #include "pasa/attention/quantise.hpp"
+#include "pasa/core/memory.hpp"
 
 namespace pasa::detail {
 namespace {
+
+// Whether every x[i] is a float value (NaNs excepted: they fail the comparison), and with `bits` = 11 also
+// of at most 11 significant bits (the float's 13 low significand bits zero).
+bool floats_only(const double* x, std::size_t n, int bits = 24) {
+  const std::uint32_t low = bits == 24 ? 0 : 0x1FFF;
+  std::uint32_t bad = 0;  // (an integer or-reduction: GCC vectorises it, not a bool and-reduction)
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = static_cast<float>(x[i]);
+    bad |= static_cast<std::uint32_t>(static_cast<double>(f) != x[i]) | (std::bit_cast<std::uint32_t>(f) & low);
+  }
+  return bad == 0;
+}
 
 bool plain_fp64(const StageSpec& s) {
   return s.format == format_by_name("fp64") && s.round.mode == RoundMode::nearest_even &&
@@ -70,6 +83,7 @@ const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOp
 
 // §2.2: PASA with bf16 inputs runs its bf16 stages in fp16.
 Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& spec) {
+  keep_freed_memory();  // before the run's first big buffer (see memory.hpp)
   Allocation a = spec.alloc;
   const Format bf16 = format_by_name("bf16");
   if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 &&
@@ -313,8 +327,82 @@ void pairwise_columns(const Run& run, Stage s, const double* T, std::size_t rows
 
 }  // namespace
 
+namespace {
+
+// The end of every reduction: out holds the rows' accumulated sums of n terms.
+void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
+                   RandomBits* rng) {
+  const StageSpec& sp = run.stage(s);
+  const Reduction& red = sp.reduce;
+  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
+    const double dn = static_cast<double>(n);
+    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
+  }
+  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
+  // is a lone x[0] (a sum of one term: no addition has rounded it).
+  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
+  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
+}
+
+// The sequential and blocked orders of reduce_columns with a plain RNE fp32 accumulator on float terms
+// (T: n columns of rows floats, stride st): every addition a float addition, which is the exact sum rounded
+// once to fp32 (IEEE 754 §4.3.1, overflow included), so the same bits as add_acc, with twice the lanes and
+// no exact-sum and fold steps. out: the rows' accumulated sums.
+void reduce_columns_float(ReduceOrder order, std::size_t k, const float* T, std::size_t rows, std::size_t n,
+                          std::size_t st, double* out) {
+  thread_local std::vector<float> buffer;
+  if (order == ReduceOrder::sequential) k = 1;  // one lane
+  buffer.assign(rows * k, 0.0f);                 // a lane with no element holds +0
+  float* lanes = buffer.data();
+  for (std::size_t l = 0; l < k && l < n; ++l) {
+    float* p = lanes + l * rows;
+    std::copy(T + l * st, T + l * st + rows, p);
+    for (std::size_t c = l + k; c < n; c += k) {
+      const float* x = T + c * st;
+      for (std::size_t r = 0; r < rows; ++r) p[r] = p[r] + x[r];
+    }
+  }
+  for (std::size_t off = k / 2; off >= 1; off /= 2)
+    for (std::size_t l = 0; l < off; ++l) {
+      float* p = lanes + l * rows;
+      const float* q = lanes + (l + off) * rows;
+      for (std::size_t r = 0; r < rows; ++r) p[r] = p[r] + q[r];
+    }
+  for (std::size_t r = 0; r < rows; ++r) out[r] = lanes[r];
+}
+
+// The blocked order with k lanes (K: k known at compile time, so that the lanes live in registers; 0: any k)
+// on each row of X (rows × n, stride ld) in float, out[r] = the row's sum; false (out partly written) when
+// a term is not a float.
+template <std::size_t K>
+bool warp_rows(const double* X, std::size_t rows, std::size_t n, std::size_t ld, std::size_t k, double* out) {
+  if constexpr (K != 0) k = K;
+  thread_local std::vector<float> lane_buffer;
+  lane_buffer.resize(k);
+  float* p = lane_buffer.data();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double* x = X + r * ld;
+    if (!floats_only(x, n)) return false;
+    float lanes[K == 0 ? 1 : K];
+    float* q = K == 0 ? p : lanes;
+    std::fill(q, q + k, 0.0f);  // a lane with no element holds +0
+    const std::size_t first = std::min(k, n);
+    for (std::size_t l = 0; l < first; ++l) q[l] = static_cast<float>(x[l]);
+    std::size_t c0 = k;
+    for (; c0 + k <= n; c0 += k)
+      for (std::size_t l = 0; l < k; ++l) q[l] = q[l] + static_cast<float>(x[c0 + l]);
+    for (std::size_t l = 0; c0 + l < n; ++l) q[l] = q[l] + static_cast<float>(x[c0 + l]);
+    for (std::size_t off = k / 2; off >= 1; off /= 2)
+      for (std::size_t l = 0; l < off; ++l) q[l] = q[l] + q[l + off];
+    out[r] = q[0];
+  }
+  return true;
+}
+
+}  // namespace
+
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
-                    std::size_t st, double* out, RandomBits* rng) {
+                    std::size_t st, double* out, RandomBits* rng, const float* Tf) {
   if (n == 0) {
     std::fill(out, out + rows, 0.0);
     return;
@@ -322,7 +410,9 @@ void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::
   const StageSpec& sp = run.stage(s);
   const Reduction& red = sp.reduce;
   thread_local std::vector<double> buffer;
-  switch (red.order) {
+  if (Tf) {  // float terms, fp32 accumulator (reduce_rows checked both), not pairwise
+    reduce_columns_float(red.order, static_cast<std::size_t>(red.width), Tf, rows, n, st, out);
+  } else switch (red.order) {
     case ReduceOrder::sequential:  // s = x[0]; s = rnd_acc(s + x[c])
       std::copy(T, T + rows, out);
       for (std::size_t c = 1; c < n; ++c) add_acc(run, s, out, T + c * st, rows, rng);
@@ -349,21 +439,44 @@ void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::
       break;
     }
   }
-  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
-    const double dn = static_cast<double>(n);
-    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
-  }
-  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
-  // is a lone x[0] (a sum of one term: no addition has rounded it).
-  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
-  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
+  reduce_finish(run, s, op, rows, n, out, rng);
 }
 
 void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                  double* out, RandomBits* rng) {
   // Transposed first, so that each step adds one contiguous column to the rows' partial sums.
-  thread_local std::vector<double> buffer;
   const std::size_t st = rows + 1;  // an odd stride: a power-of-two one makes the transposition thrash L1
+  const Reduction& red = run.stage(s).reduce;
+  if (run.acc_fp32(s) && red.order == ReduceOrder::blocked && red.width >= 8) {
+    // The warp pattern row by row, its lanes contiguous: no transposition (the same float additions as
+    // reduce_columns_float, in the same order per lane).
+    const std::size_t k = static_cast<std::size_t>(red.width);
+    const bool floats = k == 32 ? warp_rows<32>(X, rows, n, ld, k, out) : warp_rows<0>(X, rows, n, ld, k, out);
+    if (floats) {
+      if (n == 0) std::fill(out, out + rows, 0.0);
+      else reduce_finish(run, s, op, rows, n, out, rng);
+      return;
+    }
+  }
+  if (run.acc_fp32(s) && red.order != ReduceOrder::pairwise) {
+    // fp32 accumulator: float terms (NaNs excepted) reduce in float registers (reduce_columns_float).
+    thread_local std::vector<float> fbuffer;
+    fbuffer.resize(st * n);
+    float* t = fbuffer.data();
+    bool floats = true;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < n; ++c) {
+        const double x = X[r * ld + c];
+        const float f = static_cast<float>(x);
+        floats &= static_cast<double>(f) == x;
+        t[c * st + r] = f;
+      }
+    if (floats) {
+      reduce_columns(run, s, op, nullptr, rows, n, st, out, rng, t);
+      return;
+    }
+  }
+  thread_local std::vector<double> buffer;
   buffer.resize(st * n);
   double* t = buffer.data();  // (a plain pointer: every access to a thread_local goes through a TLS lookup)
   for (std::size_t r = 0; r < rows; ++r)
@@ -392,10 +505,14 @@ void rescale_add(const Run& run, Stage s, double* acc, const double* alpha, cons
     });
     return;
   }
-  for (std::size_t r = 0; r < rows; ++r) {  // row by row: a constant factor keeps the loop vectorised
-    double* x = acc + r * width;
-    const double a = alpha[r];
-    run.round_each(s, x, width, rng, [&](std::size_t d) { return two_prod(a, x[d]); });
+  if (width == 1) {  // one value per row (l): one call, the same roundings and draws in the same order
+    run.round_each(s, acc, rows, rng, [&](std::size_t r) { return two_prod(alpha[r], acc[r]); });
+  } else {
+    for (std::size_t r = 0; r < rows; ++r) {  // row by row: a constant factor keeps the loop vectorised
+      double* x = acc + r * width;
+      const double a = alpha[r];
+      run.round_each(s, x, width, rng, [&](std::size_t d) { return two_prod(a, x[d]); });
+    }
   }
   run.round_each(s, acc, rows * width, rng, [&](std::size_t i) { return two_sum(acc[i], add[i]); });
 }
@@ -521,10 +638,33 @@ bool tile_logits(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
   return true;
 }
 
+namespace {
+// x[i] = the float quotient a[i]/b (a and b floats); false when one underflows to zero or a subnormal, or
+// is not finite.
+bool float_quotients(const double* a, double b, double* x, std::size_t n) {
+  const float bf = static_cast<float>(b);
+  bool normal = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float q = static_cast<float>(a[i]) / bf;
+    const float m = std::fabs(q);
+    normal &= (m >= 0x1p-126f && m <= 0x1.fffffep127f) || (m == 0.0f && a[i] == 0.0);  // 0/b: exact
+    x[i] = q;
+  }
+  return normal;
+}
+}  // namespace
+
 void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, const std::vector<double>& l,
                  const std::vector<double>& m, const std::vector<std::uint8_t>& seen, bool divide,
                  const std::vector<double>* lse_shift, AttentionOutput& out, RandomBits* rng) {
   std::vector<double> row(run.D);
+  // An RNE div stage of p <= 11 bits (fp16; bf16 has 8, fp8 4 or 3) on operands of at most 11 bits (O and l in
+  // fp16, say): RN_p(RN_fp32(a/b)) = RN_p(a/b), since 24 >= 2·11 + 2 [Figueroa 1995, "When is double rounding
+  // innocuous?"], as long as the float quotient is a normal number (all 24 bits); float_quotients checks
+  // that. (An fp32 l breaks the premise: then the exact quotient.)
+  const StageSpec& div = run.stage(Stage::div);
+  const bool narrow_div = div.format.p <= 11 && div.round.mode == RoundMode::nearest_even && !div.round.flush_input &&
+                          !div.round.flush_output;
   for (std::size_t r = 0; r < it.rows(); ++r) {
     const std::size_t h = it.head_of(r), i = it.row_of(r);
     if (!seen[r]) {
@@ -537,9 +677,20 @@ void finish_rows(const Run& run, const Item& it, const std::vector<double>& O, c
       const double lr = l[r];
       const std::size_t D = run.D;
       double* x = row.data();
-      run.fused(Stage::div, [&](auto rnd) {
-        for (std::size_t d = 0; d < D; ++d) x[d] = rnd(exact_quotient(o[d], lr));
-      });
+      if (!run.native(Stage::div) && floats_only(o, D) && static_cast<float>(lr) == lr) {
+        // fp32 stage, fp32 operands: a float division is the correctly rounded quotient (IEEE 754 §5.4.1,
+        // subnormals and overflow included), the same bits as the exact quotient rounded once, in a
+        // quarter of the time (no residual, twice the lanes).
+        const float lf = static_cast<float>(lr);
+        for (std::size_t d = 0; d < D; ++d) x[d] = static_cast<float>(o[d]) / lf;
+      } else {
+        run.fused(Stage::div, [&](auto rnd) {
+          for (std::size_t d = 0; d < D; ++d) x[d] = rnd(exact_quotient(o[d], lr));
+        });
+      }
+    } else if (divide && narrow_div && floats_only(o, run.D, 11) && floats_only(&l[r], 1, 11) &&
+               float_quotients(o, l[r], row.data(), run.D)) {
+      run.round_to(Stage::div, row.data(), run.D, rng);
     } else if (divide) {
       run.round_each(Stage::div, row.data(), run.D, rng, [&](std::size_t d) { return exact_quotient(o[d], l[r]); });
     } else {

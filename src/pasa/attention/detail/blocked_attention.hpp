@@ -108,6 +108,8 @@ struct Run {
   Run(const AttentionInputs& in, const AlgorithmSpec& spec, const KvTiles* tiles = nullptr);
   const StageSpec& stage(Stage s) const { return alloc.spec(s); }
   bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
+  // The stage's reductions accumulate in plain RNE fp32 (a float addition rounds each step).
+  bool acc_fp32(Stage s) const { return acc_fp32_[static_cast<std::size_t>(s)]; }
   // Plain RNE fp32 (a float conversion rounds it) or native fp64: a rounding that fuses into loops.
   bool fusable(Stage s) const { return native(s) || fp32_[static_cast<std::size_t>(s)]; }
   // Calls body(round) with the rounding of a fusable stage as a function object taking the exact result
@@ -195,10 +197,11 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
 
 // A reduction of stage s (its Reduction: accumulator, order) over the n columns of a column-major block,
 // vectorised across rows: out[r] = Σ_c T[c·st + r], or that sum divided by n in the accumulator (mean), then
-// rounded once to the stage format.
+// rounded once to the stage format. Tf (instead of T): the same block as floats, for a plain RNE fp32
+// accumulator and the sequential or blocked order only.
 enum class ReduceOp { sum, mean };
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
-                    std::size_t st, double* out, RandomBits* rng);
+                    std::size_t st, double* out, RandomBits* rng, const float* Tf = nullptr);
 // The same over the n entries of each row of X (rows × n, row stride ld).
 void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                  double* out, RandomBits* rng);
