@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #if defined(__GLIBC__)
-#include <malloc.h>
 #endif
 #include <sys/file.h>
 #include <unistd.h>
@@ -12,7 +11,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <regex>
 #include <set>
 #include <thread>
@@ -159,21 +157,6 @@ class FolderLock {
   fs::path file_;
   int fd_ = -1;
 };
-
-// Every case allocates the same tensors again (inputs, golden, baseline, one output per algorithm: tens of
-// MB each at the paper's shape). glibc serves blocks that large with fresh mmap()s and unmaps them on free,
-// so every case touched fresh pages, and the first touch of a page (a fault, and zeroing in the kernel) cost
-// more than the arithmetic of the metrics on it. Blocks up to 32 MB (glibc's largest threshold) now come
-// from the heap, and freed memory is kept for the next case instead of being returned to the system.
-void keep_freed_memory() {
-#if defined(__GLIBC__)
-  static std::once_flag once;
-  std::call_once(once, [] {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  });
-#endif
-}
 
 }  // namespace
 
@@ -403,7 +386,7 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
       write_file_atomic(partial, text);
     }
 
-    keep_freed_memory();
+    keep_freed_memory();  // every case allocates the same tensors again: reuse the pages (core/memory.hpp)
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     {
