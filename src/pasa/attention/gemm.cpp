@@ -363,32 +363,42 @@ bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double
     for (std::size_t t = 0; t < k; t += 8)
       finite = !pack8(A + r * lda + t, k - t, ea_min, ap + r * k + t, eap + r * k + t) && finite;
   const __m512i lo_e = _mm512_set1_epi32(F - 100), hi_e = _mm512_set1_epi32(F + 100);
-  const __m512i zero_e = _mm512_set1_epi32(kZeroExp), min_e = _mm512_set1_epi32(fp32().emin());
-  // term_exp of an fp32 accumulator: the exponent field − 127, subnormals at emin, zero never the largest
+  // term_exp of an fp32 accumulator, up to the clamp of E below: the exponent field − 127 (a zero or subnormal
+  // accumulator gives −127 or −126 where term_exp gives kZeroExp or −126, an inf or NaN 128 for kHugeExp:
+  // with 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the same)
   auto acc_exp = [&](__m512 c) {
-    const __m512i bits = _mm512_castps_si512(c);
-    const __m512i f = _mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xff));
-    const __m512i e = _mm512_max_epi32(_mm512_sub_epi32(f, _mm512_set1_epi32(127)), min_e);
-    const __mmask16 nonzero = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0x7fffffff));
-    const __mmask16 special = _mm512_cmpeq_epi32_mask(f, _mm512_set1_epi32(0xff));
-    return _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(zero_e, nonzero, e), special, _mm512_set1_epi32(kHugeExp));
+    return _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(c), 23), _mm512_set1_epi32(0xff)),
+                            _mm512_set1_epi32(127));
   };
-  // the block's exact sum (int32 products + the truncated scaled accumulator) · 2^(E − F), to fp32 toward zero
-  auto finish = [&](__m512i isum, __m512 cs, __m512i E) {
+  // the block's exact sum (int32 products + the cut accumulator ci) · 2^(E − F), to fp32 toward zero, in
+  // double (exact: both below 2^32): where the int32 sum of the two overflows
+  auto finish_wide = [&](__m512i isum, __m512i ci, __m512i E) {
     const __m512i pw = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(E)),
                                                           _mm512_set1_epi64(1023 - F)), 52);
     const __m512i pw_hi = _mm512_slli_epi64(
         _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(E, 1)), _mm512_set1_epi64(1023 - F)), 52);
     const __m512d s_lo = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(isum)),
-                                                     _mm512_cvtps_pd(_mm512_castps512_ps256(cs))),
+                                                     _mm512_cvtepi32_pd(_mm512_castsi512_si256(ci))),
                                        _mm512_castsi512_pd(pw));
-    const __m512d s_hi = _mm512_mul_pd(
-        _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(isum, 1)),
-                      _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(cs), 1)))),
-        _mm512_castsi512_pd(pw_hi));
+    const __m512d s_hi = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(isum, 1)),
+                                                     _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(ci, 1))),
+                                       _mm512_castsi512_pd(pw_hi));
     const __m256 f_lo = _mm512_maskz_cvt_roundpd_ps(0xFF, s_lo, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m256 f_hi = _mm512_maskz_cvt_roundpd_ps(0xFF, s_hi, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     return _mm512_insertf32x8(_mm512_castps256_ps512(f_lo), f_hi, 1);
+  };
+  // The same in int32 and float: the sum (below 2^31) cut to 24 bits toward zero, then scaled by 2^(E − F)
+  // toward zero (exact unless it underflows; truncations on nested grids compose: one rounding toward zero).
+  // c · 2^(F − E) is exact in float (a power of two within range), its truncation the cut accumulator.
+  auto finish = [&](__m512i isum, __m512 c, __m512 sc, __m512i E) {
+    const __m512i ci = _mm512_cvttps_epi32(_mm512_mul_ps(c, sc));
+    const __m512i sum = _mm512_add_epi32(isum, ci);
+    const __mmask16 overflow =
+        _mm512_movepi32_mask(_mm512_and_si512(_mm512_xor_si512(isum, sum), _mm512_xor_si512(ci, sum)));
+    if (overflow != 0) return finish_wide(isum, ci, E);
+    const __m512 pw = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(E, _mm512_set1_epi32(127 - F)), 23));
+    return _mm512_mul_round_ps(_mm512_cvt_roundepi32_ps(sum, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), pw,
+                               _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   };
   for (std::size_t s = 0; s < strips; ++s) {
     const float* bs = bp + s * k * kStrip;
@@ -420,10 +430,8 @@ bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double
           i0 = _mm512_add_epi32(i0, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(at, _mm512_loadu_ps(bs + t * kStrip)), sc0)));
           i1 = _mm512_add_epi32(i1, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(at, _mm512_loadu_ps(bs + t * kStrip + 16)), sc1)));
         }
-        const __m512 cs0 = _mm512_roundscale_ps(_mm512_mul_ps(c0, sc0), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        const __m512 cs1 = _mm512_roundscale_ps(_mm512_mul_ps(c1, sc1), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        c0 = finish(i0, cs0, E0);
-        c1 = finish(i1, cs1, E1);
+        c0 = finish(i0, c0, sc0, E0);
+        c1 = finish(i1, c1, sc1, E1);
         since_promotion += t1 - t0;
         const bool promote_now = promote > 0 && (since_promotion == promote || t1 == k);
         if (promote_now) {  // the CUDA cores' fp32 add (RNE)
