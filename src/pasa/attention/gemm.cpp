@@ -329,28 +329,33 @@ bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double
                        std::size_t block, std::size_t promote) {
   const std::size_t strips = (n + kStrip - 1) / kStrip;
   thread_local std::vector<float> bp_buf, ap_buf;
-  thread_local std::vector<std::int32_t> ebp_buf, eap_buf;
+  thread_local std::vector<std::int16_t> ebp_buf, eap_buf;
   bp_buf.resize(strips * k * kStrip);
   ebp_buf.resize(strips * k * kStrip);
   ap_buf.resize(m * k + 8);
   eap_buf.resize(m * k + 8);
   float* bp = bp_buf.data();
-  std::int32_t* ebp = ebp_buf.data();
+  std::int16_t* ebp = ebp_buf.data();
   float* ap = ap_buf.data();
-  std::int32_t* eap = eap_buf.data();
-  // term_exp and the float value of up to 8 doubles at once (lanes past `count`: 0 and kZeroExp, padding
+  std::int16_t* eap = eap_buf.data();
+  // Exponents in int16 lanes (32 columns a vector), added with saturation: term_exp's values, with zero at
+  // kZero16 and inf or NaN at kHuge16 instead of ∓100000. Every finite exponent sum lies within ±2046, a sum
+  // with a zero below −14000, one with an inf or NaN above 14000 (inf with zero: 0 in both): all of these
+  // beyond the clamp of E to [F − 100, F + 100] below, so the clamped E is the same.
+  constexpr std::int16_t kZero16 = -16000, kHuge16 = 16000;
+  // term_exp and the float value of up to 8 doubles at once (lanes past `count`: 0 and kZero16, padding
   // that adds zero products)
-  auto pack8 = [](const double* x, std::size_t count, int emin, float* v, std::int32_t* e) {
+  auto pack8 = [](const double* x, std::size_t count, int emin, float* v, std::int16_t* e) {
     const __mmask8 mk = count >= 8 ? 0xFF : static_cast<__mmask8>((1u << count) - 1);
     const __m512d d = _mm512_maskz_loadu_pd(mk, x);
     const __m512i f = _mm512_and_si512(_mm512_srli_epi64(_mm512_castpd_si512(d), 52), _mm512_set1_epi64(0x7ff));
-    __m256i ex = _mm512_cvtepi64_epi32(_mm512_max_epi64(_mm512_sub_epi64(f, _mm512_set1_epi64(1023)),
+    __m128i ex = _mm512_cvtepi64_epi16(_mm512_max_epi64(_mm512_sub_epi64(f, _mm512_set1_epi64(1023)),
                                                          _mm512_set1_epi64(emin)));
     const __mmask8 special = _mm512_cmpeq_epi64_mask(f, _mm512_set1_epi64(0x7ff));
-    ex = _mm256_mask_mov_epi32(ex, special, _mm256_set1_epi32(kHugeExp));
-    ex = _mm256_mask_mov_epi32(ex, _mm512_cmpeq_epi64_mask(f, _mm512_setzero_si512()), _mm256_set1_epi32(kZeroExp));
+    ex = _mm_mask_mov_epi16(ex, special, _mm_set1_epi16(kHuge16));
+    ex = _mm_mask_mov_epi16(ex, _mm512_cmpeq_epi64_mask(f, _mm512_setzero_si512()), _mm_set1_epi16(kZero16));
     _mm256_storeu_ps(v, _mm512_maskz_cvtpd_ps(0xFF, d));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(e), ex);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(e), ex);
     return special != 0;
   };
   bool finite = true;
@@ -402,22 +407,21 @@ bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double
   };
   for (std::size_t s = 0; s < strips; ++s) {
     const float* bs = bp + s * k * kStrip;
-    const std::int32_t* es = ebp + s * k * kStrip;
+    const std::int16_t* es = ebp + s * k * kStrip;
     const std::size_t width = std::min(kStrip, n - s * kStrip);
     for (std::size_t r = 0; r < m; ++r) {
       const float* a = ap + r * k;
-      const std::int32_t* ea = eap + r * k;
+      const std::int16_t* ea = eap + r * k;
       __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
       __m512 o0 = _mm512_setzero_ps(), o1 = _mm512_setzero_ps();
       std::size_t since_promotion = 0;
       for (std::size_t t0 = 0; t0 < k; t0 += block) {
         const std::size_t t1 = std::min(k, t0 + block);
-        __m512i E0 = acc_exp(c0), E1 = acc_exp(c1);
-        for (std::size_t t = t0; t < t1; ++t) {
-          const __m512i e = _mm512_set1_epi32(ea[t]);
-          E0 = _mm512_max_epi32(E0, _mm512_add_epi32(e, _mm512_loadu_si512(es + t * kStrip)));
-          E1 = _mm512_max_epi32(E1, _mm512_add_epi32(e, _mm512_loadu_si512(es + t * kStrip + 16)));
-        }
+        __m512i E16 = _mm512_set1_epi16(kZero16);
+        for (std::size_t t = t0; t < t1; ++t)
+          E16 = _mm512_max_epi16(E16, _mm512_adds_epi16(_mm512_set1_epi16(ea[t]), _mm512_loadu_si512(es + t * kStrip)));
+        __m512i E0 = _mm512_max_epi32(acc_exp(c0), _mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16)));
+        __m512i E1 = _mm512_max_epi32(acc_exp(c1), _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(E16, 1)));
         // E clamped as in the loop-per-block path: 2^(F − E) a normal float
         E0 = _mm512_min_epi32(_mm512_max_epi32(E0, lo_e), hi_e);
         E1 = _mm512_min_epi32(_mm512_max_epi32(E1, lo_e), hi_e);
