@@ -232,6 +232,60 @@ TEST_CASE("tensor_core model equals the integer-aligned scalar reference, every 
   }
 }
 
+TEST_CASE("tensor_core: a block whose aligned terms sum beyond 2^31 (h100_fp16)", "[gemm][tensor_core]") {
+  // 16 products of (2 − 2^-10)² cut at 2^-25 sum to just below 2^31; the accumulator, 1.990234375 from the
+  // first block, aligned to the same exponent adds 2^25·1.99: the aligned sum needs 32 bits (a kernel that
+  // adds the terms in int32 must widen here). Rows: the sum positive, negative; columns: a few scalings of B.
+  const TensorCore tc = tensor_core_preset("h100_fp16");
+  const Format& f16 = F("fp16");
+  const StageSpec acc{F("fp32")};
+  const std::size_t m = 2, n = 37, k = 32;
+  std::vector<double> A(m * k, 0.0), B(k * n, 0.0), C(m * n);
+  for (std::size_t i = 0; i < m; ++i) {
+    A[i * k] = i == 0 ? 1.990234375 : -1.990234375;
+    for (std::size_t t = 16; t < k; ++t) A[i * k + t] = i == 0 ? 1.9990234375 : -1.9990234375;
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    const double s = std::ldexp(1.0, static_cast<int>(j % 5) - 2);  // the same pattern at other exponents
+    B[j] = s;
+    for (std::size_t t = 16; t < k; ++t) B[t * n + j] = j % 7 == 3 && t == 20 ? 0.5 * s : 1.9990234375 * s;
+  }
+  GemmSpec g{f16, f16, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
+  gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
+  std::vector<double> a(k), b(k);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      for (std::size_t t = 0; t < k; ++t) {
+        a[t] = A[i * k + t];
+        b[t] = B[t * n + j];
+      }
+      INFO("at " << i << "," << j);
+      REQUIRE(C[i * n + j] == reference_tc_dot(tc, f16, f16, acc, a.data(), b.data(), k));
+    }
+}
+
+TEST_CASE("tensor_core: a block led by a product with a subnormal operand (h100_fp16)", "[gemm][tensor_core]") {
+  // 3·2^-24 (subnormal, at fp16's emin −14) × 1 sets E = −14: the cut is at 2^-39, so the second product,
+  // 2^-28·(1 + 2^-3 + 2^-10 + 2^-13), loses its 2^-41; on its own exponent (−23) the cut would keep it, and
+  // fp32 (ulp 2^-46 here) would show it.
+  const TensorCore tc = tensor_core_preset("h100_fp16");
+  const Format& f16 = F("fp16");
+  const StageSpec acc{F("fp32")};
+  const std::size_t n = 37, k = 2;
+  const std::vector<double> A{3 * 0x1p-24, (1 + 0x1p-10) * 0x1p-14};
+  std::vector<double> B(k * n), C(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    B[j] = 1.0;
+    B[n + j] = (1 + 0x1p-3) * 0x1p-14;
+  }
+  GemmSpec g{f16, f16, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
+  gemm(g, 1, n, k, A.data(), k, B.data(), n, C.data(), n);
+  const double b[] = {1.0, (1 + 0x1p-3) * 0x1p-14};
+  const double want = 3 * 0x1p-24 + 0x1p-28 + 0x1p-31 + 0x1p-38;  // exact in fp32: the 2^-41 cut off
+  REQUIRE(reference_tc_dot(tc, f16, f16, acc, A.data(), b, k) == want);
+  for (std::size_t j = 0; j < n; ++j) REQUIRE(C[j] == want);
+}
+
 TEST_CASE("tensor_core with unlimited bits is the exact sum rounded once per block", "[gemm][tensor_core]") {
   // One block holding all k products: the exact dot product rounded once (MPFR), in every mode.
   boost::random::mt19937_64 eng(9);

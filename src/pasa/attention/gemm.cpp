@@ -312,7 +312,174 @@ void cvt_rows(double* v, std::size_t n) {
     _mm512_mask_storeu_pd(v + j, m, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_cvt_roundpd_ps(0xFF, x, R | _MM_FROUND_NO_EXC)));
   }
 }
+
+// The float-lane case in registers (issue 8, speed): fp32 accumulator rounded toward zero (the H100 models),
+// the accumulator one of the block's terms, a block's scaled products summed in int32 (block <= 2^(29 − F)).
+// Per strip of 32 output columns, packed once per GEMM as (value, exponent) panels, and per row, the running
+// accumulator, the block's largest exponent, its scale and its int32 sum stay in registers over all of k:
+// the same operations as the loop-per-block path (the same float products and scales, the same truncations,
+// the same exact double sum and one double → float conversion toward zero), so the same bits. Returns whether
+// every operand was finite (else the caller applies ieee_where_not_finite).
+constexpr std::size_t kStrip = 32;  // columns per register strip: two AVX-512 vectors
+// GCC 12 flags the unmasked intrinsics' undefined pass-through operands (_mm512_undefined_*) as uninitialised.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+                       const double* B, std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min,
+                       std::size_t block, std::size_t promote) {
+  const std::size_t strips = (n + kStrip - 1) / kStrip;
+  thread_local std::vector<float> bp_buf, ap_buf;
+  thread_local std::vector<std::int16_t> ebp_buf, eap_buf;
+  bp_buf.resize(strips * k * kStrip);
+  ebp_buf.resize(strips * k * kStrip);
+  ap_buf.resize(m * k + 8);
+  eap_buf.resize(m * k + 8);
+  float* bp = bp_buf.data();
+  std::int16_t* ebp = ebp_buf.data();
+  float* ap = ap_buf.data();
+  std::int16_t* eap = eap_buf.data();
+  // Exponents in int16 lanes (32 columns a vector), added with saturation: term_exp's values, with zero at
+  // kZero16 and inf or NaN at kHuge16 instead of ∓100000. Every finite exponent sum lies within ±2046, a sum
+  // with a zero below −14000, one with an inf or NaN above 14000 (inf with zero: 0 in both): all of these
+  // beyond the clamp of E to [F − 100, F + 100] below, so the clamped E is the same.
+  constexpr std::int16_t kZero16 = -16000, kHuge16 = 16000;
+  // term_exp and the float value of up to 8 doubles at once (lanes past `count`: 0 and kZero16, padding
+  // that adds zero products)
+  auto pack8 = [](const double* x, std::size_t count, int emin, float* v, std::int16_t* e) {
+    const __mmask8 mk = count >= 8 ? 0xFF : static_cast<__mmask8>((1u << count) - 1);
+    const __m512d d = _mm512_maskz_loadu_pd(mk, x);
+    const __m512i f = _mm512_and_si512(_mm512_srli_epi64(_mm512_castpd_si512(d), 52), _mm512_set1_epi64(0x7ff));
+    __m128i ex = _mm512_cvtepi64_epi16(_mm512_max_epi64(_mm512_sub_epi64(f, _mm512_set1_epi64(1023)),
+                                                         _mm512_set1_epi64(emin)));
+    const __mmask8 special = _mm512_cmpeq_epi64_mask(f, _mm512_set1_epi64(0x7ff));
+    ex = _mm_mask_mov_epi16(ex, special, _mm_set1_epi16(kHuge16));
+    ex = _mm_mask_mov_epi16(ex, _mm512_cmpeq_epi64_mask(f, _mm512_setzero_si512()), _mm_set1_epi16(kZero16));
+    _mm256_storeu_ps(v, _mm512_maskz_cvtpd_ps(0xFF, d));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(e), ex);
+    return special != 0;
+  };
+  bool finite = true;
+  for (std::size_t t = 0; t < k; ++t)
+    for (std::size_t j = 0; j < strips * kStrip; j += 8) {
+      const std::size_t at = ((j / kStrip) * k + t) * kStrip + j % kStrip;
+      finite = !pack8(B + t * ldb + j, j < n ? n - j : 0, eb_min, bp + at, ebp + at) && finite;
+    }
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t t = 0; t < k; t += 8)
+      finite = !pack8(A + r * lda + t, k - t, ea_min, ap + r * k + t, eap + r * k + t) && finite;
+  const __m512i lo_e = _mm512_set1_epi32(F - 100), hi_e = _mm512_set1_epi32(F + 100);
+  // term_exp of an fp32 accumulator, up to the clamp of E below: the exponent field − 127 (a zero or subnormal
+  // accumulator gives −127 or −126 where term_exp gives kZeroExp or −126, an inf or NaN 128 for kHugeExp:
+  // with 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the same)
+  auto acc_exp = [&](__m512 c) {
+    return _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(c), 23), _mm512_set1_epi32(0xff)),
+                            _mm512_set1_epi32(127));
+  };
+  // the block's exact sum (int32 products + the cut accumulator ci) · 2^(E − F), to fp32 toward zero, in
+  // double (exact: both below 2^32): where the int32 sum of the two overflows
+  auto finish_wide = [&](__m512i isum, __m512i ci, __m512i E) {
+    const __m512i pw = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(E)),
+                                                          _mm512_set1_epi64(1023 - F)), 52);
+    const __m512i pw_hi = _mm512_slli_epi64(
+        _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(E, 1)), _mm512_set1_epi64(1023 - F)), 52);
+    const __m512d s_lo = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(isum)),
+                                                     _mm512_cvtepi32_pd(_mm512_castsi512_si256(ci))),
+                                       _mm512_castsi512_pd(pw));
+    const __m512d s_hi = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(isum, 1)),
+                                                     _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(ci, 1))),
+                                       _mm512_castsi512_pd(pw_hi));
+    const __m256 f_lo = _mm512_maskz_cvt_roundpd_ps(0xFF, s_lo, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 f_hi = _mm512_maskz_cvt_roundpd_ps(0xFF, s_hi, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(f_lo), f_hi, 1);
+  };
+  // The same in int32 and float: the sum (below 2^31) cut to 24 bits toward zero, then scaled by 2^(E − F)
+  // toward zero (exact unless it underflows; truncations on nested grids compose: one rounding toward zero).
+  // c · 2^(F − E) is exact in float (a power of two within range), its truncation the cut accumulator.
+  auto finish = [&](__m512i isum, __m512 c, __m512 sc, __m512i E) {
+    const __m512i ci = _mm512_cvttps_epi32(_mm512_mul_ps(c, sc));
+    const __m512i sum = _mm512_add_epi32(isum, ci);
+    const __mmask16 overflow =
+        _mm512_movepi32_mask(_mm512_and_si512(_mm512_xor_si512(isum, sum), _mm512_xor_si512(ci, sum)));
+    if (overflow != 0) return finish_wide(isum, ci, E);
+    const __m512 pw = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(E, _mm512_set1_epi32(127 - F)), 23));
+    return _mm512_mul_round_ps(_mm512_cvt_roundepi32_ps(sum, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), pw,
+                               _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  };
+  for (std::size_t s = 0; s < strips; ++s) {
+    const float* bs = bp + s * k * kStrip;
+    const std::int16_t* es = ebp + s * k * kStrip;
+    const std::size_t width = std::min(kStrip, n - s * kStrip);
+    for (std::size_t r = 0; r < m; ++r) {
+      const float* a = ap + r * k;
+      const std::int16_t* ea = eap + r * k;
+      __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
+      __m512 o0 = _mm512_setzero_ps(), o1 = _mm512_setzero_ps();
+      std::size_t since_promotion = 0;
+      for (std::size_t t0 = 0; t0 < k; t0 += block) {
+        const std::size_t t1 = std::min(k, t0 + block);
+        __m512i E16 = _mm512_set1_epi16(kZero16);
+        for (std::size_t t = t0; t < t1; ++t)
+          E16 = _mm512_max_epi16(E16, _mm512_adds_epi16(_mm512_set1_epi16(ea[t]), _mm512_loadu_si512(es + t * kStrip)));
+        __m512i E0 = _mm512_max_epi32(acc_exp(c0), _mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16)));
+        __m512i E1 = _mm512_max_epi32(acc_exp(c1), _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(E16, 1)));
+        // E clamped as in the loop-per-block path: 2^(F − E) a normal float
+        E0 = _mm512_min_epi32(_mm512_max_epi32(E0, lo_e), hi_e);
+        E1 = _mm512_min_epi32(_mm512_max_epi32(E1, lo_e), hi_e);
+        const __m512 sc0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127 + F), E0), 23));
+        const __m512 sc1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127 + F), E1), 23));
+        __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+        for (std::size_t t = t0; t < t1; ++t) {
+          const __m512 at = _mm512_set1_ps(a[t]);
+          // the exact product, scaled by a power of two, truncated toward zero
+          i0 = _mm512_add_epi32(i0, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(at, _mm512_loadu_ps(bs + t * kStrip)), sc0)));
+          i1 = _mm512_add_epi32(i1, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(at, _mm512_loadu_ps(bs + t * kStrip + 16)), sc1)));
+        }
+        c0 = finish(i0, c0, sc0, E0);
+        c1 = finish(i1, c1, sc1, E1);
+        since_promotion += t1 - t0;
+        const bool promote_now = promote > 0 && (since_promotion == promote || t1 == k);
+        if (promote_now) {  // the CUDA cores' fp32 add (RNE)
+          o0 = _mm512_add_ps(o0, c0);
+          o1 = _mm512_add_ps(o1, c1);
+          c0 = c1 = _mm512_setzero_ps();
+          since_promotion = 0;
+        }
+      }
+      if (promote > 0) {
+        c0 = o0;
+        c1 = o1;
+      }
+      double* out = C + r * ldc + s * kStrip;
+      alignas(64) float res[kStrip];
+      _mm512_store_ps(res, c0);
+      _mm512_store_ps(res + 16, c1);
+      for (std::size_t w = 0; w < width; ++w) out[w] = res[w];
+    }
+  }
+  return finite;
+}
+#pragma GCC diagnostic pop
 #endif
+
+// A non-finite operand: IEEE arithmetic's value wherever the exact sum is not finite (the model's value is
+// left where the FMA chain stays finite: a column whose terms are all finite).
+void ieee_where_not_finite(std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+                           const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+  bool all_finite = true;
+  for (std::size_t t = 0; t < k; ++t)
+    for (std::size_t j = 0; j < n; ++j) all_finite = all_finite && std::isfinite(B[t * ldb + j]);
+  for (std::size_t r = 0; r < m; ++r) {
+    const double* a = A + r * lda;
+    bool row_finite = all_finite;
+    for (std::size_t t = 0; t < k; ++t) row_finite = row_finite && std::isfinite(a[t]);
+    if (row_finite) continue;
+    for (std::size_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (std::size_t t = 0; t < k; ++t) s = std::fma(a[t], B[t * ldb + j], s);
+      if (!std::isfinite(s)) C[r * ldc + j] = s;
+    }
+  }
+}
 
 void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
                        std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc) {
@@ -347,6 +514,21 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   const bool float_lanes = fast && !nearest && F <= 25 && float_exact(g.a_format) && float_exact(g.b_format) &&
                            g.a_format.p + g.b_format.p <= 24 && min_product >= 0x1p-126 && max_product < 0x1p127;
   const std::size_t group = float_lanes ? std::size_t{1} << (29 - F) : 0;
+  const int ea_min = g.a_format.emin(), eb_min = g.b_format.emin(), ec_min = tcf.emin();
+  const std::size_t block = static_cast<std::size_t>(tc.block);
+  const std::size_t promote = static_cast<std::size_t>(tc.promote);
+  // An fp32 accumulator with IEEE overflow and no flushing: the hardware conversion double → float in the
+  // block's rounding direction is that one rounding (IEEE 754 §5.4.2; overflow as §7.4, as pasa::round's ieee)
+  const bool native_fp32 = tcf == fp32() && block_opt.overflow == Overflow::ieee && !block_opt.flush_input &&
+                           !block_opt.flush_output;
+#if defined(__AVX512F__)
+  if (float_lanes && native_fp32 && block_opt.mode == RoundMode::toward_zero && tc.acc_in_block && block <= group &&
+      (promote == 0 || native(g.acc, fp32()))) {
+    if (!tc_fp32_rz_strips(m, n, k, A, lda, B, ldb, C, ldc, F, ea_min, eb_min, block, promote))
+      ieee_where_not_finite(m, n, k, A, lda, B, ldb, C, ldc);
+    return;
+  }
+#endif
   thread_local std::vector<float> bf_buf, sf_buf;
   thread_local std::vector<std::int32_t> i32_buf;
   bf_buf.resize(float_lanes ? k * n : 0);
@@ -358,9 +540,6 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   if (float_lanes)
     for (std::size_t t = 0; t < k; ++t)
       for (std::size_t j = 0; j < n; ++j) bf[t * n + j] = static_cast<float>(B[t * ldb + j]);
-  const int ea_min = g.a_format.emin(), eb_min = g.b_format.emin(), ec_min = tcf.emin();
-  const std::size_t block = static_cast<std::size_t>(tc.block);
-  const std::size_t promote = static_cast<std::size_t>(tc.promote);
 
   thread_local std::vector<int> eb_buf, e_buf;
   thread_local std::vector<double> c_buf, outer_buf, sum_buf, scale_buf, ex_buf;
@@ -387,17 +566,9 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   double* sum = sum_buf.data();
   double* scale = scale_buf.data();
   double* ex = ex_buf.data();
-  bool all_finite = true;
   for (std::size_t t = 0; t < k; ++t)
-    for (std::size_t j = 0; j < n; ++j) {
-      eb[t * n + j] = term_exp(B[t * ldb + j], eb_min);
-      all_finite = all_finite && std::isfinite(B[t * ldb + j]);
-    }
+    for (std::size_t j = 0; j < n; ++j) eb[t * n + j] = term_exp(B[t * ldb + j], eb_min);
   auto cut = [nearest](double x) { return nearest ? std::nearbyint(x) : std::trunc(x); };
-  // An fp32 accumulator with IEEE overflow and no flushing: the hardware conversion double → float in the
-  // block's rounding direction is that one rounding (IEEE 754 §5.4.2; overflow as §7.4, as pasa::round's ieee)
-  const bool native_fp32 = tcf == fp32() && block_opt.overflow == Overflow::ieee && !block_opt.flush_input &&
-                           !block_opt.flush_output;
   auto round_into_acc = [&](double* v) {  // the block values, rounded once to the accumulator
 #if defined(__AVX512F__)
     if (native_fp32) {
@@ -415,8 +586,6 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   for (std::size_t r = 0; r < m; ++r) {
     const double* a = A + r * lda;
     double* out = C + r * ldc;
-    bool row_finite = all_finite;
-    for (std::size_t t = 0; t < k; ++t) row_finite = row_finite && std::isfinite(a[t]);
     std::fill(c, c + n, 0.0);
     std::fill(outer, outer + n, 0.0);
     std::size_t since_promotion = 0;
@@ -527,14 +696,8 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
     }
     const double* result = promote > 0 ? outer : c;
     for (std::size_t j = 0; j < n; ++j) out[j] = result[j];
-    if (!row_finite) {  // a non-finite operand: IEEE arithmetic's value wherever the exact sum is not finite
-      for (std::size_t j = 0; j < n; ++j) {
-        double s = 0.0;
-        for (std::size_t t = 0; t < k; ++t) s = std::fma(a[t], B[t * ldb + j], s);
-        if (!std::isfinite(s)) out[j] = s;
-      }
-    }
   }
+  ieee_where_not_finite(m, n, k, A, lda, B, ldb, C, ldc);
 }
 
 void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std::size_t ldc, RandomBits* rng) {
