@@ -188,6 +188,9 @@ int main(int argc, char** argv) {
   std::printf("OpenBLAS core type: %s (OPENBLAS_CORETYPE=%s)", openblas_get_corename(), std::getenv("OPENBLAS_CORETYPE"));
   if (const char* d = std::getenv("PASA_BENCH_BLAS_DEFAULT"))
     std::printf("; OpenBLAS's own choice, in a child: %s GFLOP/s (core, 1 thread, 2 threads)", d);
+  else
+    std::printf("; set by the environment, so NOT probed: the baseline may not be the fastest sgemm "
+                "(unset OPENBLAS_CORETYPE to probe)");
   std::printf("\n");
 #endif
   std::printf("shape (1, %zu, %zu, %zu): %.2f GFLOP per run; best of %d\n", heads, seq, dim, gflop, reps);
