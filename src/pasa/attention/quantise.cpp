@@ -1,5 +1,6 @@
 #include "pasa/attention/quantise.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -67,6 +68,32 @@ void quantise(double* x, std::size_t n, double scale, const StageSpec& stage, Ra
     x[i] = std::isfinite(q.hi) ? round_sum(q.hi, q.lo, stage.format, stage.round, rng)
                                : round(q.hi, stage.format, stage.round, rng);
   }
+}
+
+std::vector<double> quantise_groups(double* data, std::size_t heads, std::size_t S, std::size_t D, std::size_t rows,
+                                    const QuantOptions& qo, const StageSpec& stage, RandomBits* rng) {
+  const std::size_t nb = (S + rows - 1) / rows;
+  auto amax = [](const double* x, std::size_t n) {
+    double m = 0;
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+    return m;
+  };
+  const double tensor_scale = fp8_scale(amax(data, heads * S * D), qo.fmax);
+  std::vector<double> scales(heads * nb, 1.0);
+  for (std::size_t h = 0; h < heads; ++h) {
+    double* head = data + h * S * D;
+    const double head_scale = fp8_scale(amax(head, S * D), qo.fmax);
+    for (std::size_t i = 0; i < nb; ++i) {
+      double* x = head + i * rows * D;
+      const std::size_t n = (std::min(S, (i + 1) * rows) - i * rows) * D;
+      const double sc = qo.scales == QuantScale::tensor ? tensor_scale
+                        : qo.scales == QuantScale::head ? head_scale
+                                                        : fp8_scale(amax(x, n), qo.fmax);
+      quantise(x, n, sc, stage, rng);
+      scales[h * nb + i] = sc;
+    }
+  }
+  return scales;
 }
 
 }  // namespace pasa

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/attention/allocation.hpp"
 
 namespace pasa {
@@ -31,5 +32,11 @@ double fp8_scale(double amax, double fmax);
 // x[i] ← the exact quotient x[i] / scale rounded ONCE to the stage (its format and options: E4M3 with
 // saturation for the FP8 presets; rng for stochastic rounding).
 void quantise(double* x, std::size_t n, double scale, const StageSpec& stage, RandomBits* rng = nullptr);
+
+// Quantises `heads` heads of S rows × D values (head after head in data) group by group, with one scale per
+// group from its amax (qo.scales: the whole tensor, a head, or `rows` rows of a head — FA3's block
+// quantisation); returns the scales, heads · ceil(S / rows) of them, in (head, group) order.
+std::vector<double> quantise_groups(double* data, std::size_t heads, std::size_t S, std::size_t D, std::size_t rows,
+                                    const QuantOptions& qo, const StageSpec& stage, RandomBits* rng);
 
 }  // namespace pasa

@@ -57,27 +57,7 @@ const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOp
     if (!plain_fp64(s)) round_span(all, all, s.format, s.round, &rng);
     return own;
   }
-  const std::size_t nb = (S + rows - 1) / rows;
-  auto amax = [](const double* x, std::size_t n) {
-    double m = 0;
-    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
-    return m;
-  };
-  const double tensor_scale = fp8_scale(amax(own.data.data(), own.data.size()), qo.fmax);
-  scales.assign(B * N * nb, 1.0);
-  for (std::size_t bh = 0; bh < B * N; ++bh) {
-    double* head = own.data.data() + bh * S * D;
-    const double head_scale = fp8_scale(amax(head, S * D), qo.fmax);
-    for (std::size_t i = 0; i < nb; ++i) {
-      double* x = head + i * rows * D;
-      const std::size_t n = (std::min(S, (i + 1) * rows) - i * rows) * D;
-      const double sc = qo.scales == QuantScale::tensor ? tensor_scale
-                        : qo.scales == QuantScale::head ? head_scale
-                                                        : fp8_scale(amax(x, n), qo.fmax);
-      quantise(x, n, sc, s, &rng);
-      scales[bh * nb + i] = sc;
-    }
-  }
+  scales = quantise_groups(own.data.data(), B * N, S, D, rows, qo, s, &rng);
   return own;
 }
 

@@ -64,7 +64,7 @@ std::vector<double> shifting_matrix(const Run& run, std::size_t n, RandomBits* r
 void shift_then_quantise(Run& run, const std::vector<double>& M_full, const std::vector<double>& M_tail, int threads) {
   const QuantOptions& qo = run.spec.quant;
   if (qo.scales == QuantScale::none) throw InputError("pasa: quant shift_first needs scales (tensor, head or block)");
-  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2, nb = (S + s2 - 1) / s2;
+  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2;
   const Tensor& K = run.keys_before_quantisation();
   const GemmSpec pre{run.stage(Stage::shift).format, format_by_name("fp64"), run.stage(Stage::qk_acc),
                      run.stage(Stage::qk_acc), GemmModel(GemmKind::ordered)};
@@ -78,28 +78,10 @@ void shift_then_quantise(Run& run, const std::vector<double>& M_full, const std:
            &rng);
     }
   });
-  auto amax = [](const double* x, std::size_t n) {
-    double m = 0;
-    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
-    return m;
-  };
-  const double tensor_scale = fp8_scale(amax(shifted.data(), shifted.size()), qo.fmax);
-  std::vector<double> scales(run.B * run.Nkv * nb);
   RandomBits qrng(run.spec.seed ^ 0x5851F42D4C957F2Dull);
-  for (std::size_t bh = 0; bh < run.B * run.Nkv; ++bh) {
-    double* head = shifted.data() + bh * S * D;
-    const double head_scale = fp8_scale(amax(head, S * D), qo.fmax);
-    for (std::size_t i = 0; i < nb; ++i) {
-      double* x = head + i * s2 * D;
-      const std::size_t len = (std::min(S, (i + 1) * s2) - i * s2) * D;
-      const double sc = qo.scales == QuantScale::tensor ? tensor_scale
-                        : qo.scales == QuantScale::head ? head_scale
-                                                        : fp8_scale(amax(x, len), qo.fmax);
-      quantise(x, len, sc, run.stage(Stage::k_shift), &qrng);
-      scales[bh * nb + i] = sc;
-    }
-    run.set_keys_t(bh / run.Nkv, bh % run.Nkv, head);
-  }
+  std::vector<double> scales =
+      quantise_groups(shifted.data(), run.B * run.Nkv, S, D, s2, qo, run.stage(Stage::k_shift), &qrng);
+  for (std::size_t bh = 0; bh < run.B * run.Nkv; ++bh) run.set_keys_t(bh / run.Nkv, bh % run.Nkv, shifted.data() + bh * S * D);
   run.set_k_scales(std::move(scales));
 }
 
