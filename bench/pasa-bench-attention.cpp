@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_clock.hpp"
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/inputs/generators.hpp"
 
@@ -26,12 +27,9 @@
 #endif
 
 using namespace pasa;
+using namespace pasa::bench;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 template <class F>
 double best_of(int reps, F&& f) {

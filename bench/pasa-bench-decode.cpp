@@ -9,34 +9,16 @@
 #include <cstdlib>
 #include <numeric>
 
-#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 
+#include "bench_clock.hpp"
 #include "pasa/attention/unified.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/generators.hpp"
 
 using namespace pasa;
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-// CPU seconds of the process (user + system, all threads): on a shared machine the wall time also counts
-// the other processes' share of the cores, the CPU time does not.
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-// The load average over the last minute: the goals are for an idle machine, so every verdict names it.
-double load1() {
-  double l[1] = {0};
-  return getloadavg(l, 1) == 1 ? l[0] : -1;
-}
-}  // namespace
+using namespace pasa::bench;
 
 int main(int argc, char** argv) {
   CLI::App app{"Time one decode step over a paged KV cache (emulated kernel and golden)"};

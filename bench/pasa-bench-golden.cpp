@@ -10,30 +10,20 @@
 #include <cstring>
 #include <limits>
 
-#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <mpfr.h>
 
+#include "bench_clock.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/score_rows.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/numeric/double_double.hpp"
 
 using namespace pasa;
+using namespace pasa::bench;
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-// CPU seconds of the process (user + system, all threads): on a shared machine the wall time also counts
-// the other processes' share of the cores, the CPU time does not.
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 // ---- The baseline: golden.cpp's fast path before issue 11 (no masks, no position bias, no MPFR fallback:
 // the benchmark's inputs need none; it reports the bits it guarantees, as the golden does). ----
