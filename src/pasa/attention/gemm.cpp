@@ -1,6 +1,7 @@
 #include "pasa/attention/gemm.hpp"
 
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/numeric/round_fp16_register.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -125,16 +126,136 @@ inline __m512 to_fp16(__m512 x) {
 }
 #endif
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// Every value of f is an fp16 value (so a product of two is a product of two fp16 values).
+bool within_fp16(const Format& f) { return f.p <= 11 && f.emax <= 15 && f.emin() - (f.p - 1) >= -24; }
+
+// |A| per column of A (over m rows) and per row of B (over n columns), as float bit patterns: the integer
+// maximum of |x|'s bits is the largest magnitude, and NaN (above every inf) wins, so a NaN or inf anywhere
+// reaches the bound below.
+void column_max_bits(std::size_t m, std::size_t k, const float* A, std::size_t lda, std::uint32_t* out) {
+  std::fill(out, out + k, 0u);
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t t = 0; t < k; ++t) out[t] = std::max(out[t], std::bit_cast<std::uint32_t>(A[r * lda + t]) & 0x7FFFFFFFu);
+}
+std::uint32_t row_max_bits(std::size_t n, const float* b) {
+  std::uint32_t mx = 0;
+  for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, std::bit_cast<std::uint32_t>(b[j]) & 0x7FFFFFFFu);
+  return mx;
+}
+float rn16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+
+// Whether no step of the every-op fp16 accumulation can overflow (or meet NaN/inf): with α_t = max_r |A[r][t]|
+// and β_t = max_j |B[t][j]|, D_t = RN16(D_{t−1} + RN16(α_t·β_t)) from D_0 = 0 bounds every |c_t| and every
+// rounded product, since RN16 (and RN32) are monotone and odd: |c_t| = RN16(|c_{t−1} + p_t|) <= RN16(|c_{t−1}|
+// + |p_t|) <= D_t by induction. D_k <= 65504 thus keeps every step's exact result below the overflow
+// threshold 65520 (and all inputs finite: NaN or inf makes D NaN or inf), which fp16_register needs.
+bool every_op_fp16_in_range(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+                            const float* B, std::size_t ldb, std::uint32_t* colmax) {
+  column_max_bits(m, k, A, lda, colmax);
+  float D = 0.0f;
+  for (std::size_t t = 0; t < k; ++t) {
+    const float p = std::bit_cast<float>(colmax[t]) * std::bit_cast<float>(row_max_bits(n, B + t * ldb));  // exact
+    D = rn16(D + rn16(p));
+  }
+  return D <= 65504.0f;
+}
+
+// MR rows × 16·Q columns of C in registers over k in order: per step c ← RN16(c + RN16(a·b)) (fp16_register:
+// 7 float ops). a, a13: the MR rows of A transposed (a[t·MR + r]) and the same times 2^13; panel: k × 64
+// floats of B (zero past `width` columns). Column j of C receives its products in order 0..k−1 from +0.
+template <int MR, int Q>
+void every_op_fp16_tile(std::size_t k, const float* a, const float* a13, const float* panel, float* C, std::size_t ldc,
+                        std::size_t width) {
+  __m512 c[MR][Q];
+  for (auto& row : c)
+    for (auto& x : row) x = _mm512_setzero_ps();
+  for (std::size_t t = 0; t < k; ++t) {
+    __m512 b[Q];
+    for (int q = 0; q < Q; ++q) b[q] = _mm512_loadu_ps(panel + 64 * t + 16 * q);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[t * MR + r]), a13v = _mm512_set1_ps(a13[t * MR + r]);
+      for (int q = 0; q < Q; ++q)
+        c[r][q] = fp16_register::sum(_mm512_add_ps(c[r][q], fp16_register::product(av, a13v, b[q])));
+    }
+  }
+  for (int q = 0; q < Q; ++q) {
+    const std::size_t lo = 16 * static_cast<std::size_t>(q), w = width > lo ? std::min<std::size_t>(16, width - lo) : 0;
+    const __mmask16 mask = w >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << w) - 1);
+    for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(C + r * ldc + lo, mask, c[r][q]);
+  }
+}
+
+template <int MR>
+void every_op_fp16_rows(std::size_t k, const float* a, const float* a13, const float* panel, float* C, std::size_t ldc,
+                        std::size_t width) {
+  switch ((width + 15) / 16) {
+    case 1: every_op_fp16_tile<MR, 1>(k, a, a13, panel, C, ldc, width); break;
+    case 2: every_op_fp16_tile<MR, 2>(k, a, a13, panel, C, ldc, width); break;
+    case 3: every_op_fp16_tile<MR, 3>(k, a, a13, panel, C, ldc, width); break;
+    default: every_op_fp16_tile<MR, 4>(k, a, a13, panel, C, ldc, width); break;
+  }
+}
+
+// The every-op fp16 GEMM in float registers (fp16_register), for operands whose values are fp16 values and
+// sums that every_op_fp16_in_range has shown stay finite. Panels of 64 columns of B (k × 64, 32 KiB at
+// k = 128: in L1 while every row tile passes over it), tiles of 4 rows (16 accumulators: enough
+// independent chains to fill the 2 FMA and 2 ADD pipes), the remaining 1–3 rows as one narrower tile.
+void sgemm_every_op_fp16(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda, const float* B,
+                         std::size_t ldb, float* C, std::size_t ldc) {
+  thread_local std::vector<float> buffer;
+  buffer.resize(2 * m * k + 64 * k);
+  float* at = buffer.data();  // tile i0 (rows i0..i0+R−1): at[i0·k + t·R + r]; a13 likewise
+  float* at13 = at + m * k;
+  float* panel = at13 + m * k;
+  for (std::size_t i0 = 0; i0 < m; i0 += 4) {
+    const std::size_t R = std::min<std::size_t>(4, m - i0);
+    for (std::size_t t = 0; t < k; ++t)
+      for (std::size_t r = 0; r < R; ++r) {
+        const float v = A[(i0 + r) * lda + t];
+        at[i0 * k + t * R + r] = v;
+        at13[i0 * k + t * R + r] = v * 8192.0f;  // exact: |v| <= 65504
+      }
+  }
+  for (std::size_t j = 0; j < n; j += 64) {
+    const std::size_t w = std::min<std::size_t>(64, n - j);
+    for (std::size_t t = 0; t < k; ++t) {
+      std::copy(B + t * ldb + j, B + t * ldb + j + w, panel + 64 * t);
+      std::fill(panel + 64 * t + w, panel + 64 * t + 64, 0.0f);
+    }
+    for (std::size_t i0 = 0; i0 < m; i0 += 4) {
+      const float *a = at + i0 * k, *a13 = at13 + i0 * k;
+      float* c = C + i0 * ldc + j;
+      switch (std::min<std::size_t>(4, m - i0)) {
+        case 1: every_op_fp16_rows<1>(k, a, a13, panel, c, ldc, w); break;
+        case 2: every_op_fp16_rows<2>(k, a, a13, panel, c, ldc, w); break;
+        case 3: every_op_fp16_rows<3>(k, a, a13, panel, c, ldc, w); break;
+        default: every_op_fp16_rows<4>(k, a, a13, panel, c, ldc, w); break;
+      }
+    }
+  }
+}
+#endif
+
 // Every operation rounded to a narrow accumulator format held in floats (exact, see the header).
-void sgemm_every_op_narrow(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
-                           const float* B, std::size_t ldb, float* C, std::size_t ldc, const StageSpec& acc) {
+void sgemm_every_op_narrow(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* A,
+                           std::size_t lda, const float* B, std::size_t ldb, float* C, std::size_t ldc) {
+  const StageSpec& acc = g.acc;
   thread_local std::vector<float> tmp_buffer;
-  tmp_buffer.resize(n);
+  tmp_buffer.resize(std::max(n, k));
   float* tmp = tmp_buffer.data();  // plain pointers in loops: thread_local accesses go through TLS lookups
   std::size_t r0 = 0;
 #if defined(__AVX512F__)
   if (acc.format == format_by_name("fp16")) {
-    // 4 rows × 64 columns in registers; product and sum each rounded to fp16.
+#if defined(__AVX512DQ__)
+    if (within_fp16(g.a_format) && within_fp16(g.b_format) &&
+        every_op_fp16_in_range(m, n, k, A, lda, B, ldb, reinterpret_cast<std::uint32_t*>(tmp))) {
+      sgemm_every_op_fp16(m, n, k, A, lda, B, ldb, C, ldc);
+      return;
+    }
+#endif
+    // Otherwise (other operands, or a sum that may overflow or meet NaN/inf): each rounding an F16C round
+    // trip, 4 rows × 64 columns in registers.
     for (; r0 + 4 <= m; r0 += 4) {
       std::size_t j = 0;
       for (; j + 64 <= n; j += 64) {
@@ -716,7 +837,7 @@ void gemm_float(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, 
   const bool acc_fp32 = native(g.acc, fp32());
   if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa, lda, B, ldb, fc, n);
   else if (acc_fp32) sgemm_every_op(m, n, k, fa, lda, B, ldb, fc, n);
-  else sgemm_every_op_narrow(m, n, k, fa, lda, B, ldb, fc, n, g.acc);
+  else sgemm_every_op_narrow(g, m, n, k, fa, lda, B, ldb, fc, n);
   // Output rounding: in floats where the out format fits them (F16C for fp16), else in double.
   const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
   const bool out_in_float = float_exact(g.out.format) && !native(g.out, fp64());
