@@ -130,18 +130,38 @@ inline __m512 to_fp16(__m512 x) {
 // Every value of f is an fp16 value (so a product of two is a product of two fp16 values).
 bool within_fp16(const Format& f) { return f.p <= 11 && f.emax <= 15 && f.emin() - (f.p - 1) >= -24; }
 
-// |A| per column of A (over m rows) and per row of B (over n columns), as float bit patterns: the integer
+// |x| per column of A (over m rows) and per row of B (over n columns), as float bit patterns: the integer
 // maximum of |x|'s bits is the largest magnitude, and NaN (above every inf) wins, so a NaN or inf anywhere
-// reaches the bound below.
-void column_max_bits(std::size_t m, std::size_t k, const float* A, std::size_t lda, std::uint32_t* out) {
+// reaches the bound below. The pass over A also writes a13 = 2^13·A (row-major, stride k) for the kernel.
+void column_max_bits(std::size_t m, std::size_t k, const float* A, std::size_t lda, std::uint32_t* __restrict out,
+                     float* __restrict a13) {
   std::fill(out, out + k, 0u);
-  for (std::size_t r = 0; r < m; ++r)
-    for (std::size_t t = 0; t < k; ++t) out[t] = std::max(out[t], std::bit_cast<std::uint32_t>(A[r * lda + t]) & 0x7FFFFFFFu);
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);  // (zero-masked max: GCC 12 warns about the unmasked form)
+  for (std::size_t r = 0; r < m; ++r) {
+    const float* a = A + r * lda;
+    std::size_t t = 0;
+    for (; t + 16 <= k; t += 16) {
+      const __m512 v = _mm512_loadu_ps(a + t);
+      const __m512i bits = _mm512_and_si512(_mm512_castps_si512(v), magnitude);
+      _mm512_storeu_si512(out + t, _mm512_maskz_max_epu32(0xFFFF, _mm512_loadu_si512(out + t), bits));
+      _mm512_storeu_ps(a13 + r * k + t, _mm512_mul_ps(v, _mm512_set1_ps(8192.0f)));
+    }
+    for (; t < k; ++t) {
+      out[t] = std::max(out[t], std::bit_cast<std::uint32_t>(a[t]) & 0x7FFFFFFFu);
+      a13[r * k + t] = a[t] * 8192.0f;
+    }
+  }
 }
 std::uint32_t row_max_bits(std::size_t n, const float* b) {
-  std::uint32_t mx = 0;
-  for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, std::bit_cast<std::uint32_t>(b[j]) & 0x7FFFFFFFu);
-  return mx;
+  __m512i mx = _mm512_setzero_si512();
+  std::size_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    mx = _mm512_maskz_max_epu32(0xFFFF, mx, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(b + j)), _mm512_set1_epi32(0x7FFFFFFF)));
+  std::uint32_t lanes[16], m = 0;  // (not _mm512_reduce_max_epu32: GCC 12 warns inside it)
+  _mm512_storeu_si512(lanes, mx);
+  for (std::uint32_t l : lanes) m = std::max(m, l);
+  for (; j < n; ++j) m = std::max(m, std::bit_cast<std::uint32_t>(b[j]) & 0x7FFFFFFFu);
+  return m;
 }
 float rn16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 
@@ -151,8 +171,8 @@ float rn16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | 
 // + |p_t|) <= D_t by induction. D_k <= 65504 thus keeps every step's exact result below the overflow
 // threshold 65520 (and all inputs finite: NaN or inf makes D NaN or inf), which fp16_register needs.
 bool every_op_fp16_in_range(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
-                            const float* B, std::size_t ldb, std::uint32_t* colmax) {
-  column_max_bits(m, k, A, lda, colmax);
+                            const float* B, std::size_t ldb, std::uint32_t* colmax, float* a13) {
+  column_max_bits(m, k, A, lda, colmax, a13);
   float D = 0.0f;
   for (std::size_t t = 0; t < k; ++t) {
     const float p = std::bit_cast<float>(colmax[t]) * std::bit_cast<float>(row_max_bits(n, B + t * ldb));  // exact
@@ -162,11 +182,11 @@ bool every_op_fp16_in_range(std::size_t m, std::size_t n, std::size_t k, const f
 }
 
 // MR rows × 16·Q columns of C in registers over k in order: per step c ← RN16(c + RN16(a·b)) (fp16_register:
-// 7 float ops). a, a13: the MR rows of A transposed (a[t·MR + r]) and the same times 2^13; panel: k × 64
-// floats of B (zero past `width` columns). Column j of C receives its products in order 0..k−1 from +0.
+// 7 float ops). a: MR rows of A (stride lda); a13: the same rows times 2^13 (stride k); panel: k × 64 floats
+// of B (zero past `width` columns). Column j of C receives its products in order 0..k−1 from +0.
 template <int MR, int Q>
-void every_op_fp16_tile(std::size_t k, const float* a, const float* a13, const float* panel, float* C, std::size_t ldc,
-                        std::size_t width) {
+void every_op_fp16_tile(std::size_t k, const float* a, std::size_t lda, const float* a13, const float* panel, float* C,
+                        std::size_t ldc, std::size_t width) {
   __m512 c[MR][Q];
   for (auto& row : c)
     for (auto& x : row) x = _mm512_setzero_ps();
@@ -174,7 +194,7 @@ void every_op_fp16_tile(std::size_t k, const float* a, const float* a13, const f
     __m512 b[Q];
     for (int q = 0; q < Q; ++q) b[q] = _mm512_loadu_ps(panel + 64 * t + 16 * q);
     for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(a[t * MR + r]), a13v = _mm512_set1_ps(a13[t * MR + r]);
+      const __m512 av = _mm512_set1_ps(a[r * lda + t]), a13v = _mm512_set1_ps(a13[r * k + t]);
       for (int q = 0; q < Q; ++q)
         c[r][q] = fp16_register::sum(_mm512_add_ps(c[r][q], fp16_register::product(av, a13v, b[q])));
     }
@@ -187,13 +207,13 @@ void every_op_fp16_tile(std::size_t k, const float* a, const float* a13, const f
 }
 
 template <int MR>
-void every_op_fp16_rows(std::size_t k, const float* a, const float* a13, const float* panel, float* C, std::size_t ldc,
-                        std::size_t width) {
+void every_op_fp16_rows(std::size_t k, const float* a, std::size_t lda, const float* a13, const float* panel, float* C,
+                        std::size_t ldc, std::size_t width) {
   switch ((width + 15) / 16) {
-    case 1: every_op_fp16_tile<MR, 1>(k, a, a13, panel, C, ldc, width); break;
-    case 2: every_op_fp16_tile<MR, 2>(k, a, a13, panel, C, ldc, width); break;
-    case 3: every_op_fp16_tile<MR, 3>(k, a, a13, panel, C, ldc, width); break;
-    default: every_op_fp16_tile<MR, 4>(k, a, a13, panel, C, ldc, width); break;
+    case 1: every_op_fp16_tile<MR, 1>(k, a, lda, a13, panel, C, ldc, width); break;
+    case 2: every_op_fp16_tile<MR, 2>(k, a, lda, a13, panel, C, ldc, width); break;
+    case 3: every_op_fp16_tile<MR, 3>(k, a, lda, a13, panel, C, ldc, width); break;
+    default: every_op_fp16_tile<MR, 4>(k, a, lda, a13, panel, C, ldc, width); break;
   }
 }
 
@@ -201,22 +221,12 @@ void every_op_fp16_rows(std::size_t k, const float* a, const float* a13, const f
 // sums that every_op_fp16_in_range has shown stay finite. Panels of 64 columns of B (k × 64, 32 KiB at
 // k = 128: in L1 while every row tile passes over it), tiles of 4 rows (16 accumulators: enough
 // independent chains to fill the 2 FMA and 2 ADD pipes), the remaining 1–3 rows as one narrower tile.
-void sgemm_every_op_fp16(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda, const float* B,
-                         std::size_t ldb, float* C, std::size_t ldc) {
-  thread_local std::vector<float> buffer;
-  buffer.resize(2 * m * k + 64 * k);
-  float* at = buffer.data();  // tile i0 (rows i0..i0+R−1): at[i0·k + t·R + r]; a13 likewise
-  float* at13 = at + m * k;
-  float* panel = at13 + m * k;
-  for (std::size_t i0 = 0; i0 < m; i0 += 4) {
-    const std::size_t R = std::min<std::size_t>(4, m - i0);
-    for (std::size_t t = 0; t < k; ++t)
-      for (std::size_t r = 0; r < R; ++r) {
-        const float v = A[(i0 + r) * lda + t];
-        at[i0 * k + t * R + r] = v;
-        at13[i0 * k + t * R + r] = v * 8192.0f;  // exact: |v| <= 65504
-      }
-  }
+// a13: A times 2^13 (exact: |A| <= 65504), row by row (a plain vectorised copy, not a transposition).
+void sgemm_every_op_fp16(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+                         const float* a13, const float* B, std::size_t ldb, float* C, std::size_t ldc) {
+  thread_local std::vector<float> panel_buffer;
+  panel_buffer.resize(64 * k);
+  float* panel = panel_buffer.data();
   for (std::size_t j = 0; j < n; j += 64) {
     const std::size_t w = std::min<std::size_t>(64, n - j);
     for (std::size_t t = 0; t < k; ++t) {
@@ -224,13 +234,13 @@ void sgemm_every_op_fp16(std::size_t m, std::size_t n, std::size_t k, const floa
       std::fill(panel + 64 * t + w, panel + 64 * t + 64, 0.0f);
     }
     for (std::size_t i0 = 0; i0 < m; i0 += 4) {
-      const float *a = at + i0 * k, *a13 = at13 + i0 * k;
+      const float *a = A + i0 * lda, *a1 = a13 + i0 * k;
       float* c = C + i0 * ldc + j;
       switch (std::min<std::size_t>(4, m - i0)) {
-        case 1: every_op_fp16_rows<1>(k, a, a13, panel, c, ldc, w); break;
-        case 2: every_op_fp16_rows<2>(k, a, a13, panel, c, ldc, w); break;
-        case 3: every_op_fp16_rows<3>(k, a, a13, panel, c, ldc, w); break;
-        default: every_op_fp16_rows<4>(k, a, a13, panel, c, ldc, w); break;
+        case 1: every_op_fp16_rows<1>(k, a, lda, a1, panel, c, ldc, w); break;
+        case 2: every_op_fp16_rows<2>(k, a, lda, a1, panel, c, ldc, w); break;
+        case 3: every_op_fp16_rows<3>(k, a, lda, a1, panel, c, ldc, w); break;
+        default: every_op_fp16_rows<4>(k, a, lda, a1, panel, c, ldc, w); break;
       }
     }
   }
@@ -248,9 +258,11 @@ void sgemm_every_op_narrow(const GemmSpec& g, std::size_t m, std::size_t n, std:
 #if defined(__AVX512F__)
   if (acc.format == format_by_name("fp16")) {
 #if defined(__AVX512DQ__)
+    thread_local std::vector<float> a13_buffer;
+    a13_buffer.resize(m * k);
     if (within_fp16(g.a_format) && within_fp16(g.b_format) &&
-        every_op_fp16_in_range(m, n, k, A, lda, B, ldb, reinterpret_cast<std::uint32_t*>(tmp))) {
-      sgemm_every_op_fp16(m, n, k, A, lda, B, ldb, C, ldc);
+        every_op_fp16_in_range(m, n, k, A, lda, B, ldb, reinterpret_cast<std::uint32_t*>(tmp), a13_buffer.data())) {
+      sgemm_every_op_fp16(m, n, k, A, lda, a13_buffer.data(), B, ldb, C, ldc);
       return;
     }
 #endif
