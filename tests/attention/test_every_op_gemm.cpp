@@ -81,13 +81,21 @@ struct Case {
   std::size_t m, n, k;
 };
 
+// A single non-finite value planted in A or B (after the random fill).
+struct Plant {
+  bool in_a = true;
+  std::size_t at = 0;
+  double value = 0;
+};
+
 // Runs the three gemm overloads (double B, float B, float A and B) and compares each with the reference.
 // cls: the value class of both operands; cls_b (if >= 0) B's own.
-void check(const GemmSpec& g, const Case& s, int cls, std::uint64_t seed, int cls_b = -1) {
+void check(const GemmSpec& g, const Case& s, int cls, std::uint64_t seed, int cls_b = -1, const Plant* plant = nullptr) {
   Gen gen(seed);
   std::vector<double> A(s.m * s.k), B(s.k * s.n);
   for (double& x : A) x = gen.value(cls, g.a_format);
   for (double& x : B) x = gen.value(cls_b < 0 ? cls : cls_b, g.b_format);
+  if (plant) (plant->in_a ? A : B)[plant->at] = plant->value;
   const std::vector<double> want = reference(g.acc.format, s.m, s.n, s.k, A, B);
   REQUIRE(gemm_uses_floats(g));
   std::vector<float> Af(A.begin(), A.end()), Bf(B.begin(), B.end());
@@ -126,11 +134,16 @@ TEST_CASE("every-op GEMM, fp16 accumulator: every tile, value class and overload
   std::uint64_t seed = 1;
   for (const Case& s : kShapes)
     for (int cls = 0; cls < 5; ++cls) check(spec("fp16", "fp16", "fp16"), s, cls, seed++);
-  // NaN or inf in one operand only (each must keep the GEMM out of the register kernel by itself).
+  // NaN or inf in one operand only (each must keep the GEMM out of the register kernel by itself), many or
+  // one, anywhere in the vectorised and the scalar parts of the bound's passes.
   for (const Case& s : {Case{4, 64, 40}, Case{3, 20, 200}}) {
     check(spec("fp16", "fp16", "fp16"), s, 4, seed++, 0);
     check(spec("fp16", "fp16", "fp16"), s, 0, seed++, 4);
   }
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const Plant& p : {Plant{true, 3, inf}, Plant{true, 40 + 17, -inf}, Plant{true, 2 * 40 + 39, nan},
+                         Plant{false, 5, -inf}, Plant{false, 17 * 64 + 30, nan}, Plant{false, 39 * 64 + 63, inf}})
+    check(spec("fp16", "fp16", "fp16"), {4, 64, 40}, 0, seed++, -1, &p);
   // Operands whose values are fp16 values (fp8) take the register kernel too; bf16 ones the fallback.
   for (const char* op : {"fp8_e4m3fn", "fp8_e5m2"})
     for (int cls : {0, 2, 4}) check(spec("fp16", op, "fp16"), {6, 70, 40}, cls, seed++);

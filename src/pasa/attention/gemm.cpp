@@ -182,8 +182,9 @@ bool every_op_fp16_in_range(std::size_t m, std::size_t n, std::size_t k, const f
 }
 
 // MR rows × 16·Q columns of C in registers over k in order: per step c ← RN16(c + RN16(a·b)) (fp16_register:
-// 7 float ops). a: MR rows of A (stride lda); a13: the same rows times 2^13 (stride k); panel: k × 64 floats
-// of B (zero past `width` columns). Column j of C receives its products in order 0..k−1 from +0.
+// 7 float ops, 4 on the FMA pipes and 3 on the ADD pipes). a: MR rows of A (stride lda); a13: the same rows
+// times 2^13 (stride k); panel: k × 64 floats of B (zero past `width` columns). Column j of C receives its
+// products in order 0..k−1 from +0.
 template <int MR, int Q>
 void every_op_fp16_tile(std::size_t k, const float* a, std::size_t lda, const float* a13, const float* panel, float* C,
                         std::size_t ldc, std::size_t width) {
@@ -195,8 +196,9 @@ void every_op_fp16_tile(std::size_t k, const float* a, std::size_t lda, const fl
     for (int q = 0; q < Q; ++q) b[q] = _mm512_loadu_ps(panel + 64 * t + 16 * q);
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + t]), a13v = _mm512_set1_ps(a13[r * k + t]);
-      for (int q = 0; q < Q; ++q)
-        c[r][q] = fp16_register::sum(_mm512_add_ps(c[r][q], fp16_register::product(av, a13v, b[q])));
+      __m512 p[Q];  // the row's products first: Q independent chains ahead of the sums that wait on them
+      for (int q = 0; q < Q; ++q) p[q] = fp16_register::product(av, a13v, b[q]);
+      for (int q = 0; q < Q; ++q) c[r][q] = fp16_register::sum(_mm512_add_ps(c[r][q], p[q]));
     }
   }
   for (int q = 0; q < Q; ++q) {

@@ -6,8 +6,8 @@
 // ([long]; a strided sample by default). Overflow (a result that would be ±inf) and NaN/inf arguments are
 // NOT handled: the caller proves they cannot occur (attention/gemm.cpp bounds the accumulation first).
 // Why float arithmetic: on the Zen 5 class CPU this library is tuned on, a zmm conversion costs about as
-// much as two float ops and the integer ops compete with the float pipes; this costs 3 float ops per
-// rounding (4 with the product), the round trip two conversions.
+// much as two float ops and the integer ops compete with the float pipes; this costs 2 float ops per
+// rounding of a sum, 4 for a product with its multiplication (the round trip: two conversions).
 #pragma once
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -33,14 +33,22 @@ inline __m512 product(__m512 a, __m512 a13, __m512 b) {
 }
 
 // RN16(x) for x = RN32(c + p), c and p fp16, |RN16(x)| finite (RN16(RN32(c + p)) = RN16(c + p) since
-// 24 >= 2·11 + 2 [Figueroa 1995]). Veltkamp's splitting with σ = 2^13 + 1 [Dekker 1971]: g = RN(σx),
-// x − g, g + (x − g) is x rounded to 24 − 13 = 11 bits, to nearest, ties to even on this domain (the
-// exhaustive test). No subnormal case: c + p is a multiple of 2^-24, so below 2^-14 it has at most 10
-// significant bits and is returned unchanged, as RN16 does. The subtraction runs as an fnmadd (x − 1·g)
-// to balance the FMA and ADD pipes. The arguments stay below 2^17: σx does not overflow.
+// 24 >= 2·11 + 2 [Figueroa 1995]). With C = 2^13·x (exact) in the binade [2^(e+13), 2^(e+14)) whose float
+// grid q = 2^(e−10) is fp16's grid at x (exponent e): s = RN32(C − x) (one fma: (2^13 − 1)·x rounded), then
+// C − s (one fma, exact: a multiple of q within q/2 of x) is x rounded to the grid q, i.e. RN16(x):
+// - |s| = (2^13 − 1)|x| < 2^(e+14) never leaves the binade at the top (where a magic constant C + x would,
+//   and would give the wrong grid when x's float significand is odd);
+// - ties: a tie needs x = (k + 1/2)q, so x has at most 12 significant bits and C/q (x's 24-bit significand)
+//   is even: C − s is then even where s is;
+// - if (2^13 − 1)|x| < 2^(e+13) (|x| < 2^e·(1 + 2^-13)), s lies on the finer grid q/2 (C is a multiple of it)
+//   and C − s is the multiple of q/2 nearest x, which is ±2^e: x is within 2^(e−13) < q/4 of it, and so is
+//   RN16(x).
+// No subnormal case: c + p is a multiple of 2^-24, so below 2^-14 it has at most 10 significant bits and is
+// returned unchanged (s is exact), as RN16 does. The arguments stay below 2^17: nothing overflows.
+// (Veltkamp's split, g = RN((2^13 + 1)x), g + (x − g) [Dekker 1971], gives the same bits with one op more.)
 inline __m512 sum(__m512 x) {
-  const __m512 g = _mm512_mul_ps(x, _mm512_set1_ps(8193.0f));
-  return _mm512_add_ps(g, _mm512_fnmadd_ps(g, _mm512_set1_ps(1.0f), x));
+  const __m512 K = _mm512_set1_ps(8192.0f);
+  return _mm512_fmsub_ps(x, K, _mm512_fmsub_ps(x, K, x));
 }
 
 }  // namespace pasa::fp16_register
