@@ -254,16 +254,19 @@ void sgemm_every_op_narrow(const GemmSpec& g, std::size_t m, std::size_t n, std:
                            std::size_t lda, const float* B, std::size_t ldb, float* C, std::size_t ldc) {
   const StageSpec& acc = g.acc;
   thread_local std::vector<float> tmp_buffer;
-  tmp_buffer.resize(std::max(n, k));
+  tmp_buffer.resize(n);
   float* tmp = tmp_buffer.data();  // plain pointers in loops: thread_local accesses go through TLS lookups
   std::size_t r0 = 0;
 #if defined(__AVX512F__)
-  if (acc.format == format_by_name("fp16")) {
+  static const Format fp16 = format_by_name("fp16");
+  if (acc.format == fp16) {
 #if defined(__AVX512DQ__)
     thread_local std::vector<float> a13_buffer;
+    thread_local std::vector<std::uint32_t> colmax_buffer;
     a13_buffer.resize(m * k);
+    colmax_buffer.resize(k);
     if (within_fp16(g.a_format) && within_fp16(g.b_format) &&
-        every_op_fp16_in_range(m, n, k, A, lda, B, ldb, reinterpret_cast<std::uint32_t*>(tmp), a13_buffer.data())) {
+        every_op_fp16_in_range(m, n, k, A, lda, B, ldb, colmax_buffer.data(), a13_buffer.data())) {
       sgemm_every_op_fp16(m, n, k, A, lda, a13_buffer.data(), B, ldb, C, ldc);
       return;
     }
