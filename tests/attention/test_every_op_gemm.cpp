@@ -49,7 +49,8 @@ struct Gen {
   explicit Gen(std::uint64_t seed) : rng(seed) {}
   double uniform() { return static_cast<double>(rng.next() >> 11) * 0x1p-53; }
   // value classes: 0 normal around 1, 1 tiny (products in fp16's subnormal range), 2 every exponent of
-  // the format, 3 large (sums beyond 65504), 4 class 0 with NaN, inf, ±0 sprinkled in.
+  // the format, 3 large (sums beyond 65504), 4 class 0 with NaN, inf, ±0 sprinkled in, 5 around 2^-64
+  // (products in bf16's subnormal range).
   double value(int cls, const Format& f) {
     double x = 0;
     switch (cls) {
@@ -57,6 +58,7 @@ struct Gen {
       case 1: x = (uniform() * 2 - 1) * 0x1p-9; break;
       case 2: x = std::ldexp(1 + uniform(), static_cast<int>(rng.next() % static_cast<unsigned>(f.emax - f.emin() + 8)) + f.emin() - 8) * (rng.next() & 1 ? -1 : 1); break;
       case 3: x = (uniform() * 2 - 1) * 300; break;
+      case 5: x = (uniform() * 2 - 1) * 0x1p-63; break;
       default: {
         const std::uint64_t r = rng.next() % 40;
         if (r == 0) x = std::numeric_limits<double>::quiet_NaN();
@@ -150,6 +152,16 @@ TEST_CASE("every-op GEMM, fp16 accumulator: every tile, value class and overload
   for (int cls : {0, 2, 4}) check(spec("fp16", "bf16", "fp8_e4m3fn"), {6, 70, 40}, cls, seed++);
 }
 
+TEST_CASE("every-op GEMM, bf16 accumulator over bf16 values: every tile and value class", "[gemm]") {
+  // The register kernel (bf16 or fp8 operands, the loose bound holds), the round_span loop otherwise
+  // (class 2 reaches 2^127: the bound fails; NaN/inf; fp16 operands are not bf16 values).
+  std::uint64_t seed = 500;
+  for (const Case& s : kShapes)
+    for (int cls : {0, 1, 2, 3, 4, 5}) check(spec("bf16", "bf16", "bf16"), s, cls, seed++);
+  for (int cls : {0, 5}) check(spec("bf16", "fp8_e4m3fn", "bf16"), {6, 70, 40}, cls, seed++);
+  check(spec("bf16", "bf16", "bf16"), {4, 64, 40}, 5, seed++, 0);  // subnormal products times values near 1
+}
+
 TEST_CASE("every-op GEMM, other narrow accumulators", "[gemm]") {
   std::uint64_t seed = 100;
   for (const char* acc : {"bf16", "fp8_e5m2", "fp8_e4m3fn"})
@@ -169,6 +181,30 @@ TEST_CASE("every-op GEMM, fp16 accumulator at the edge of the bound", "[gemm]") 
   const Row rows[] = {{{65504}, {1}},           {{65504, 1}, {1, 0x1p-24}}, {{255.875}, {255.875}},
                       {{256}, {255.875}},        {{32752, 16}, {1, 1}},      {{32752, 8}, {1, 1}},
                       {{-65504, 1}, {1, -16}},   {{0x1p-14, 0x1p-24}, {0x1p-11, 0x1p-1}}};
+  for (const Row& r : rows) {
+    const std::size_t k = r.a.size();
+    std::vector<double> B(k * 3);  // 3 columns: b, −b, 0
+    for (std::size_t t = 0; t < k; ++t) B[t * 3] = r.b[t], B[t * 3 + 1] = -r.b[t], B[t * 3 + 2] = 0;
+    const std::vector<double> want = reference(g.acc.format, 1, 3, k, r.a, B);
+    std::vector<double> C(3);
+    gemm(g, 1, 3, k, r.a.data(), k, B.data(), 3, C.data(), 3);
+    for (int j = 0; j < 3; ++j) {
+      INFO("a[0] " << r.a[0] << " b[0] " << r.b[0] << " column " << j << ": " << C[j] << " instead of " << want[j]);
+      CHECK(same(C[j], want[j]));
+    }
+  }
+}
+
+TEST_CASE("every-op GEMM, bf16 accumulator at the edge of the bound", "[gemm]") {
+  // The register kernel needs every operand, product and sum at most 2^100: an operand of 2^120 with tiny
+  // partners (small products), a product of 2^120 followed by a small one, sums near 2^100, subnormal sums.
+  const GemmSpec g = spec("bf16", "bf16", "bf16");
+  struct Row {
+    std::vector<double> a, b;
+  };
+  const Row rows[] = {{{0x1p120, 1}, {0x1p-130, 1}},       {{0x1p60, 1}, {0x1p60, 1}},
+                      {{0x1p50, 0x1p50}, {0x1p49, 0x1p49}}, {{0x1p-70, -0x1p-64}, {0x1p-63, 0x1.8p-63}},
+                      {{0x1p-133, 3}, {1, 0x1p-133}}};
   for (const Row& r : rows) {
     const std::size_t k = r.a.size();
     std::vector<double> B(k * 3);  // 3 columns: b, −b, 0

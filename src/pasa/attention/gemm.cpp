@@ -1,7 +1,7 @@
 #include "pasa/attention/gemm.hpp"
 
 #include "pasa/numeric/double_double.hpp"
-#include "pasa/numeric/round_fp16_register.hpp"
+#include "pasa/numeric/round_narrow_register.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -127,14 +127,28 @@ inline __m512 to_fp16(__m512 x) {
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-// Every value of f is an fp16 value (so a product of two is a product of two fp16 values).
+// Every value of f is an fp16 (bf16) value (so a product of two is a product of two fp16 (bf16) values).
 bool within_fp16(const Format& f) { return f.p <= 11 && f.emax <= 15 && f.emin() - (f.p - 1) >= -24; }
+bool within_bf16(const Format& f) { return f.p <= 8 && f.emax <= 127 && f.emin() - (f.p - 1) >= -133; }
+
+// The two roundings of an every-op step in float registers (numeric/round_narrow_register.hpp) and the power
+// of two the product's constant scales A by.
+struct Fp16Steps {
+  static constexpr float scale = 8192.0f;
+  static __m512 product(__m512 a, __m512 as, __m512 b) { return fp16_register::product(a, as, b); }
+  static __m512 sum(__m512 x) { return fp16_register::sum(x); }
+};
+struct Bf16Steps {
+  static constexpr float scale = 65536.0f;
+  static __m512 product(__m512 a, __m512 as, __m512 b) { return bf16_register::product(a, as, b); }
+  static __m512 sum(__m512 x) { return bf16_register::sum(x); }
+};
 
 // |x| per column of A (over m rows) and per row of B (over n columns), as float bit patterns: the integer
 // maximum of |x|'s bits is the largest magnitude, and NaN (above every inf) wins, so a NaN or inf anywhere
-// reaches the bound below. The pass over A also writes a13 = 2^13·A (row-major, stride k) for the kernel.
+// reaches the bound below. The pass over A also writes as = scale·A (row-major, stride k) for the kernel.
 void column_max_bits(std::size_t m, std::size_t k, const float* A, std::size_t lda, std::uint32_t* __restrict out,
-                     float* __restrict a13) {
+                     float* __restrict as, float scale) {
   std::fill(out, out + k, 0u);
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);  // (zero-masked max: GCC 12 warns about the unmasked form)
   for (std::size_t r = 0; r < m; ++r) {
@@ -144,11 +158,11 @@ void column_max_bits(std::size_t m, std::size_t k, const float* A, std::size_t l
       const __m512 v = _mm512_loadu_ps(a + t);
       const __m512i bits = _mm512_and_si512(_mm512_castps_si512(v), magnitude);
       _mm512_storeu_si512(out + t, _mm512_maskz_max_epu32(0xFFFF, _mm512_loadu_si512(out + t), bits));
-      _mm512_storeu_ps(a13 + r * k + t, _mm512_mul_ps(v, _mm512_set1_ps(8192.0f)));
+      _mm512_storeu_ps(as + r * k + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
     }
     for (; t < k; ++t) {
       out[t] = std::max(out[t], std::bit_cast<std::uint32_t>(a[t]) & 0x7FFFFFFFu);
-      a13[r * k + t] = a[t] * 8192.0f;
+      as[r * k + t] = a[t] * scale;
     }
   }
 }
@@ -172,7 +186,7 @@ float rn16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | 
 // threshold 65520 (and all inputs finite: NaN or inf makes D NaN or inf), which fp16_register needs.
 bool every_op_fp16_in_range(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
                             const float* B, std::size_t ldb, std::uint32_t* colmax, float* a13) {
-  column_max_bits(m, k, A, lda, colmax, a13);
+  column_max_bits(m, k, A, lda, colmax, a13, Fp16Steps::scale);
   float D = 0.0f;
   for (std::size_t t = 0; t < k; ++t) {
     const float p = std::bit_cast<float>(colmax[t]) * std::bit_cast<float>(row_max_bits(n, B + t * ldb));  // exact
@@ -181,12 +195,29 @@ bool every_op_fp16_in_range(std::size_t m, std::size_t n, std::size_t k, const f
   return D <= 65504.0f;
 }
 
-// MR rows × 16·Q columns of C in registers over k in order: per step c ← RN16(c + RN16(a·b)) (fp16_register:
-// 7 float ops, 4 on the FMA pipes and 3 on the ADD pipes). a: MR rows of A (stride lda); a13: the same rows
-// times 2^13 (stride k); panel: k × 64 floats of B (zero past `width` columns). Column j of C receives its
+// The same for bf16 accumulators, where bf16_register needs every operand, product and sum at most 2^100 (far
+// below bf16's overflow, so a loose bound does): RNbf16(y) <= y(1 + 2^-8) + 2^-134 for y >= 0 (half an ulp,
+// or half the subnormal grid 2^-133), so |c_t| <= D_t with D_t = (D_{t−1} + α_t·β_t·f + 2^-133)·f + 2^-133 and
+// f = 1 + 2^-7 (which also covers the rounding of this recurrence in double). NaN and inf fail the tests.
+bool every_op_bf16_in_range(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+                            const float* B, std::size_t ldb, std::uint32_t* colmax, float* a16) {
+  column_max_bits(m, k, A, lda, colmax, a16, Bf16Steps::scale);
+  constexpr double f = 1.0 + 0x1p-7, tiny = 0x1p-133, limit = 0x1p100;
+  double D = 0.0;
+  for (std::size_t t = 0; t < k; ++t) {
+    const double alpha = std::bit_cast<float>(colmax[t]), beta = std::bit_cast<float>(row_max_bits(n, B + t * ldb));
+    if (!(alpha <= limit && beta <= limit)) return false;
+    D = (D + alpha * beta * f + tiny) * f + tiny;
+  }
+  return D <= limit;
+}
+
+// MR rows × 16·Q columns of C in registers over k in order: per step c ← RN(c + RN(a·b)) (Steps: 7 float
+// ops, 4 on the FMA pipes and 3 on the ADD pipes). a: MR rows of A (stride lda); a13: the same rows times
+// Steps::scale (stride k); panel: k × 64 floats of B (zero past `width` columns). Column j of C receives its
 // products in order 0..k−1 from +0.
-template <int MR, int Q>
-void every_op_fp16_tile(std::size_t k, const float* a, std::size_t lda, const float* a13, const float* panel, float* C,
+template <class Steps, int MR, int Q>
+void every_op_register_tile(std::size_t k, const float* a, std::size_t lda, const float* a13, const float* panel, float* C,
                         std::size_t ldc, std::size_t width) {
   __m512 c[MR][Q];
   for (auto& row : c)
@@ -197,8 +228,8 @@ void every_op_fp16_tile(std::size_t k, const float* a, std::size_t lda, const fl
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + t]), a13v = _mm512_set1_ps(a13[r * k + t]);
       __m512 p[Q];  // the row's products first: Q independent chains ahead of the sums that wait on them
-      for (int q = 0; q < Q; ++q) p[q] = fp16_register::product(av, a13v, b[q]);
-      for (int q = 0; q < Q; ++q) c[r][q] = fp16_register::sum(_mm512_add_ps(c[r][q], p[q]));
+      for (int q = 0; q < Q; ++q) p[q] = Steps::product(av, a13v, b[q]);
+      for (int q = 0; q < Q; ++q) c[r][q] = Steps::sum(_mm512_add_ps(c[r][q], p[q]));
     }
   }
   for (int q = 0; q < Q; ++q) {
@@ -208,23 +239,24 @@ void every_op_fp16_tile(std::size_t k, const float* a, std::size_t lda, const fl
   }
 }
 
-template <int MR>
-void every_op_fp16_rows(std::size_t k, const float* a, std::size_t lda, const float* a13, const float* panel, float* C,
+template <class Steps, int MR>
+void every_op_register_rows(std::size_t k, const float* a, std::size_t lda, const float* a13, const float* panel, float* C,
                         std::size_t ldc, std::size_t width) {
   switch ((width + 15) / 16) {
-    case 1: every_op_fp16_tile<MR, 1>(k, a, lda, a13, panel, C, ldc, width); break;
-    case 2: every_op_fp16_tile<MR, 2>(k, a, lda, a13, panel, C, ldc, width); break;
-    case 3: every_op_fp16_tile<MR, 3>(k, a, lda, a13, panel, C, ldc, width); break;
-    default: every_op_fp16_tile<MR, 4>(k, a, lda, a13, panel, C, ldc, width); break;
+    case 1: every_op_register_tile<Steps, MR, 1>(k, a, lda, a13, panel, C, ldc, width); break;
+    case 2: every_op_register_tile<Steps, MR, 2>(k, a, lda, a13, panel, C, ldc, width); break;
+    case 3: every_op_register_tile<Steps, MR, 3>(k, a, lda, a13, panel, C, ldc, width); break;
+    default: every_op_register_tile<Steps, MR, 4>(k, a, lda, a13, panel, C, ldc, width); break;
   }
 }
 
-// The every-op fp16 GEMM in float registers (fp16_register), for operands whose values are fp16 values and
-// sums that every_op_fp16_in_range has shown stay finite. Panels of 64 columns of B (k × 64, 32 KiB at
+// The every-op fp16 (bf16) GEMM in float registers, for operands whose values are fp16 (bf16) values and
+// sums that every_op_fp16_in_range (every_op_bf16_in_range) has shown stay in range. Panels of 64 columns of B (k × 64, 32 KiB at
 // k = 128: in L1 while every row tile passes over it), tiles of 4 rows (16 accumulators: enough
 // independent chains to fill the 2 FMA and 2 ADD pipes), the remaining 1–3 rows as one narrower tile.
-// a13: A times 2^13 (exact: |A| <= 65504), row by row (a plain vectorised copy, not a transposition).
-void sgemm_every_op_fp16(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+// a13: A times Steps::scale (exact: in range), row by row (a plain vectorised copy, not a transposition).
+template <class Steps>
+void sgemm_every_op_register(std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
                          const float* a13, const float* B, std::size_t ldb, float* C, std::size_t ldc) {
   thread_local std::vector<float> panel_buffer;
   panel_buffer.resize(64 * k);
@@ -239,10 +271,10 @@ void sgemm_every_op_fp16(std::size_t m, std::size_t n, std::size_t k, const floa
       const float *a = A + i0 * lda, *a1 = a13 + i0 * k;
       float* c = C + i0 * ldc + j;
       switch (std::min<std::size_t>(4, m - i0)) {
-        case 1: every_op_fp16_rows<1>(k, a, lda, a1, panel, c, ldc, w); break;
-        case 2: every_op_fp16_rows<2>(k, a, lda, a1, panel, c, ldc, w); break;
-        case 3: every_op_fp16_rows<3>(k, a, lda, a1, panel, c, ldc, w); break;
-        default: every_op_fp16_rows<4>(k, a, lda, a1, panel, c, ldc, w); break;
+        case 1: every_op_register_rows<Steps, 1>(k, a, lda, a1, panel, c, ldc, w); break;
+        case 2: every_op_register_rows<Steps, 2>(k, a, lda, a1, panel, c, ldc, w); break;
+        case 3: every_op_register_rows<Steps, 3>(k, a, lda, a1, panel, c, ldc, w); break;
+        default: every_op_register_rows<Steps, 4>(k, a, lda, a1, panel, c, ldc, w); break;
       }
     }
   }
@@ -258,19 +290,29 @@ void sgemm_every_op_narrow(const GemmSpec& g, std::size_t m, std::size_t n, std:
   float* tmp = tmp_buffer.data();  // plain pointers in loops: thread_local accesses go through TLS lookups
   std::size_t r0 = 0;
 #if defined(__AVX512F__)
-  static const Format fp16 = format_by_name("fp16");
-  if (acc.format == fp16) {
+  static const Format fp16 = format_by_name("fp16"), bf16 = format_by_name("bf16");
 #if defined(__AVX512DQ__)
-    thread_local std::vector<float> a13_buffer;
+  // In float registers where the operands are values of the accumulator's format and the bound holds.
+  if (acc.format == fp16 || acc.format == bf16) {
+    thread_local std::vector<float> as_buffer;
     thread_local std::vector<std::uint32_t> colmax_buffer;
-    a13_buffer.resize(m * k);
+    as_buffer.resize(m * k);
     colmax_buffer.resize(k);
-    if (within_fp16(g.a_format) && within_fp16(g.b_format) &&
-        every_op_fp16_in_range(m, n, k, A, lda, B, ldb, colmax_buffer.data(), a13_buffer.data())) {
-      sgemm_every_op_fp16(m, n, k, A, lda, a13_buffer.data(), B, ldb, C, ldc);
+    float* as = as_buffer.data();
+    std::uint32_t* colmax = colmax_buffer.data();
+    if (acc.format == fp16 && within_fp16(g.a_format) && within_fp16(g.b_format) &&
+        every_op_fp16_in_range(m, n, k, A, lda, B, ldb, colmax, as)) {
+      sgemm_every_op_register<Fp16Steps>(m, n, k, A, lda, as, B, ldb, C, ldc);
       return;
     }
+    if (acc.format == bf16 && within_bf16(g.a_format) && within_bf16(g.b_format) &&
+        every_op_bf16_in_range(m, n, k, A, lda, B, ldb, colmax, as)) {
+      sgemm_every_op_register<Bf16Steps>(m, n, k, A, lda, as, B, ldb, C, ldc);
+      return;
+    }
+  }
 #endif
+  if (acc.format == fp16) {
     // Otherwise (other operands, or a sum that may overflow or meet NaN/inf): each rounding an F16C round
     // trip, 4 rows × 64 columns in registers.
     for (; r0 + 4 <= m; r0 += 4) {

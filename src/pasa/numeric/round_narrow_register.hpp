@@ -1,13 +1,13 @@
-// fp16 rounding of the two steps of an every-op fp16 GEMM, held in float registers with plain float
-// arithmetic (no conversion instructions, no integer ops): RN16(a·b) of two fp16 values and RN16(x) of
-// x = RN32(c + p), c and p fp16. Both give the bits of the rounding layer's fp16 RNE rounding (F16C's
-// cvtps2ph/cvtph2ps round trip, which round_span uses) on every such argument whose rounded value is finite:
-// tests/numeric/test_round_fp16_register.cpp compares them with round_span on every pair of fp16 values
-// ([long]; a strided sample by default). Overflow (a result that would be ±inf) and NaN/inf arguments are
-// NOT handled: the caller proves they cannot occur (attention/gemm.cpp bounds the accumulation first).
+// fp16 and bf16 rounding of the two steps of an every-op GEMM with a narrow accumulator, held in float
+// registers with plain float arithmetic (no conversion instructions, no integer ops): RN(a·b) of two values
+// of the format and RN(x) of x = RN32(c + p), c and p values of the format. They give the bits of the
+// rounding layer's RNE rounding to the format (round_span) on every such argument whose rounded value is
+// finite (bf16: at most 2^100): tests/numeric/test_round_narrow_register.cpp compares them with round_span
+// on every pair of values ([long]; a strided sample by default). Overflow, NaN and inf are NOT handled: the
+// caller proves they cannot occur (attention/gemm.cpp bounds the accumulation first).
 // Why float arithmetic: on the Zen 5 class CPU this library is tuned on, a zmm conversion costs about as
 // much as two float ops and the integer ops compete with the float pipes; this costs 2 float ops per
-// rounding of a sum, 4 for a product with its multiplication (the round trip: two conversions).
+// rounding of a sum, 4 for a product with its multiplication (the fp16 round trip: two conversions).
 #pragma once
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -52,4 +52,23 @@ inline __m512 sum(__m512 x) {
 }
 
 }  // namespace pasa::fp16_register
+
+namespace pasa::bf16_register {
+
+// The same two roundings for bf16 (8 bits; float's exponent range, subnormals below 2^-126 on the grid
+// 2^-133), with 2^16 for 2^13: products of two bf16 values have at most 16 bits, so 2^16·a·b has an even
+// float significand; the clamp 2^-110 = 2^23 · 2^-133 puts products below 2^-126 on the subnormal grid
+// (a·b itself may be a float subnormal: the fma uses it exactly). Sums of bf16 values are multiples of
+// 2^-133, at most 7 bits below 2^-126 (returned unchanged). Arguments and results up to 2^100 in
+// magnitude (2^16 times them stays finite); a16 = 2^16·a.
+inline __m512 product(__m512 a, __m512 a16, __m512 b) {
+  const __m512 C = _mm512_range_ps(_mm512_mul_ps(a16, b), _mm512_set1_ps(0x1p-110f), 0x03);
+  return _mm512_sub_ps(_mm512_fmadd_ps(a, b, C), C);
+}
+inline __m512 sum(__m512 x) {
+  const __m512 K = _mm512_set1_ps(65536.0f);
+  return _mm512_fmsub_ps(x, K, _mm512_fmsub_ps(x, K, x));
+}
+
+}  // namespace pasa::bf16_register
 #endif

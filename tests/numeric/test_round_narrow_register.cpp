@@ -1,9 +1,11 @@
-// The fp16 register roundings of the every-op GEMM (numeric/round_fp16_register.hpp) against the rounding
-// layer's fp16 kernel (round_span, itself checked against MPFR on every float by test_round_mpfr.cpp), on
-// their whole domain: every product of two finite fp16 values and every RN32 sum of two finite fp16 values
-// whose fp16 rounding is finite. [long]: every pair (2^32 products, 2^32 sums, a few seconds each); by
-// default every a (or c) against a strided sample of b (or p) that keeps every exponent, both signs, ties,
-// subnormal products and the overflow edge.
+// The fp16 and bf16 register roundings of the every-op GEMM (numeric/round_narrow_register.hpp) against the
+// rounding layer's kernels (round_span, itself checked against MPFR by test_round_mpfr.cpp), on their whole
+// domain: every product of two finite fp16 values and every RN32 sum of two finite fp16 values whose fp16
+// rounding is finite; every product and RN32 sum of two bf16 values of magnitude <= 2^100 whose bf16
+// rounding is <= 2^100 (the reference: the exact product, or the double sum, rounded once by round_span;
+// RNbf16(RN64(c + p)) = RNbf16(c + p) [Figueroa 1995]). [long]: every pair (2^32 each); by default every a
+// (or c) against a strided sample of b (or p) that keeps every exponent, both signs, ties, subnormal
+// products and the overflow edge.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -13,7 +15,7 @@
 
 #include "pasa/numeric/format.hpp"
 #include "pasa/numeric/round.hpp"
-#include "pasa/numeric/round_fp16_register.hpp"
+#include "pasa/numeric/round_narrow_register.hpp"
 
 using namespace pasa;
 
@@ -93,6 +95,46 @@ Count check_sums(const std::vector<float>& cs, const std::vector<float>& ps) {
   return c;
 }
 
+// Every finite bf16 value of magnitude <= 2^100, strided.
+std::vector<float> bf16_values(unsigned stride) {
+  std::vector<float> v;
+  for (std::uint32_t b = 0; b < 0x7F80; b += stride) {
+    const float x = std::bit_cast<float>(b << 16);
+    if (x > 0x1p100f) break;
+    v.push_back(x);
+    v.push_back(-x);
+  }
+  return v;
+}
+
+// op 0: products, 1: sums. Reference: the exact double (a product of two bf16 values) or the double sum,
+// rounded to bf16 by round_span; results beyond 2^100 are outside the domain.
+Count check_bf16(const std::vector<float>& as, const std::vector<float>& bs, int op) {
+  const Format bf = format_by_name("bf16");
+  Count c;
+  std::vector<float> b(bs);
+  b.resize((bs.size() + 15) / 16 * 16, 0.0f);
+  std::vector<float> got(b.size());
+  std::vector<double> want(b.size());
+  for (float a : as) {
+    const __m512 av = _mm512_set1_ps(a), a16 = _mm512_set1_ps(a * 65536.0f);
+    for (std::size_t j = 0; j < b.size(); j += 16) {
+      const __m512 bv = _mm512_loadu_ps(b.data() + j);
+      const __m512 r = op == 0 ? bf16_register::product(av, a16, bv) : bf16_register::sum(_mm512_add_ps(av, bv));
+      _mm512_storeu_ps(got.data() + j, r);
+    }
+    for (std::size_t j = 0; j < b.size(); ++j)
+      want[j] = op == 0 ? static_cast<double>(a) * b[j] : static_cast<double>(a) + b[j];
+    round_span(std::span<const double>(want), std::span<double>(want), bf);
+    for (std::size_t j = 0; j < bs.size(); ++j) {
+      if (!(std::fabs(want[j]) <= 0x1p100)) continue;
+      ++c.checked;
+      if (!(static_cast<double>(got[j]) == want[j])) c.note(a, b[j], got[j], static_cast<float>(want[j]));
+    }
+  }
+  return c;
+}
+
 void report(const char* what, const Count& c) {
   INFO(what << ": " << c.mismatched << " of " << c.checked << " differ; first " << c.first_x << " and " << c.first_y
             << ": " << c.got << " instead of " << c.want);
@@ -108,6 +150,20 @@ TEST_CASE("fp16 register rounding: products and sums of fp16 values, strided sam
   const std::vector<float> all = fp16_values(1), some = fp16_values(37);
   report("RN16(a·b)", check_products(all, some));
   report("RN16(c + p)", check_sums(all, some));
+}
+
+TEST_CASE("bf16 register rounding: products and sums of bf16 values, strided sample", "[round]") {
+  const std::vector<float> all = bf16_values(1), some = bf16_values(37);
+  report("RNbf16(a·b)", check_bf16(all, some, 0));
+  report("RNbf16(c + p)", check_bf16(all, some, 1));
+  // subnormal results and ties among them: every pair of small values
+  std::vector<float> small;
+  for (float x : all)
+    if (std::fabs(x) < 0x1p-60f && std::fabs(x) > 0x1p-80f) small.push_back(x);
+  const std::vector<float> sub = {0x1p-133f, 0x1.8p-127f, -0x1.fcp-127f, 0x1p-126f, 0x1.02p-126f, -0x1p-120f};
+  for (float v : sub) REQUIRE(round(v, format_by_name("bf16")) == v);  // arguments of the domain: bf16 values
+  report("RNbf16(a·b), small", check_bf16(small, small, 0));
+  report("RNbf16(c + p), subnormal", check_bf16(sub, sub, 1));
 }
 
 TEST_CASE("fp16 register rounding: hand-picked edges", "[round]") {
@@ -126,6 +182,12 @@ TEST_CASE("fp16 register rounding: every pair of fp16 values", "[round][long]") 
   const std::vector<float> all = fp16_values(1);
   report("RN16(a·b), every pair", check_products(all, all));
   report("RN16(c + p), every pair", check_sums(all, all));
+}
+
+TEST_CASE("bf16 register rounding: every pair of bf16 values", "[round][long]") {
+  const std::vector<float> all = bf16_values(1);
+  report("RNbf16(a·b), every pair", check_bf16(all, all, 0));
+  report("RNbf16(c + p), every pair", check_bf16(all, all, 1));
 }
 #else
 TEST_CASE("fp16 register rounding: not built (needs AVX-512F and DQ)", "[round]") {
