@@ -1,8 +1,9 @@
 // The every-op fp16 GEMM alone (c ← RN16(c + RN16(a·b)) in order, fp16 accumulator): the float-register
-// kernel (numeric/round_fp16_register.hpp) against the F16C round-trip kernel it replaced (still the path
+// kernel (numeric/round_narrow_register.hpp) against the F16C round-trip kernel it replaced (still the path
 // where the overflow bound fails, reached here by labelling the operands with a format of a wider range:
 // the same values, the same work) and against the library's fp32 FMA GEMM (the ordered model, a plain
-// register-tiled sgemm), all in the same run, on the GEMMs of a blocked attention at (1, heads, seq, dim)
+// register-tiled sgemm); then the same for bf16 (register kernel against the round_span loop it replaced,
+// reached by labelling bf16 values with p = 9), all in the same run, on the GEMMs of a blocked attention at (1, heads, seq, dim)
 // with 128 × 128 tiles: per pair of tiles one S = Q·Kᵀ (128 × 128 × dim) and one P·V (128 × dim × 128).
 // Prints wall and CPU seconds (best of --reps), the speed-up over the F16C kernel and the load average;
 // with 2 threads the heads are split between them, as the attention engine splits its work.
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
   for (float& x : kt) x = static_cast<float>(round(uniform(), h));
   for (float& x : v) x = static_cast<float>(round(uniform(), h));
   for (float& x : p) x = static_cast<float>(round(std::exp(-16.0 * uniform()), h));
+  const Format bf = format_by_name("bf16");  // the same inputs rounded to bf16, for the bf16 GEMMs
+  std::vector<float> qb(q), ktb(kt), pb(p), vb(v);
+  for (auto* w : {&qb, &ktb, &pb, &vb})
+    for (float& x : *w) x = static_cast<float>(round(x, bf));
 
   GemmSpec reg;
   reg.a_format = reg.b_format = h;
@@ -67,17 +72,25 @@ int main(int argc, char** argv) {
   reg.model = GemmModel{GemmKind::every_op};
   GemmSpec f16c = reg;  // the same values, labelled with a wider format: the bound is not tried, F16C runs
   f16c.a_format = f16c.b_format = format_by_name("p=11,emax=16");
+  GemmSpec reg_bf = reg;
+  reg_bf.a_format = reg_bf.b_format = format_by_name("bf16");
+  reg_bf.acc = reg_bf.out = StageSpec(format_by_name("bf16"));
+  GemmSpec loop_bf = reg_bf;  // bf16 values labelled with a format they belong to but that is not bf16's
+  loop_bf.a_format = loop_bf.b_format = format_by_name("p=9,emax=127");
   GemmSpec fma = reg;
   fma.acc = fma.out = StageSpec(format_by_name("fp32"));
   fma.model = GemmModel{GemmKind::ordered};
 
   auto run = [&](const GemmSpec& g, std::size_t h0, std::size_t h1) {
+    const bool b16 = g.acc.format == bf;
+    const float *Q = b16 ? qb.data() : q.data(), *Kt = b16 ? ktb.data() : kt.data();
+    const float *P = b16 ? pb.data() : p.data(), *V = b16 ? vb.data() : v.data();
     std::vector<double> S(T * T), O(T * dim);
     for (std::size_t hd = h0; hd < h1; ++hd)
       for (std::size_t i = 0; i < tiles; ++i)
         for (std::size_t j = 0; j < tiles; ++j) {
-          gemm(g, T, T, dim, q.data(), dim, kt.data(), T, S.data(), T);
-          gemm(g, T, dim, T, p.data(), T, v.data(), dim, O.data(), dim);
+          gemm(g, T, T, dim, Q, dim, Kt, T, S.data(), T);
+          gemm(g, T, dim, T, P, T, V, dim, O.data(), dim);
         }
   };
   auto timed = [&](const GemmSpec& g, int threads) {
@@ -100,5 +113,12 @@ int main(int argc, char** argv) {
                 c.cpu, gflop / c.wall);
     std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s  %.2fx F16C (CPU time), %.3f of the FMA GEMM\n",
                 "every-op fp16, float registers", r.wall, r.cpu, gflop / r.wall, c.cpu / r.cpu, o.cpu / r.cpu);
+    if (threads == 1) {  // bf16: the same inputs rounded to bf16
+      const Timing l = timed(loop_bf, 1), b = timed(reg_bf, 1);
+      std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s\n", "every-op bf16, round_span loop", l.wall,
+                  l.cpu, gflop / l.wall);
+      std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s  %.2fx the loop (CPU time)\n",
+                  "every-op bf16, float registers", b.wall, b.cpu, gflop / b.wall, l.cpu / b.cpu);
+    }
   }
 }
