@@ -4,8 +4,8 @@
 // of acc + exact product; an fp64 accumulator: double FMA) the kernels are plain float/double loops, and
 // narrow accumulators with every_op rounding use float arithmetic plus round_span (exact: a float holds the
 // product of two ≤12-bit values, and 24 ≥ 2p + 2 makes float-then-p rounding of a p-bit sum correct); an
-// fp16 accumulator over fp16 values, where a bound shows that no step overflows, rounds in float registers
-// (numeric/round_narrow_register.hpp, the same bits).
+// fp16 (bf16) accumulator over fp16 (bf16) values, where a bound shows that no step leaves the range,
+// rounds in float registers (numeric/round_narrow_register.hpp, the same bits).
 // Every other case forms each step's exact result (two_prod, two_sum, a floating-point expansion for a
 // chunk) and rounds it ONCE to the accumulator in the accumulator's mode (round_sum, or round-to-odd to 53
 // bits then round_span for p <= 51 deterministic modes): never the double result rounded again.
