@@ -63,8 +63,9 @@ SweepBackend library_backend();
 // (backend.memory_bytes; 0 without it).
 std::size_t validate_with_backend(const SweepConfig&, const SweepBackend&, int threads = 1);
 
-// The peak memory of one problem of a sweep (inputs, golden, baseline, the largest algorithm) or of
-// pasa-attn (`golden_first` false: the algorithm runs before the golden), in bytes, saturating.
+// The peak memory of one problem of a sweep (inputs, golden, baseline, every algorithm's output, the largest
+// algorithm's scratch) or of pasa-attn (`golden_first` false: the algorithm runs before the golden), in
+// bytes, saturating.
 struct AlgorithmSpec;
 struct ProblemSpec;
 struct GoldenOptions;
