@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -254,33 +255,33 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& b
   return compare_outputs(std::vector<const Tensor*>{&out}, golden, baseline)[0];
 }
 
-std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline) {
-  for (const Tensor* o : outs) check_same_shape(*o, "output", golden);
-  check_same_shape(baseline, "baseline", golden);
-  // Per output, the sums and counts of compare_outputs(out, golden) (below); once, the baseline's sums
-  // ‖B − G‖² and ‖G‖² over the elements where both are finite. Each sum is the same operations in the same
-  // element order as in separate passes (same bits); the sums of different outputs are independent chains
-  // of dependent double-double additions, so one pass lets the processor overlap them.
-  struct Acc {
-    DD err2, gold2, out2, dot;
-    std::size_t finite_pairs = 0, exact_specials = 0;
-    bool row_bad = false;
-  };
-  const std::size_t k = outs.size();
-  std::vector<Acc> acc(k);
-  std::vector<Metrics> ms(k);
-  std::vector<const double*> od(k);
-  for (std::size_t a = 0; a < k; ++a) od[a] = outs[a]->data.data();
+namespace {
+
+// Per output, the sums and counts of compare_outputs(out, golden).
+struct OutputSums {
+  DD err2, gold2, out2, dot;
+  std::size_t finite_pairs = 0, exact_specials = 0, nan_count = 0, inf_count = 0, rows_with_nonfinite = 0;
+  double max_abs_err = 0, max_rel_err = 0;
+};
+
+// One pass over the elements for K outputs (K a constant, so that the sums stay in registers) and, with
+// `baseline`, the baseline's sums ‖B − G‖² and ‖G‖² over the elements where both are finite. Each sum is
+// the same operations in the same element order as in separate passes (same bits); the sums of different
+// outputs are independent chains of dependent double-double additions, which the processor overlaps.
+template <std::size_t K>
+void sums_pass(const double* const* od, const Tensor& golden, const Tensor* baseline, OutputSums* out, DD& base2,
+               DD& gold2, bool& base_nonfinite) {
+  OutputSums acc[K];
   const Shape& sh = golden.shape;
   const std::size_t rows = sh.B * sh.N * sh.S;
-  DD base2, gold2;
-  bool base_nonfinite = false;
   for (std::size_t r = 0; r < rows; ++r) {
+    bool row_bad[K] = {};
     for (std::size_t x = 0; x < sh.D; ++x) {
       const std::size_t idx = r * sh.D + x;
-      const double gv = golden.data[idx], bv = baseline.data[idx];
+      const double gv = golden.data[idx];
       const bool gfin = std::isfinite(gv);
-      if (gfin) {
+      if (baseline && gfin) {
+        const double bv = baseline->data[idx];
         if (std::isfinite(bv)) {
           const DD db = two_sum(bv, -gv);  // exact differences
           base2 = dd_add(base2, dd_mul(db, db));
@@ -289,28 +290,25 @@ std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, con
           base_nonfinite = true;
         }
       }
-      for (std::size_t a = 0; a < k; ++a) {
-        Metrics& m = ms[a];
-        Acc& c = acc[a];
-        const double o = od[a][idx];
+      auto step = [&](OutputSums& c, bool& bad, double o) {
         if (!gfin) {
           if (same_special(o, gv)) {
             ++c.exact_specials;
-            continue;
+            return;
           }
-          ++m.nan_count;  // the error against a NaN/inf golden element is undefined
-          c.row_bad = true;
-          continue;
+          ++c.nan_count;  // the error against a NaN/inf golden element is undefined
+          bad = true;
+          return;
         }
         if (std::isnan(o)) {
-          ++m.nan_count;
-          c.row_bad = true;
-          continue;
+          ++c.nan_count;
+          bad = true;
+          return;
         }
         if (std::isinf(o)) {
-          ++m.inf_count;
-          c.row_bad = true;
-          continue;
+          ++c.inf_count;
+          bad = true;
+          return;
         }
         ++c.finite_pairs;
         const DD diff = two_sum(o, -gv);  // exact difference
@@ -319,20 +317,50 @@ std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, con
         add_square(c.out2, o);
         c.dot = dd_add(c.dot, two_prod(o, gv));
         const double ad = std::abs(dd_to_double(diff));
-        m.max_abs_err = std::max(m.max_abs_err, ad);
-        if (gv != 0) m.max_rel_err = std::max(m.max_rel_err, ad / std::abs(gv));
-      }
+        c.max_abs_err = std::max(c.max_abs_err, ad);
+        if (gv != 0) c.max_rel_err = std::max(c.max_rel_err, ad / std::abs(gv));
+      };
+      // Unrolled over the outputs (constant indices), so that their sums stay in registers.
+      [&]<std::size_t... I>(std::index_sequence<I...>) { (step(acc[I], row_bad[I], od[I][idx]), ...); }(std::make_index_sequence<K>{});
     }
-    for (std::size_t a = 0; a < k; ++a) {
-      if (acc[a].row_bad) ++ms[a].rows_with_nonfinite;
-      acc[a].row_bad = false;
-    }
+    for (std::size_t a = 0; a < K; ++a) acc[a].rows_with_nonfinite += row_bad[a];
   }
+  for (std::size_t a = 0; a < K; ++a) out[a] = acc[a];
+}
+
+}  // namespace
+
+std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline) {
+  for (const Tensor* o : outs) check_same_shape(*o, "output", golden);
+  check_same_shape(baseline, "baseline", golden);
+  const std::size_t k = outs.size();
+  std::vector<OutputSums> sums(k);
+  std::vector<const double*> od(k);
+  for (std::size_t a = 0; a < k; ++a) od[a] = outs[a]->data.data();
+  DD base2, gold2;
+  bool base_nonfinite = false;
+  // Up to 3 outputs per pass (the paper's sweeps have 3 algorithms); the baseline's sums in the first.
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min<std::size_t>(3, k - done);
+    const Tensor* b = done == 0 ? &baseline : nullptr;
+    if (n == 3) sums_pass<3>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    else if (n == 2) sums_pass<2>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    else if (n == 1) sums_pass<1>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    else sums_pass<0>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    done += n;
+  } while (done < k);
+  std::vector<Metrics> ms(k);
   for (std::size_t a = 0; a < k; ++a) {
     Metrics& m = ms[a];
-    const Acc& c = acc[a];
-    m.elements = sh.size();
-    m.rows = rows;
+    const OutputSums& c = sums[a];
+    m.elements = golden.shape.size();
+    m.rows = golden.shape.B * golden.shape.N * golden.shape.S;
+    m.nan_count = c.nan_count;
+    m.inf_count = c.inf_count;
+    m.rows_with_nonfinite = c.rows_with_nonfinite;
+    m.max_abs_err = c.max_abs_err;
+    m.max_rel_err = c.max_rel_err;
     finish_metrics(m, c.err2, c.gold2, c.out2, c.dot, c.finite_pairs, c.exact_specials);
     // ‖O − G‖² over the finite output elements is err2 (where the baseline is finite wherever the golden
     // is, the elements of the old separate pass; otherwise the centred metrics are NaN and it is unused).
