@@ -10,10 +10,14 @@ cmake --build build -j"$(nproc)" --target pasa-tables
 start=$(date +%s.%N)
 ./build/pasa-tables --out results --threads "$threads"
 experiments/plot_figs.sh results
-wall=$(echo "$(date +%s.%N) - $start" | bc)
-# CPU time of the children (pasa-tables, gnuplot): user and system, from the shell's `times`.
-cpu=$(times | tail -1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+# CPU time of the children (pasa-tables, gnuplot): user and system, from the shell's `times` (run in this
+# shell, not in a pipeline's subshell, which would report its own zero times).
+times_out=$(mktemp)
+times > "$times_out"
+cpu=$(tail -1 "$times_out" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+rm -f "$times_out"
 printf "reproduction took %.0f s on %s threads (%s cores; %s CPU-s; load %s)\n" "$wall" "$threads" "$(nproc)" "$cpu" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"
 # Issue 11's goal, from scratch (no finished sweep kept): at most 120 s on the 2-core machine.
-printf "goal <= 120 s: %s\n" "$(echo "$wall <= 120" | bc | sed 's/1/met/; s/0/NOT met/')"
+printf "goal <= 120 s: %s\n" "$(awk -v w="$wall" 'BEGIN { print (w <= 120 ? "met" : "NOT met") }')"
