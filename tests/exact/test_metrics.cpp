@@ -117,7 +117,7 @@ TEST_CASE("uniform baseline: mean of V over the visible keys, with masks and GQA
     for (double& x : t.data) x = mean + u(rng);
     return t;
   };
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     AttentionInputs in;
     in.q = fill({2, 4, 7, 3}, 0);
     in.k = fill({2, 2, 5, 3}, 0);
@@ -130,6 +130,16 @@ TEST_CASE("uniform baseline: mean of V over the visible keys, with masks and GQA
       in.mask.keep.assign(2 * 7 * 5, 1);
       for (std::size_t e = 0; e < in.mask.keep.size(); e += 3) in.mask.keep[e] = 0;
     }
+    if (variant == 3) {  // keep rows repeated (a row reuses the previous one), then a hidden row, then others
+      in.mask.keep.assign(2 * 7 * 5, 1);
+      for (std::size_t b = 0; b < 2; ++b) {
+        std::uint8_t* k = in.mask.keep.data() + b * 7 * 5;
+        std::fill_n(k + 2 * 5, 5, std::uint8_t{0});  // row 2 sees no key, after rows 0 and 1 that see all
+        k[3 * 5 + 4] = 0;                              // row 3: keys 0-3, then row 4 all five (a prefix)
+        k[5 * 5 + 0] = 0;                              // row 5: keys 1-4 (not a prefix of row 4's)
+      }
+    }
+    // variant 4: no mask at all (every row the same keys)
     const Tensor base = uniform_baseline(in, 2);
     REQUIRE(base.shape == in.q.shape);
     int mismatches = 0;
@@ -144,6 +154,7 @@ TEST_CASE("uniform baseline: mean of V over the visible keys, with masks and GQA
           }
     CHECK(mismatches == 0);
     if (variant == 0) CHECK(base.data[0] == 0);  // row 0 sees no key: 0, as in the golden
+    if (variant == 3) CHECK(base.data[2 * 3] == 0);  // row 2 sees no key, after a row that sees all
     CHECK(uniform_baseline(in, 1).data == base.data);  // independent of the thread count
   }
 }
