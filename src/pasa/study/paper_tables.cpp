@@ -6,8 +6,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
