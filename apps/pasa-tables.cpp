@@ -1,5 +1,6 @@
 // pasa-tables: regenerates the PASA paper's Tables 1, 3, 4 and the data behind Figs. 9/10 as CSV in
 // results/ (each beside the paper's printed values); experiments/plot_figs.sh then draws the figures.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -50,7 +51,11 @@ int main(int argc, char** argv) {
   } catch (...) {
     return pasa::report_error("pasa-tables");
   }
-  std::printf("done in %.0f s (%d threads); tables in %s\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), opt.threads, out.c_str());
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  std::printf("done in %.0f s (%d threads, %.0f CPU-s); tables in %s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), opt.threads,
+              seconds(ru.ru_utime) + seconds(ru.ru_stime), out.c_str());
   return 0;
 }

@@ -41,17 +41,22 @@ split_gpu() {  # split_gpu DISTRIBUTION PANEL(x0|am) FIXED_VALUE PREFIX
 }
 
 figure() {  # figure NUMBER DISTRIBUTION X0_CSV AM_CSV FIXED_AM FIXED_X0
-  split "$3" "$tmp/x0"
-  split "$4" "$tmp/am"
-  split_gpu "$2" x0 "$5" "$tmp/x0"
-  split_gpu "$2" am "$6" "$tmp/am"
+  local t="$tmp/fig$1"  # one folder per figure: the two figures are drawn at once
+  mkdir -p "$t"
+  split "$3" "$t/x0"
+  split "$4" "$t/am"
+  split_gpu "$2" x0 "$5" "$t/x0"
+  split_gpu "$2" am "$6" "$t/am"
   # (an algorithm without NaN points gives an empty _nan file: gnuplot's warning about it is dropped)
   for metric in rmse skill; do
     [[ $metric == rmse ]] && name="fig$1" || name="fig$1_skill"
-    gnuplot -e "term='$term'; out='$dir/$name.png'; fig='$1'; dist='$2'; am='$5'; x0='$6'; d='$tmp'; metric='$metric'" \
+    gnuplot -e "term='$term'; out='$dir/$name.png'; fig='$1'; dist='$2'; am='$5'; x0='$6'; d='$t'; metric='$metric'" \
       experiments/figs.gp 2>&1 | { grep -v 'Skipping data file with no valid points' || true; } >&2
     echo "wrote $dir/$name.png"
   done
 }
-figure 9 uniform "$dir/fig9_uniform_x0.csv" "$dir/fig9_uniform_am.csv" 0.5 20
+# The two figures at once.
+figure 9 uniform "$dir/fig9_uniform_x0.csv" "$dir/fig9_uniform_am.csv" 0.5 20 &
+fig9=$!
 figure 10 hybrid "$dir/fig10_hybrid_x0.csv" "$dir/fig10_hybrid_am.csv" 10 20
+wait "$fig9"

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -345,4 +347,122 @@ TEST_CASE("sweep: real CSV metrics are identical for any thread count and shard 
   const fs::path merged = fresh_dir("real-merged");
   merge_sweeps({shards}, merged);
   CHECK(without_times(merged / "results.csv") == without_times(one.out_dir / "results.csv"));
+}
+
+TEST_CASE("sweep: problems side by side (jobs, shared slots) give the same table", "[sweep]") {
+  const SweepConfig cfg = parse_sweep_config(tiny_real_config(), "tiny.json");
+  SweepOptions one;
+  one.out_dir = fresh_dir("jobs-1");
+  one.threads = 1;
+  run_sweep(cfg, library_backend(), one);
+  SweepOptions jobs = one;
+  jobs.out_dir = fresh_dir("jobs-3");
+  jobs.threads = 3;
+  jobs.jobs = 3;
+  const SweepReport r = run_sweep(cfg, library_backend(), jobs);
+  CHECK(r.cases_run == cfg.case_count());
+  CHECK(without_times(jobs.out_dir / "results.csv") == without_times(one.out_dir / "results.csv"));
+  // Two sweeps at once on two shared slots (as reproduce_paper runs the paper's four), each with its own
+  // backend so that nothing is shared but the slots.
+  json other = tiny_real_config();
+  other["seeds"] = {5};
+  const SweepConfig cfg2 = parse_sweep_config(other, "tiny2.json");
+  SweepOptions alone = one;
+  alone.out_dir = fresh_dir("slots-alone");
+  run_sweep(cfg2, library_backend(), alone);
+  const auto slots = std::make_shared<CaseSlots>(2);
+  SweepOptions a = one, b = one;
+  a.out_dir = fresh_dir("slots-a");
+  b.out_dir = fresh_dir("slots-b");
+  a.threads = b.threads = 2;
+  a.slots = b.slots = slots;
+  b.priority = 1;
+  std::thread tb([&] { run_sweep(cfg2, library_backend(), b); });
+  run_sweep(cfg, library_backend(), a);
+  tb.join();
+  CHECK(without_times(a.out_dir / "results.csv") == without_times(one.out_dir / "results.csv"));
+  CHECK(without_times(b.out_dir / "results.csv") == without_times(alone.out_dir / "results.csv"));
+  // A failing problem stops the workers and leaves a folder --resume completes.
+  FakeBackend fake;
+  fake.fail_after = 5;
+  const SweepConfig fcfg = parse_sweep_config(base_config(), "fake.json");
+  SweepOptions f;
+  f.out_dir = fresh_dir("jobs-fail");
+  f.threads = f.jobs = 2;
+  CHECK_THROWS_WITH(run_sweep(fcfg, fake.backend(), f), "simulated crash");
+  fake.fail_after = -1;
+  f.resume = true;
+  run_sweep(fcfg, fake.backend(), f);
+  SweepOptions g;
+  g.out_dir = fresh_dir("jobs-fake-1");
+  FakeBackend fresh;
+  run_sweep(fcfg, fresh.backend(), g);
+  CHECK(without_times(f.out_dir / "results.csv") == without_times(g.out_dir / "results.csv"));
+}
+
+TEST_CASE("sweep: one backend computes a problem shared by two sweeps once, and only the same problem", "[sweep]") {
+  // Sweep 2 holds sweep 1's problems (seed 3, x0 = 10 and 50) and new ones (seed 6; x0 = 30).
+  const SweepConfig cfg1 = parse_sweep_config(tiny_real_config(), "tiny.json");
+  json c2 = tiny_real_config();
+  c2["seeds"] = {3, 6};
+  c2["grid"]["x0"] = {10, 30, 50};
+  const SweepConfig cfg2 = parse_sweep_config(c2, "tiny2.json");
+  const SweepBackend shared = library_backend();
+  SweepOptions o1, o2, fresh;
+  o1.out_dir = fresh_dir("cache-1");
+  o2.out_dir = fresh_dir("cache-2");
+  fresh.out_dir = fresh_dir("cache-fresh");
+  run_sweep(cfg1, shared, o1);
+  run_sweep(cfg2, shared, o2);
+  run_sweep(cfg2, library_backend(), fresh);  // the same sweep computed by a new backend: every case fresh
+  // Cached or not, sweep 2's metrics are those of a fresh computation, bit for bit.
+  CHECK(without_times(o2.out_dir / "results.csv") == without_times(fresh.out_dir / "results.csv"));
+  // Rows by (problem JSON, algorithm JSON): a hit repeats sweep 1's row, timing columns included (the
+  // timings of the one computation; a second computation would measure its own).
+  auto rows_of = [](const fs::path& csv) {
+    const CsvFileLines lines = read_complete_lines(csv);
+    const CsvRow header = parse_csv_line(lines.lines[0]);
+    std::map<std::string, CsvRow> rows;
+    for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+      const CsvRow r = parse_csv_line(lines.lines[i]);
+      CsvRow tail(r.begin() + 5, r.end());  // from the grid axes on: metrics, JSON, timings
+      rows[r[r.size() - 4] + r[r.size() - 3]] = tail;
+    }
+    return rows;
+  };
+  const auto first = rows_of(o1.out_dir / "results.csv"), second = rows_of(o2.out_dir / "results.csv");
+  std::size_t hits = 0, fresh_rows = 0;
+  for (const auto& [key, row] : second) {
+    const auto it = first.find(key);
+    if (it == first.end()) {
+      ++fresh_rows;
+      continue;
+    }
+    // Seed 3 at x0 10 and 50: in sweep 1 too (same problem JSON, same algorithm JSON).
+    CHECK(row == it->second);
+    ++hits;
+  }
+  CHECK(hits == 2 * 3);              // 2 problems x 3 algorithms
+  CHECK(fresh_rows == 6 * 3 - 2 * 3);
+  // A miss is computed: seed 6 differs from seed 3 at the same grid point (a cache keyed without the seed
+  // would have repeated seed 3's metrics), and x0 = 30 differs from both neighbours.
+  std::map<std::string, std::set<std::string>> rmse_by_point_alg;
+  {
+    const CsvFileLines lines = read_complete_lines(o2.out_dir / "results.csv");
+    const CsvRow header = parse_csv_line(lines.lines[0]);
+    const std::size_t rmse = static_cast<std::size_t>(std::find(header.begin(), header.end(), "rmse") - header.begin());
+    for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+      const CsvRow r = parse_csv_line(lines.lines[i]);
+      rmse_by_point_alg[r[2] + "/" + r[4]].insert(r[rmse]);
+    }
+  }
+  CHECK(rmse_by_point_alg.size() == 9);
+  std::size_t compared = 0;
+  for (const auto& [point, values] : rmse_by_point_alg) {
+    INFO(point);
+    if (!std::isfinite(parse_csv_number(*values.begin()))) continue;  // FA-FP16/FP32 at x0 = 50: NaN for both
+    CHECK(values.size() == 2);  // seeds 3 and 6 give different RMSEs at every other point
+    ++compared;
+  }
+  CHECK(compared == 8);
 }

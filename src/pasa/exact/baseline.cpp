@@ -23,28 +23,38 @@ Tensor uniform_baseline(const AttentionInputs& in, int threads) {
     // fold continues the previous one, so it is carried over instead of recomputed: the same additions in
     // the same order, hence the same bits, in O(S·D) instead of O(S²·D) per head.
     std::vector<std::size_t> prev, cur;
-    bool have_prev = false;
+    bool have_prev = false, prev_same_keys = false;
     for (std::size_t i = 0; i < qs.S; ++i) {
-      cur.clear();
       const std::size_t end = visible_end(in, b, i);
       // visible(in, b, i, j) for j < end: the boolean mask's row, when there is one.
       const std::uint8_t* keep = in.mask.keep.empty() ? nullptr : in.mask.keep.data() + (b * qs.S + i) * in.k.shape.S;
-      for (std::size_t j = 0; j < end; ++j)
-        if (!keep || keep[j]) cur.push_back(j);
-      std::size_t from = 0;
-      if (have_prev && prev.size() <= cur.size() && std::equal(prev.begin(), prev.end(), cur.begin())) {
-        from = prev.size();
-      } else {
-        std::fill(sum.begin(), sum.end(), DD{});
+      std::size_t from = 0, n;
+      if (keep) {
+        cur.clear();
+        for (std::size_t j = 0; j < end; ++j)
+          if (keep[j]) cur.push_back(j);
+        const bool prefix = have_prev && prev.size() <= cur.size() && std::equal(prev.begin(), prev.end(), cur.begin());
+        if (prefix) from = prev.size();
+        n = cur.size();
+        prev_same_keys = prefix && prev.size() == n;
+      } else {  // the visible keys are [0, end): a prefix of the next row's when its end is not smaller
+        n = end;
+        from = have_prev && prev.size() <= n ? prev.size() : 0;
+        prev_same_keys = have_prev && prev.size() == n;
+        prev.resize(n);  // only its size is used on this path
       }
-      for (std::size_t c = from; c < cur.size(); ++c) {
-        const double* vj = v + cur[c] * D;
+      if (from == 0) std::fill(sum.begin(), sum.end(), DD{});
+      for (std::size_t c = from; c < n; ++c) {
+        const double* vj = v + (keep ? cur[c] : c) * D;
         for (std::size_t x = 0; x < D; ++x) sum[x] = dd_add(sum[x], DD{vj[x], 0});
       }
-      const std::size_t n = cur.size();
-      for (std::size_t x = 0; x < D; ++x)
-        o[i * D + x] = n == 0 ? 0.0 : dd_to_double(dd_div(sum[x], DD{static_cast<double>(n), 0}));
-      std::swap(prev, cur);
+      if (prev_same_keys) {  // the same keys as the previous row: the same sums and count, so its row
+        std::copy_n(o + (i - 1) * D, D, o + i * D);
+      } else {
+        for (std::size_t x = 0; x < D; ++x)
+          o[i * D + x] = n == 0 ? 0.0 : dd_to_double(dd_div(sum[x], DD{static_cast<double>(n), 0}));
+      }
+      if (keep) std::swap(prev, cur);
       have_prev = true;
     }
   });

@@ -1,10 +1,12 @@
 #include "pasa/exact/metrics.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -79,33 +81,294 @@ double apply_nonfinite_rule(const Metrics& m, double finite_ratio) {
   return m.inf_count > 0 ? kInf : finite_ratio;
 }
 
+
+// The ratios and percentages of Metrics from the sums over the finite pairs and the counts.
+void finish_metrics(Metrics& m, DD err2_fin, DD gold2_fin, DD out2_fin, DD dot, std::size_t finite_pairs,
+                    std::size_t exact_specials) {
+  m.rmse_finite = finite_pairs == 0 ? kNaN : ratio(err2_fin, gold2_fin);
+  // With every element finite the whole-output ratio is exactly the finite one.
+  m.rmse = apply_nonfinite_rule(m, m.rmse_finite);
+  const double n = static_cast<double>(m.elements);
+  m.nan_pct = 100.0 * static_cast<double>(m.nan_count) / n;
+  m.inf_pct = 100.0 * static_cast<double>(m.inf_count) / n;
+  m.rows_with_nonfinite_pct = 100.0 * static_cast<double>(m.rows_with_nonfinite) / static_cast<double>(m.rows);
+  if (finite_pairs == 0 && exact_specials == 0) m.max_abs_err = m.max_rel_err = kNaN;  // no finite element
+  // cos(o, g); with a zero norm: 1 when both are zero (the output is exact), 0 when only one is.
+  const double no = std::sqrt(dd_to_double(out2_fin)), ng = std::sqrt(dd_to_double(gold2_fin));
+  if (finite_pairs == 0) m.cosine = exact_specials > 0 ? 1.0 : kNaN;
+  else if (no > 0 && ng > 0) m.cosine = dd_to_double(dot) / (no * ng);
+  else m.cosine = no == ng ? 1.0 : 0.0;
+}
+
+// One row's scores s_j (j < end, where keep[j], or all without a mask) folded into a head's statistics,
+// with the results of the scalar scan
+//   for j: sc = dd_mul_d(s, scale); ++entries; if (dd_less(s, mnu)) mnu = s; if (dd_less(mxu, s)) mxu = s;
+//          (the same for sc with mn, mxs); the four threshold counts
+// bit for bit, in passes over 8 keys at a time: s in arrays (the plain GEMM's value where the pair is
+// exact, Dot2 elsewhere), sc lane by lane with dd_mul_d's operations (FMA for the product's error, no
+// contraction elsewhere: the same roundings as the scalar code), the counts as sums of lane masks. The
+// extremes: a scan keeps the FIRST element of the least (hi, lo) class that is below the running value,
+// so it ends with the running value or the row's first least element, whichever is lower (dd_less); that
+// element is found as the least hi (lane minima) and an ordered scan of the keys holding it. This needs
+// an order: a row holding NaN (inputs with NaN/inf) takes the scalar scan itself.
+using exact_scores::v8d;
+typedef long v8l __attribute__((vector_size(64)));
+constexpr std::size_t kLanes = 8;
+
+struct RowScratch {
+  std::vector<double> shi, slo, chi, clo, vis;  // padded to whole vectors (vis 0 in the padding)
+  void resize(std::size_t n) {
+    const std::size_t m = (n + kLanes - 1) / kLanes * kLanes;
+    for (auto* v : {&shi, &slo, &chi, &clo, &vis}) v->assign(m, 0.0);
+  }
+};
+
+inline v8d load8(const double* p) {
+  v8d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(double* p, v8d v) { std::memcpy(p, &v, sizeof v); }
+inline v8d splat(double x) { return v8d{x, x, x, x, x, x, x, x}; }
+inline long lane_sum(v8l v) {
+  long t = 0;
+  for (std::size_t l = 0; l < kLanes; ++l) t += v[l];
+  return t;
+}
+
+template <class Score>
+void row_stats(ScoreStats& st, DD& mnu, DD& mxu, DD& mn, DD& mxs, RowScratch& w, const double* srow, std::size_t end,
+               const std::uint8_t* keep, const exact_scores::GridNorm& gq, const exact_scores::KeyInfo& keys, const Score& score,
+               double scale, double mx, const OverflowThreshold& th) {
+  using exact_scores::exact_pair;
+  double* shi = w.shi.data();
+  double* slo = w.slo.data();
+  double* chi = w.chi.data();
+  double* clo = w.clo.data();
+  double* vis = w.vis.data();
+  const std::size_t padded = (end + kLanes - 1) / kLanes * kLanes;
+  std::memcpy(shi, srow, end * sizeof(double));
+  std::fill(shi + end, shi + padded, 0.0);
+  std::fill(slo, slo + padded, 0.0);
+  for (std::size_t j = 0; j < padded; ++j) vis[j] = j < end && !(keep && !keep[j]) ? 1.0 : 0.0;
+  for (std::size_t j = 0; j < end; ++j)
+    if (!exact_pair(gq, keys.grid[j], keys.e[j])) {
+      const DD s = score(j);
+      shi[j] = s.hi;
+      slo[j] = s.lo;
+    }
+  // sc = dd_mul_d(s, scale), the counts, the lane extremes of hi, and whether anything is NaN.
+  const v8d vscale = splat(scale), vmx = splat(mx), vt = splat(th.t), zero = splat(0.0);
+  const v8l tie = th.tie_overflows ? v8l{} - 1 : v8l{};
+  v8l entries{}, over_max{}, over_max_scaled{}, overflow{}, overflow_scaled{}, nan{};
+  v8d smin = splat(kInf), smax = splat(-kInf), cmin = splat(kInf), cmax = splat(-kInf);
+  auto over = [&](v8d hi, v8d lo) {  // |s.hi| > mx || (|s.hi| == mx && s.lo * s.hi > 0)
+    const v8d ah = hi < zero ? -hi : hi;
+    return (ah > vmx) | ((ah == vmx) & (lo * hi > zero));
+  };
+  auto ovf = [&](v8d hi, v8d lo) {  // overflows(): |s| against the threshold, the tie by the low word
+    const v8d ah = hi < zero ? -hi : hi, al = hi < zero ? -lo : lo;
+    return (ah != vt) ? (ah > vt) : ((al > zero) | ((al == zero) & tie));
+  };
+  for (std::size_t j = 0; j < padded; j += kLanes) {
+    const v8d sh = load8(shi + j), sl = load8(slo + j);
+    const v8l v = load8(vis + j) != zero;
+    const v8d p = sh * vscale;  // dd_mul_d: two_prod, the low word's product, fast_two_sum
+    const v8d e = exact_scores::fms(sh, vscale, p) + sl * vscale;
+    const v8d hi = p + e;
+    const v8d lo = e - (hi - p);
+    store8(chi + j, hi);
+    store8(clo + j, lo);
+    nan |= (sh != sh) | (sl != sl) | (hi != hi) | (lo != lo);
+    entries -= v;
+    over_max -= v & over(sh, sl);
+    over_max_scaled -= v & over(hi, lo);
+    overflow -= v & ovf(sh, sl);
+    overflow_scaled -= v & ovf(hi, lo);
+    smin = (v & (sh < smin)) ? sh : smin;
+    smax = (v & (sh > smax)) ? sh : smax;
+    cmin = (v & (hi < cmin)) ? hi : cmin;
+    cmax = (v & (hi > cmax)) ? hi : cmax;
+  }
+  bool has_nan = false;
+  for (std::size_t l = 0; l < kLanes; ++l) has_nan |= nan[l] != 0;
+  if (has_nan) {  // the scalar scan, as it always was
+    for (std::size_t j = 0; j < end; ++j) {
+      if (vis[j] == 0) continue;
+      const DD s{shi[j], slo[j]}, sc{chi[j], clo[j]};
+      ++st.entries;
+      if (dd_less(s, mnu)) mnu = s;
+      if (dd_less(mxu, s)) mxu = s;
+      if (dd_less(sc, mn)) mn = sc;
+      if (dd_less(mxs, sc)) mxs = sc;
+      st.over_max += std::abs(s.hi) > mx || (std::abs(s.hi) == mx && s.lo * s.hi > 0);
+      st.over_max_scaled += std::abs(sc.hi) > mx || (std::abs(sc.hi) == mx && sc.lo * sc.hi > 0);
+      st.overflow += overflows(s, th);
+      st.overflow_scaled += overflows(sc, th);
+    }
+    return;
+  }
+  const long n = lane_sum(entries);
+  st.entries += static_cast<std::size_t>(n);
+  st.over_max += static_cast<std::size_t>(lane_sum(over_max));
+  st.over_max_scaled += static_cast<std::size_t>(lane_sum(over_max_scaled));
+  st.overflow += static_cast<std::size_t>(lane_sum(overflow));
+  st.overflow_scaled += static_cast<std::size_t>(lane_sum(overflow_scaled));
+  if (n == 0) return;
+  double tops[4] = {kInf, -kInf, kInf, -kInf};  // least and greatest hi of s, then of sc
+  for (std::size_t l = 0; l < kLanes; ++l) {
+    tops[0] = smin[l] < tops[0] ? smin[l] : tops[0];
+    tops[1] = smax[l] > tops[1] ? smax[l] : tops[1];
+    tops[2] = cmin[l] < tops[2] ? cmin[l] : tops[2];
+    tops[3] = cmax[l] > tops[3] ? cmax[l] : tops[3];
+  }
+  // The row's first least (greatest) element, among the visible keys whose hi is the least (greatest);
+  // vectors without such a key are skipped with one comparison.
+  DD best[4];
+  bool found[4] = {};
+  const double* his[4] = {shi, shi, chi, chi};
+  const double* los[4] = {slo, slo, clo, clo};
+  for (int k = 0; k < 4; ++k) {
+    const v8d top = splat(tops[k]);
+    for (std::size_t j = 0; j < padded; j += kLanes) {
+      const v8l hit = (load8(vis + j) != zero) & (load8(his[k] + j) == top);
+      bool any = false;
+      for (std::size_t l = 0; l < kLanes; ++l) any |= hit[l] != 0;
+      if (!any) continue;
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        if (!hit[l]) continue;
+        const DD e{his[k][j + l], los[k][j + l]};
+        if (!found[k] || (k % 2 == 0 ? dd_less(e, best[k]) : dd_less(best[k], e))) best[k] = e;
+        found[k] = true;
+      }
+    }
+  }
+  if (dd_less(best[0], mnu)) mnu = best[0];
+  if (dd_less(mxu, best[1])) mxu = best[1];
+  if (dd_less(best[2], mn)) mn = best[2];
+  if (dd_less(mxs, best[3])) mxs = best[3];
+}
+
 }  // namespace
 
 Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& baseline) {
-  Metrics m = compare_outputs(out, golden);
-  check_same_shape(baseline, "baseline", golden);
-  // ‖B − G‖², ‖G‖², and ‖O − G‖² over the finite output elements (the numerator of rmse_finite).
-  DD base2, gold2, err2;
-  bool base_nonfinite = false;
-  for (std::size_t idx = 0; idx < golden.data.size(); ++idx) {
-    const double gv = golden.data[idx], bv = baseline.data[idx], o = out.data[idx];
-    if (!std::isfinite(gv)) continue;  // a special value of the golden: compared by compare_outputs alone
-    if (!std::isfinite(bv)) {           // (inputs holding NaN/inf) the baseline's error is undefined
-      base_nonfinite = true;
-      continue;
+  return compare_outputs(std::vector<const Tensor*>{&out}, golden, baseline)[0];
+}
+
+namespace {
+
+// Per output, the sums and counts of compare_outputs(out, golden).
+struct OutputSums {
+  DD err2, gold2, out2, dot;
+  std::size_t finite_pairs = 0, exact_specials = 0, nan_count = 0, inf_count = 0, rows_with_nonfinite = 0;
+  double max_abs_err = 0, max_rel_err = 0;
+};
+
+// One pass over the elements for K outputs (K a constant, so that the sums stay in registers) and, with
+// `baseline`, the baseline's sums ‖B − G‖² and ‖G‖² over the elements where both are finite. Each sum is
+// the same operations in the same element order as in separate passes (same bits); the sums of different
+// outputs are independent chains of dependent double-double additions, which the processor overlaps.
+template <std::size_t K>
+void sums_pass(const double* const* od, const Tensor& golden, const Tensor* baseline, OutputSums* out, DD& base2,
+               DD& gold2, bool& base_nonfinite) {
+  OutputSums acc[K];
+  const Shape& sh = golden.shape;
+  const std::size_t rows = sh.B * sh.N * sh.S;
+  for (std::size_t r = 0; r < rows; ++r) {
+    bool row_bad[K] = {};
+    for (std::size_t x = 0; x < sh.D; ++x) {
+      const std::size_t idx = r * sh.D + x;
+      const double gv = golden.data[idx];
+      const bool gfin = std::isfinite(gv);
+      if (baseline && gfin) {
+        const double bv = baseline->data[idx];
+        if (std::isfinite(bv)) {
+          const DD db = two_sum(bv, -gv);  // exact differences
+          base2 = dd_add(base2, dd_mul(db, db));
+          add_square(gold2, gv);
+        } else {  // (inputs holding NaN/inf) the baseline's error is undefined
+          base_nonfinite = true;
+        }
+      }
+      auto step = [&](OutputSums& c, bool& bad, double o) {
+        if (!gfin) {
+          if (same_special(o, gv)) {
+            ++c.exact_specials;
+            return;
+          }
+          ++c.nan_count;  // the error against a NaN/inf golden element is undefined
+          bad = true;
+          return;
+        }
+        if (std::isnan(o)) {
+          ++c.nan_count;
+          bad = true;
+          return;
+        }
+        if (std::isinf(o)) {
+          ++c.inf_count;
+          bad = true;
+          return;
+        }
+        ++c.finite_pairs;
+        const DD diff = two_sum(o, -gv);  // exact difference
+        c.err2 = dd_add(c.err2, dd_mul(diff, diff));
+        add_square(c.gold2, gv);
+        add_square(c.out2, o);
+        c.dot = dd_add(c.dot, two_prod(o, gv));
+        const double ad = std::abs(dd_to_double(diff));
+        c.max_abs_err = std::max(c.max_abs_err, ad);
+        if (gv != 0) c.max_rel_err = std::max(c.max_rel_err, ad / std::abs(gv));
+      };
+      // Unrolled over the outputs (constant indices), so that their sums stay in registers.
+      [&]<std::size_t... I>(std::index_sequence<I...>) { (step(acc[I], row_bad[I], od[I][idx]), ...); }(std::make_index_sequence<K>{});
     }
-    const DD db = two_sum(bv, -gv);  // exact differences
-    base2 = dd_add(base2, dd_mul(db, db));
-    add_square(gold2, gv);
-    if (std::isfinite(o)) {
-      const DD d = two_sum(o, -gv);
-      err2 = dd_add(err2, dd_mul(d, d));
-    }
+    for (std::size_t a = 0; a < K; ++a) acc[a].rows_with_nonfinite += row_bad[a];
   }
-  m.rmse_uniform_baseline = base_nonfinite ? kNaN : ratio(base2, gold2);
-  m.rmse_centred = base_nonfinite ? kNaN : apply_nonfinite_rule(m, ratio(err2, base2));
-  m.skill = 1 - m.rmse_centred;
-  return m;
+  for (std::size_t a = 0; a < K; ++a) out[a] = acc[a];
+}
+
+}  // namespace
+
+std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline) {
+  for (const Tensor* o : outs) check_same_shape(*o, "output", golden);
+  check_same_shape(baseline, "baseline", golden);
+  const std::size_t k = outs.size();
+  std::vector<OutputSums> sums(k);
+  std::vector<const double*> od(k);
+  for (std::size_t a = 0; a < k; ++a) od[a] = outs[a]->data.data();
+  DD base2, gold2;
+  bool base_nonfinite = false;
+  // Up to 3 outputs per pass (the paper's sweeps have 3 algorithms); the baseline's sums in the first.
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min<std::size_t>(3, k - done);
+    const Tensor* b = done == 0 ? &baseline : nullptr;
+    if (n == 3) sums_pass<3>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    else if (n == 2) sums_pass<2>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    else if (n == 1) sums_pass<1>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    else sums_pass<0>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+    done += n;
+  } while (done < k);
+  std::vector<Metrics> ms(k);
+  for (std::size_t a = 0; a < k; ++a) {
+    Metrics& m = ms[a];
+    const OutputSums& c = sums[a];
+    m.elements = golden.shape.size();
+    m.rows = golden.shape.B * golden.shape.N * golden.shape.S;
+    m.nan_count = c.nan_count;
+    m.inf_count = c.inf_count;
+    m.rows_with_nonfinite = c.rows_with_nonfinite;
+    m.max_abs_err = c.max_abs_err;
+    m.max_rel_err = c.max_rel_err;
+    finish_metrics(m, c.err2, c.gold2, c.out2, c.dot, c.finite_pairs, c.exact_specials);
+    // ‖O − G‖² over the finite output elements is err2 (where the baseline is finite wherever the golden
+    // is, the elements of the old separate pass; otherwise the centred metrics are NaN and it is unused).
+    m.rmse_uniform_baseline = base_nonfinite ? kNaN : ratio(base2, gold2);
+    m.rmse_centred = base_nonfinite ? kNaN : apply_nonfinite_rule(m, ratio(c.err2, base2));
+    m.skill = 1 - m.rmse_centred;
+  }
+  return ms;
 }
 
 Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
@@ -154,19 +417,7 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
     }
     if (row_bad) ++m.rows_with_nonfinite;
   }
-  m.rmse_finite = finite_pairs == 0 ? kNaN : ratio(err2_fin, gold2_fin);
-  // With every element finite the whole-output ratio is exactly the finite one.
-  m.rmse = apply_nonfinite_rule(m, m.rmse_finite);
-  const double n = static_cast<double>(m.elements);
-  m.nan_pct = 100.0 * static_cast<double>(m.nan_count) / n;
-  m.inf_pct = 100.0 * static_cast<double>(m.inf_count) / n;
-  m.rows_with_nonfinite_pct = 100.0 * static_cast<double>(m.rows_with_nonfinite) / static_cast<double>(m.rows);
-  if (finite_pairs == 0 && exact_specials == 0) m.max_abs_err = m.max_rel_err = kNaN;  // no finite element
-  // cos(o, g); with a zero norm: 1 when both are zero (the output is exact), 0 when only one is.
-  const double no = std::sqrt(dd_to_double(out2_fin)), ng = std::sqrt(dd_to_double(gold2_fin));
-  if (finite_pairs == 0) m.cosine = exact_specials > 0 ? 1.0 : kNaN;
-  else if (no > 0 && ng > 0) m.cosine = dd_to_double(dot) / (no * ng);
-  else m.cosine = no == ng ? 1.0 : 0.0;
+  finish_metrics(m, err2_fin, gold2_fin, out2_fin, dot, finite_pairs, exact_specials);
   return m;
 }
 
@@ -186,6 +437,7 @@ ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, in
   constexpr std::size_t kGroupRows = 32, kKeyTile = 256;
   struct Buffers {
     std::vector<double> kt, s, zero;
+    RowScratch row;
   };
   std::mutex pool_m;
   std::vector<std::unique_ptr<Buffers>> pool;  // handed from item to item: no fresh pages per item
@@ -206,6 +458,7 @@ ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, in
     buf->kt.resize(strips * 8 * D);
     buf->s.resize(kGroupRows * Skv);
     buf->zero.assign(D, 0.0);
+    buf->row.resize(Skv);
     strip_keys(K, D, Skv, buf->kt.data());
     const KeyInfo keys(K, Skv, D);
     ScoreStats& st = part[w];
@@ -228,20 +481,8 @@ ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, in
         const double* srow = buf->s.data() + r * Skv;
         // visible(in, b, i, j) for j < end: the boolean mask's row, when there is one.
         const std::uint8_t* keep = in.mask.keep.empty() ? nullptr : in.mask.keep.data() + (b * qs.S + i) * Skv;
-        for (std::size_t j = 0; j < end; ++j) {
-          if (keep && !keep[j]) continue;
-          const DD s = exact_pair(gq, keys.grid[j], keys.e[j]) ? DD{srow[j], 0} : dot2_pair(q[r], K + j * D, D);
-          const DD sc = dd_mul_d(s, scale);
-          ++st.entries;
-          if (dd_less(s, mnu)) mnu = s;
-          if (dd_less(mxu, s)) mxu = s;
-          if (dd_less(sc, mn)) mn = sc;
-          if (dd_less(mxs, sc)) mxs = sc;
-          st.over_max += std::abs(s.hi) > mx || (std::abs(s.hi) == mx && s.lo * s.hi > 0);
-          st.over_max_scaled += std::abs(sc.hi) > mx || (std::abs(sc.hi) == mx && sc.lo * sc.hi > 0);
-          st.overflow += overflows(s, th);
-          st.overflow_scaled += overflows(sc, th);
-        }
+        row_stats(st, mnu, mxu, mn, mxs, buf->row, srow, end, keep, gq, keys,
+                  [&](std::size_t j) { return dot2_pair(q[r], K + j * D, D); }, scale, mx, th);
       }
     }
     st.min = dd_to_double(mn);

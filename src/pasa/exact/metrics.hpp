@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 
 #include "pasa/inputs/attention_inputs.hpp"
@@ -46,6 +48,10 @@ struct Metrics {
 // Throws InputError when the shapes differ. The baseline metrics are NaN when the baseline holds NaN/inf
 // where the golden is finite.
 Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& baseline);
+// The metrics of several outputs of one problem (the algorithms of a sweep case) against its golden and
+// baseline, in one pass over the elements: every output's Metrics is that of compare_outputs(*out, golden,
+// baseline) bit for bit, in about the time of one call.
+std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline);
 // The same without the baseline metrics (rmse_uniform_baseline, rmse_centred, skill are NaN).
 Metrics compare_outputs(const Tensor& out, const Tensor& golden);
 

@@ -52,7 +52,7 @@ Table table4_nan(const std::function<std::filesystem::path(const PaperSweep&)>& 
 struct ReproduceOptions {
   std::filesystem::path repo = ".";       // where configs/ is
   std::filesystem::path out = "results";  // tables here, sweeps under out/sweeps/
-  int threads = 1;
+  int threads = 1;                        // problems run at once (one thread each), shared by the four sweeps
   bool resume = true;                     // keep finished sweeps and rows; run only what is missing
   std::filesystem::path hardware_csv;     // GPU columns of Table 4 (see table4_nan); empty: none
   std::function<void(const std::string& sweep, const SweepProgress&)> progress;

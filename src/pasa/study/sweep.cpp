@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #if defined(__GLIBC__)
+#include <malloc.h>
 #endif
 #include <sys/file.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <exception>
+#include <mutex>
 #include <cerrno>
 #include <cstring>
 
@@ -160,6 +163,18 @@ class FolderLock {
 
 }  // namespace
 
+void one_malloc_arena() {
+#if defined(__GLIBC__)
+  // Problems side by side run on worker threads, and glibc gives threads their own arenas, made of 64 MiB
+  // heaps that are unmapped as soon as they are empty: every case would fault its tensors' pages in afresh
+  // (measured: 5-18 s of system time for the paper's sweeps instead of under 1 s). One arena for the whole
+  // process keeps keep_freed_memory's pages in use (a few large blocks per case: the shared lock costs
+  // nothing measurable). It must be set before a second thread allocates (an arena, once made, stays).
+  static const bool done = [] { return mallopt(M_ARENA_MAX, 1) == 1; }();
+  (void)done;
+#endif
+}
+
 std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
                               bool golden_first) {
   // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem.
@@ -172,8 +187,8 @@ std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmS
   for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
   const std::size_t golden = golden_bytes(q, kv, go);
   std::size_t peak;
-  if (golden_first) {  // sweep: golden, baseline, then each algorithm with the golden and baseline alive
-    peak = std::max(golden, sat_add(sat_add(out, tensor), algo));
+  if (golden_first) {  // sweep: golden, baseline, then the algorithms, their outputs kept for one metrics pass
+    peak = std::max(golden, sat_add(sat_add(sat_mul(out, std::max<std::size_t>(1, algs.size())), tensor), algo));
   } else {             // pasa-attn: the algorithm, then the golden and baseline with its output alive
     peak = std::max(algo, sat_add(out, std::max(golden, sat_add(out, tensor))));
   }
@@ -202,8 +217,49 @@ SweepBackend library_backend() {
     go.threads = threads;
     return case_memory_bytes(problem_from_json(p.problem, "/problem"), algs, go, true);
   };
-  b.run = [score_leaves, metric_leaves](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
-                                        int threads, const SweepBackend::Emit& emit) {
+  // Results of the problems computed so far, by problem key (see library_backend in sweep.hpp).
+  struct Computed {
+    std::vector<double> values;  // algorithm metrics (the problem's score statistics are kept apart)
+    double golden_s = 0, seconds = 0;
+  };
+  struct ProblemResults {
+    std::mutex m;  // held while the problem is computed: a second request for it waits, then reuses it
+    bool scored = false;
+    std::vector<double> problem_values;        // the score statistics, problem_columns
+    std::map<std::string, Computed> algorithms;  // by the algorithm's JSON
+  };
+  struct Cache {
+    std::mutex m;
+    std::map<std::string, std::shared_ptr<ProblemResults>> problems;
+  };
+  auto cache = std::make_shared<Cache>();
+  b.run = [score_leaves, metric_leaves, cache](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
+                                               int threads, const SweepBackend::Emit& emit) {
+    // The key: everything the results depend on. The expanded problem and algorithm JSON (objects dump
+    // with sorted keys) determine the inputs and the algorithm; the config adds the golden's precision and
+    // the score format. A problem spelled differently (20 vs 20.0) misses and is computed again.
+    const std::string key = fmt::format("{}\n{}\n{}", p.problem.dump(), cfg.golden_precision_bits, cfg.score_format);
+    std::shared_ptr<ProblemResults> entry;
+    {
+      std::lock_guard<std::mutex> lock(cache->m);
+      auto& e = cache->problems[key];
+      if (!e) e = std::make_shared<ProblemResults>();
+      entry = e;
+    }
+    std::lock_guard<std::mutex> lock(entry->m);
+    auto emit_cached = [&](std::size_t a, const Computed& c) {
+      std::vector<double> values = entry->problem_values;
+      values.insert(values.end(), c.values.begin(), c.values.end());
+      emit(a, values, c.golden_s, c.seconds);
+    };
+    std::vector<std::size_t> missing;
+    for (std::size_t a = 0; a < wanted.size(); ++a) {
+      if (!wanted[a]) continue;
+      const auto it = entry->algorithms.find(p.algorithms[a].dump());
+      if (it != entry->algorithms.end()) emit_cached(a, it->second);
+      else missing.push_back(a);
+    }
+    if (missing.empty()) return;
     const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"));
     const auto t0 = std::chrono::steady_clock::now();
     GoldenOptions go;
@@ -212,19 +268,34 @@ SweepBackend library_backend() {
     const Golden golden = golden_attention(in, go);  // once per (grid point, seed), shared by the algorithms
     const double golden_s = seconds_since(t0);
     const Tensor baseline = uniform_baseline(in, threads);  // the output that ignores the scores
-    const json scores = to_json(score_stats(in, format_by_name(cfg.score_format), threads));
-    std::vector<double> problem_values;
-    for (const auto& l : *score_leaves) problem_values.push_back(leaf_value(scores, l.second));
-    for (std::size_t a = 0; a < wanted.size(); ++a) {
-      if (!wanted[a]) continue;
+    if (!entry->scored) {
+      const json scores = to_json(score_stats(in, format_by_name(cfg.score_format), threads));
+      for (const auto& l : *score_leaves) entry->problem_values.push_back(leaf_value(scores, l.second));
+      entry->scored = true;
+    }
+    // The algorithms, then their metrics in one pass over the golden (compare_outputs of several outputs:
+    // the same bits as one at a time); time_s is an algorithm's own time plus its share of that pass.
+    std::vector<AttentionOutput> outs;
+    std::vector<double> seconds;
+    for (std::size_t a : missing) {
       const AlgorithmSpec spec = algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a));
       const auto t1 = std::chrono::steady_clock::now();
-      const AttentionOutput out = run_attention(in, spec, threads);
-      const json m = to_json(compare_outputs(out.o, golden.o, baseline));
-      const double seconds = seconds_since(t1);
-      std::vector<double> values = problem_values;
-      for (const auto& l : *metric_leaves) values.push_back(leaf_value(m, l.second));
-      emit(a, values, golden_s, seconds);
+      outs.push_back(run_attention(in, spec, threads));
+      seconds.push_back(seconds_since(t1));
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    std::vector<const Tensor*> os;
+    for (const auto& o : outs) os.push_back(&o.o);
+    const std::vector<Metrics> metrics = compare_outputs(os, golden.o, baseline);
+    const double compare_s = seconds_since(t2) / static_cast<double>(missing.size());
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+      const json m = to_json(metrics[i]);
+      Computed c;
+      c.seconds = seconds[i] + compare_s;
+      c.golden_s = golden_s;
+      for (const auto& l : *metric_leaves) c.values.push_back(leaf_value(m, l.second));
+      const Computed& kept = entry->algorithms.emplace(p.algorithms[missing[i]].dump(), std::move(c)).first->second;
+      emit_cached(missing[i], kept);
     }
   };
   return b;
@@ -294,14 +365,18 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
   if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) throw InputError("shard index out of range");
   // Nothing is created before the whole config is known to be valid and to fit in memory: the largest
   // problem, plus the rows the runner keeps (every row of the table, for the final sort and summary).
-  const std::size_t problem_peak = validate_with_backend(cfg, backend, opt.threads);
+  if (opt.jobs < 1) throw InputError(fmt::format("jobs = {}: a sweep runs at least one problem at a time", opt.jobs));
+  const int at_once = opt.slots ? opt.slots->size() : opt.jobs;  // problems in memory at the same time
+  const std::size_t problem_peak =
+      sat_mul(static_cast<std::size_t>(at_once), validate_with_backend(cfg, backend, std::max(1, opt.threads / at_once)));
   if (backend.memory_bytes) {
     const PlannedProblem first = plan_problem(cfg, 0);
     std::size_t row_bytes = 64 * (csv_header(cfg, backend).size() + 8) + first.problem.dump().size();
     for (const auto& a : first.algorithms) row_bytes += a.dump().size() / first.algorithms.size();
     const std::size_t need = sat_add(problem_peak, sat_mul(row_bytes, cfg.case_count()));
     check_memory(need, opt.max_memory, "this sweep",
-                 fmt::format("largest problem {}, {} table rows kept {}", bytes_text(problem_peak), cfg.case_count(),
+                 fmt::format("largest problem {} ({} at once), {} table rows kept {}", bytes_text(problem_peak / static_cast<std::size_t>(at_once)),
+                             at_once, cfg.case_count(),
                              bytes_text(sat_mul(row_bytes, cfg.case_count()))));
   }
 
@@ -387,32 +462,74 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     }
 
     keep_freed_memory();  // every case allocates the same tensors again: reuse the pages (core/memory.hpp)
+    one_malloc_arena();
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    // Problems still to run, in order; workers take the next one as they become free.
+    std::vector<std::size_t> todo;
+    for (std::size_t pi : problems)
+      for (std::size_t a = 0; a < cfg.algorithms.size(); ++a)
+        if (!done.count(pi * cfg.algorithms.size() + a)) {
+          todo.push_back(pi);
+          break;
+        }
+    const std::shared_ptr<CaseSlots> slots = opt.slots ? opt.slots : std::make_shared<CaseSlots>(opt.jobs);
+    const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(slots->size()), todo.size()));
+    const int inner_threads = std::max(1, opt.threads / at_once);
     {
       AppendFile out(partial);
-      for (std::size_t pi : problems) {
-        std::vector<bool> wanted(cfg.algorithms.size());
-        bool any = false;
-        for (std::size_t a = 0; a < wanted.size(); ++a)
-          any |= wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
-        if (!any) continue;
-        const PlannedProblem p = plan_problem(cfg, pi);
-        backend.run(p, cfg, wanted, opt.threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
-          if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
-          if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
-            throw std::logic_error("sweep backend emitted the wrong number of metrics");
-          CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
-          out.append(csv_line(row));
-          rows_exist = true;
-          done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
-          wanted[a] = false;
-          ++report.cases_run;
-          if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
-        });
-        if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
-          throw std::logic_error("sweep backend did not run every requested algorithm");
+      std::mutex m;  // guards out, done, report, rows_exist, next, error and the progress callback
+      std::size_t next = 0;
+      std::exception_ptr error;
+      auto work = [&] {
+        for (;;) {
+          slots->acquire(opt.priority);
+          std::size_t pi;
+          {
+            std::lock_guard<std::mutex> lock(m);
+            if (error || next == todo.size()) {
+              slots->release();
+              return;
+            }
+            pi = todo[next++];
+          }
+          try {
+            std::vector<bool> wanted(cfg.algorithms.size());
+            {
+              std::lock_guard<std::mutex> lock(m);
+              for (std::size_t a = 0; a < wanted.size(); ++a) wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
+            }
+            const PlannedProblem p = plan_problem(cfg, pi);
+            backend.run(p, cfg, wanted, inner_threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
+              if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
+              if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
+                throw std::logic_error("sweep backend emitted the wrong number of metrics");
+              CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
+              wanted[a] = false;
+              std::lock_guard<std::mutex> lock(m);
+              out.append(csv_line(row));
+              rows_exist = true;
+              done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
+              ++report.cases_run;
+              if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
+            });
+            if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
+              throw std::logic_error("sweep backend did not run every requested algorithm");
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(m);
+            if (!error) error = std::current_exception();  // the other workers stop after their problem
+          }
+          slots->release();
+        }
+      };
+      if (workers <= 1) {
+        work();
+      } else {
+        std::vector<std::thread> pool;
+        for (int w = 0; w < workers; ++w) pool.emplace_back(work);
+        for (auto& t : pool) t.join();
       }
+      if (error) std::rethrow_exception(error);
     }
 
     std::vector<CsvRow> rows;

@@ -8,14 +8,19 @@
 //   summary.json           aggregates over seeds (mean, sd, min, max), config, toolkit version, machine
 // With --shard I/N the table is results.shard-I-of-N.csv (no summary); merge_sweeps joins the shards.
 //
-// Determinism: cases run one after another, each with `threads` threads inside the library, whose
-// results do not depend on the thread count; metrics are printed with %.17g. So the CSV is bit-identical
-// for any thread count and shard split, except the two timing columns golden_time_s and time_s.
+// Determinism: each problem's cases run with some threads inside the library, whose results do not depend
+// on the thread count; problems may run side by side (SweepOptions::jobs), the table is sorted by case_id;
+// metrics are printed with %.17g. So the CSV is bit-identical for any thread count, job count and shard
+// split, except the two timing columns golden_time_s and time_s.
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +48,13 @@ struct SweepBackend {
   std::function<std::size_t(const PlannedProblem&, const SweepConfig&, int threads)> memory_bytes;
 };
 
+// The library backend computes each distinct problem once per backend object: when two sweeps run by the
+// same backend (pasa-tables' four paper sweeps) hold the same problem (Fig. 9's x0 and Am panels share
+// x0 = 20, Am = 0.5) with the same algorithm, golden precision and score format, the second gets the first's
+// metrics (same bits by construction: the same deterministic computation; its timing columns are those of
+// the first run). The key is the canonical JSON of the parsed problem and algorithm (to_json of
+// problem_from_json / algorithm_from_json: every field, the seed included; never a label), so any
+// difference in what is computed misses. It holds only metric values (a few hundred bytes per case).
 SweepBackend library_backend();
 
 // Checks every expanded problem and algorithm with the backend's parsers, and that the CSV columns (grid
@@ -51,8 +63,9 @@ SweepBackend library_backend();
 // (backend.memory_bytes; 0 without it).
 std::size_t validate_with_backend(const SweepConfig&, const SweepBackend&, int threads = 1);
 
-// The peak memory of one problem of a sweep (inputs, golden, baseline, the largest algorithm) or of
-// pasa-attn (`golden_first` false: the algorithm runs before the golden), in bytes, saturating.
+// The peak memory of one problem of a sweep (inputs, golden, baseline, every algorithm's output, the largest
+// algorithm's scratch) or of pasa-attn (`golden_first` false: the algorithm runs before the golden), in
+// bytes, saturating.
 struct AlgorithmSpec;
 struct ProblemSpec;
 struct GoldenOptions;
@@ -65,9 +78,47 @@ struct SweepProgress {
   double elapsed_s = 0;             // since this invocation started
 };
 
+// Slots for problems running at once, shared by sweeps that run side by side: a sweep's worker holds one
+// while it runs a problem; when slots are scarce, the waiting worker of the lowest `priority` gets the
+// next free one (so sweeps started together still finish roughly in order, and a later sweep fills the
+// slots an earlier one leaves idle at its end).
+class CaseSlots {
+ public:
+  explicit CaseSlots(int slots) : free_(slots < 1 ? 1 : slots), size_(free_) {}
+  int size() const { return size_; }
+  void acquire(int priority) {
+    std::unique_lock<std::mutex> lock(m_);
+    const auto me = waiting_.insert(priority);
+    cv_.wait(lock, [&] { return free_ > 0 && *waiting_.begin() == priority; });
+    waiting_.erase(me);
+    --free_;
+    cv_.notify_all();  // the next waiter may be of the same priority and there may be another free slot
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(m_);
+    ++free_;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::multiset<int> waiting_;
+  int free_, size_;
+};
+
 struct SweepOptions {
   std::filesystem::path out_dir;  // empty: the config's outputs.dir
+  // Threads in all: `jobs` problems run at once, each with max(1, threads / jobs) threads inside the
+  // library. Whole problems side by side keep every core busy through the parts of a case that run on one
+  // thread (input generation, metrics) and through uneven rows; they cost `jobs` times one problem's memory.
   int threads = 1;
+  int jobs = 1;
+  // Optional: slots shared with other sweeps running at the same time (then the sweep runs slots->size()
+  // problems at once at most, each with max(1, threads / slots->size()) threads, instead of `jobs`);
+  // `priority` orders the sweeps waiting for a slot (lower first).
+  std::shared_ptr<CaseSlots> slots;
+  int priority = 0;
   std::size_t shard_index = 0, shard_count = 1;  // runs problems with index % shard_count == shard_index
   bool resume = false;
   std::size_t max_memory = 0;  // bytes a run may use (0: MemAvailable; --max-memory)
@@ -90,6 +141,10 @@ std::string shard_csv_name(const SweepConfig&, std::size_t index, std::size_t co
 // run into the same folder is refused. A run that fails leaves either nothing it created (when no case was
 // finished) or a folder that --resume completes.
 SweepReport run_sweep(const SweepConfig&, const SweepBackend&, const SweepOptions&);
+
+// Makes every thread allocate from glibc's main arena (see sweep.cpp for why); run_sweep calls it, and so
+// must a program that starts threads before calling run_sweep (reproduce_paper). Idempotent.
+void one_malloc_arena();
 
 // Joins the shard tables found in `dirs` (all shards of one config) into out_dir/results.csv and writes the
 // summary. Throws InputError when configs differ, a shard is missing or twice, or rows disagree.
