@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/quantise.hpp"
 #include "pasa/core/memory.hpp"
 
@@ -118,6 +119,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   // the scale so that runs without a select mask keep their stochastic streams).
   if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
   biased = !in.pse.data.empty() || !in.mask.select.empty();
+  float_tiles = fused_tiles(*this);
 }
 
 void Run::set_keys_t_format(const Format& f) {
@@ -503,40 +505,6 @@ double row_max(const double* x, std::size_t n) {
     if (x[c] > m) m = x[c];
   return m;
 }
-
-// x = k·ln2 + r with |r| <= ln2/2 (Cody–Waite, ln2 split so k·ln2_hi is exact), e^r by its Taylor
-// polynomial of degree 13 (truncation < 2^-58), scaled by 2^k in two steps so that subnormal results are
-// rounded once. Relative error about 2 ulp of double, so rounding the result to a stage format of p <= 24
-// bits gives the correctly rounded exp except within 2^-50 (relative) of a rounding boundary. Branch-free,
-// so the loop vectorises; glibc's scalar exp would be a third of an emulated FlashAttention's time.
-namespace {
-inline double exp_one(double v) {
-  constexpr double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-  const double c = v < -746.0 ? -746.0 : (v > 710.0 ? 710.0 : v);
-  const double kf = std::nearbyint(c * log2e);
-  const double r = std::fma(-kf, ln2_lo, std::fma(-kf, ln2_hi, c));
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = std::fma(p, r, 1.0 / 479001600.0);
-  p = std::fma(p, r, 1.0 / 39916800.0);
-  p = std::fma(p, r, 1.0 / 3628800.0);
-  p = std::fma(p, r, 1.0 / 362880.0);
-  p = std::fma(p, r, 1.0 / 40320.0);
-  p = std::fma(p, r, 1.0 / 5040.0);
-  p = std::fma(p, r, 1.0 / 720.0);
-  p = std::fma(p, r, 1.0 / 120.0);
-  p = std::fma(p, r, 1.0 / 24.0);
-  p = std::fma(p, r, 1.0 / 6.0);
-  p = std::fma(p, r, 0.5);
-  p = std::fma(p, r, 1.0);
-  p = std::fma(p, r, 1.0);
-  const auto k = static_cast<std::int64_t>(kf);
-  const std::int64_t k1 = k / 2, k2 = k - k1;
-  const double s1 = std::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
-  const double s2 = std::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
-  const double e = (p * s1) * s2;
-  return v != v ? v : e;  // NaN stays NaN; −inf clamps to −746 and gives 0, +inf gives inf
-}
-}  // namespace
 
 void exp_span(double* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);
