@@ -768,9 +768,9 @@ void sgemm_pack_panels(std::size_t k, std::size_t n, const float* B, std::size_t
 }
 
 void sgemm_fma_packed(bool a_transposed, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
-                      const float* panels, float* C, std::size_t ldc) {
+                      const float* panels, std::size_t panel_stride, float* C, std::size_t ldc) {
 #if defined(__AVX512F__)
-  for (std::size_t j = 0; j < n; j += 32, panels += 32 * k) {
+  for (std::size_t j = 0; j < n; j += 32, panels += panel_stride) {
     const std::size_t w = std::min<std::size_t>(32, n - j);
     if (a_transposed) sgemm_fma_panel<true>(m, k, A, lda, panels, C + j, ldc, w);
     else sgemm_fma_panel<false>(m, k, A, lda, panels, C + j, ldc, w);
@@ -778,7 +778,7 @@ void sgemm_fma_packed(bool a_transposed, std::size_t m, std::size_t n, std::size
 #else
   for (std::size_t r = 0; r < m; ++r)
     for (std::size_t j = 0; j < n; ++j) {
-      const float* panel = panels + (j / 32) * 32 * k;
+      const float* panel = panels + (j / 32) * panel_stride;
       float c = 0.0f;
       for (std::size_t t = 0; t < k; ++t)
         c = std::fma(a_transposed ? A[t * lda + r] : A[r * lda + t], panel[32 * t + j % 32], c);

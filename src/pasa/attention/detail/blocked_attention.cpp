@@ -119,7 +119,16 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   // the scale so that runs without a select mask keep their stochastic streams).
   if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
   biased = !in.pse.data.empty() || !in.mask.select.empty();
+  decide_float_tiles();
+}
+
+void Run::decide_float_tiles() {
   float_tiles = fused_tiles(*this);
+  if (!float_tiles || !v_panels.empty()) return;
+  const std::size_t P = (D + 31) / 32;
+  v_panels.resize(B * Nkv * P * 32 * Skv);
+  for (std::size_t bh = 0; bh < B * Nkv; ++bh)
+    sgemm_pack_panels(Skv, D, v_f32.data() + bh * Skv * D, D, v_panels.data() + bh * P * 32 * Skv);
 }
 
 void Run::set_keys_t_format(const Format& f) {
@@ -311,20 +320,6 @@ void pairwise_columns(const Run& run, Stage s, const double* T, std::size_t rows
 
 namespace {
 
-// The end of every reduction: out holds the rows' accumulated sums of n terms.
-void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
-                   RandomBits* rng) {
-  const StageSpec& sp = run.stage(s);
-  const Reduction& red = sp.reduce;
-  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
-    const double dn = static_cast<double>(n);
-    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
-  }
-  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
-  // is a lone x[0] (a sum of one term: no addition has rounded it).
-  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
-  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
-}
 
 // The sequential and blocked orders of reduce_columns with a plain RNE fp32 accumulator on float terms
 // (T: n columns of rows floats, stride st): every addition a float addition, which is the exact sum rounded
@@ -382,6 +377,20 @@ bool warp_rows(const double* X, std::size_t rows, std::size_t n, std::size_t ld,
 }
 
 }  // namespace
+
+void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
+                   RandomBits* rng) {
+  const StageSpec& sp = run.stage(s);
+  const Reduction& red = sp.reduce;
+  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
+    const double dn = static_cast<double>(n);
+    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
+  }
+  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
+  // is a lone x[0] (a sum of one term: no addition has rounded it).
+  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
+  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
+}
 
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
                     std::size_t st, double* out, RandomBits* rng, const float* Tf) {

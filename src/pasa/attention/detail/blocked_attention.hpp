@@ -93,8 +93,13 @@ struct Run {
   // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
   bool quantised = false;
   // fa2 and pasa run their tiles on the fused float path (fused_tile.hpp: fused_tiles, decided once per run
-  // from the descriptors; pasa_prepare decides again once it has set the keys' format).
+  // from the descriptors by decide_float_tiles; pasa_prepare decides again once it has set the keys' format).
   bool float_tiles = false;
+  // With float_tiles: V of each (batch, kv head) packed once as the P·V GEMM reads it (sgemm_pack_panels
+  // over all Skv rows: panel p of (b, hk) at ((b·Nkv + hk)·⌈D/32⌉ + p)·32·Skv, key j's row at 32·j in it).
+  std::vector<float> v_panels;
+  // Sets float_tiles (fused_tiles) and, when it is on, v_panels.
+  void decide_float_tiles();
   // The scale of the Q rows from r0 of head (b, h), of the K or V rows from j0 (a multiple of s2) of kv head
   // (b, hk); 1 without scales.
   double q_scale(std::size_t b, std::size_t h, std::size_t r0) const {
@@ -207,6 +212,10 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
 enum class ReduceOp { sum, mean };
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
                     std::size_t st, double* out, RandomBits* rng, const float* Tf = nullptr);
+// The end of every reduction: out holds the rows' accumulated sums of n terms (in the accumulator); the mean's
+// division, then the one rounding to the stage format.
+void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
+                   RandomBits* rng);
 // The same over the n entries of each row of X (rows × n, row stride ld).
 void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                  double* out, RandomBits* rng);

@@ -127,8 +127,7 @@ void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, 
       if (run.masked) fused_mask(ft, n);
       fused_row_max(ft, n, rs.data());
       advance_running_max(run, rs.data(), rows, st.m, mnew, st.seen, alpha.data(), rng);
-      fused_exp(run, ft, n, st.m.data());
-      fused_reduce(run, Stage::sum, ReduceOp::sum, ft, n, rs.data(), rng);
+      fused_exp_sum(run, ft, n, st.m.data(), rs.data(), rng);
       fused_pv(run, it, j0, n, ft);
       rescale_add(run, Stage::sum, st.l.data(), alpha.data(), rs.data(), rows, 1, rng);
       fused_rescale_add(run, st.O.data(), alpha.data(), ft, rng);

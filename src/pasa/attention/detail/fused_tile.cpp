@@ -209,7 +209,7 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
   // Sᵀ = K_j·Qᵀ: entry (c, r) gets the products q_r,d·k_c,d in order d = 0..D−1 from +0 as S = Q·K_jᵀ does
   // (a product is the same either way round); K_j is read from keys_t (D × n), i.e. as A transposed.
   const float* keys = run.keys_t_f32.data() + (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
-  sgemm_fma_packed(true, n, ld, D, keys, n, ft.qpanels.data(), t, ld);  // (zero columns past rows)
+  sgemm_fma_packed(true, n, ld, D, keys, n, ft.qpanels.data(), 32 * D, t, ld);  // (zero columns past rows)
   gemm_round_output(run.qk, t, count);
   if (!scale) return;
   const StageSpec& sp = run.stage(Stage::scale);
@@ -247,13 +247,14 @@ void fused_row_max(const FusedTile& ft, std::size_t n, double* mloc) {
   for (std::size_t r = 0; r < rows; ++r) mloc[r] = m[r];
 }
 
-void fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift) {
+bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
   const std::size_t rows = ft.rows, ld = ft.ld, count = n * ld;
   float* t = ft.t.data();
   double* sh = ft.shift.data();
   for (std::size_t r = 0; r < rows; ++r) sh[r] = shift[r] == kNegInf ? 0.0 : shift[r];
   const StageSpec& sp = run.stage(Stage::exp);
   const Kind kind = kind_of(sp);
+  ft.p_done = false;
   // The argument rounded once (two_sum + sticky_fold, then a float conversion for fp32 as round_each's fused
   // form does, else ro_float and the narrow rounding), exp_one in double, its rounding (round_to of the exp
   // stage). fp16 in RNE: the narrow rounding of the float by the F16C conversion (IEEE's, as round_span's).
@@ -264,17 +265,37 @@ void fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   if ((kind == Kind::fp32 || fp16) && float_arguments(run, fp16)) {
     float* shf = ft.shiftf.data();
     for (std::size_t r = 0; r < ld; ++r) shf[r] = static_cast<float>(sh[r]);
+    // The row sums in the same loop where reduce_columns would take float terms (an fp32 accumulator, the
+    // sequential or blocked order: lane c mod k of each row gets term c, the first by a copy), and P rounded
+    // in it where p is fp32 (nothing to do) or fp16 (F16C); the sums go through reduce_finish.
+    const Reduction& red = run.stage(Stage::sum).reduce;
+    const bool sum = rowsum && run.acc_fp32(Stage::sum) && red.order != ReduceOrder::pairwise;
+    const StageSpec& p = run.stage(Stage::p);
+    const bool p16 = is_fp16(p);
+    const std::size_t k = red.order == ReduceOrder::sequential ? 1 : static_cast<std::size_t>(red.width);
+    if (sum) ft.lanes.resize(k * ld);
+    float* lanes = ft.lanes.data();
     for (std::size_t c = 0; c < n; ++c) {
       float* x = t + c * ld;
+      float* lane = lanes + (c % k) * ld;
       for (std::size_t r = 0; r < ld; r += 16) {
         const __m512 z = _mm512_loadu_ps(x + r), s = _mm512_loadu_ps(shf + r);
-        if (kind == Kind::fp32)
-          _mm512_storeu_ps(x + r, exp16(_mm512_sub_ps(z, s), [](__m512d e) { return _mm512_cvtpd_ps(e); }));
-        else
-          _mm512_storeu_ps(x + r, fp16_16(exp16(fp16_16(ro_difference16(z, s)), ro_float8)));
+        const __m512 e = kind == Kind::fp32
+                             ? exp16(_mm512_sub_ps(z, s), [](__m512d v) { return _mm512_cvtpd_ps(v); })
+                             : fp16_16(exp16(fp16_16(ro_difference16(z, s)), ro_float8));
+        if (sum) _mm512_storeu_ps(lane + r, c < k ? e : _mm512_add_ps(_mm512_loadu_ps(lane + r), e));
+        _mm512_storeu_ps(x + r, sum && p16 ? fp16_16(e) : e);
       }
     }
-    return;
+    if (!sum) return false;
+    for (std::size_t l = n; l < k; ++l) std::fill(lanes + l * ld, lanes + (l + 1) * ld, 0.0f);  // +0: no term
+    for (std::size_t off = k / 2; off >= 1; off /= 2)  // the shuffle-down tree
+      for (std::size_t l = 0; l < off; ++l)
+        for (std::size_t r = 0; r < ld; ++r) lanes[l * ld + r] = lanes[l * ld + r] + lanes[(l + off) * ld + r];
+    for (std::size_t r = 0; r < rows; ++r) rowsum[r] = lanes[r];
+    reduce_finish(run, Stage::sum, ReduceOp::sum, rows, n, rowsum, rng);
+    ft.p_done = kind_of(p) == Kind::fp32 || p16;
+    return true;
   }
   if (kind == Kind::fp32 || fp16) {
     for (std::size_t c = 0; c < n; ++c) {
@@ -291,7 +312,7 @@ void fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
         }
       }
     }
-    return;
+    return false;
   }
   for (std::size_t c = 0; c < n; ++c) {
     float* x = t + c * ld;
@@ -302,8 +323,13 @@ void fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   for (std::size_t i = 0; i < count; i += 8) _mm256_storeu_ps(t + i, ro_float8(exp_one8(_mm512_cvtps_pd(_mm256_loadu_ps(t + i)))));
   round_floats(sp, t, count);
 #else
-  (void)run, (void)t, (void)count, (void)kind;
+  (void)run, (void)t, (void)count, (void)kind, (void)rowsum, (void)rng;
 #endif
+  return false;
+}
+
+void fused_exp_sum(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
+  if (!fused_exp(run, ft, n, shift, rowsum, rng)) fused_reduce(run, Stage::sum, ReduceOp::sum, ft, n, rowsum, rng);
 }
 
 void fused_reduce(const Run& run, Stage s, ReduceOp op, FusedTile& ft, std::size_t n, double* out, RandomBits* rng) {
@@ -321,11 +347,11 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
   const std::size_t rows = ft.rows, D = run.D;
   const StageSpec& p = run.stage(Stage::p);
   float* t = ft.t.data();
-  if (kind_of(p) != Kind::fp32) round_floats(p, t, n * ft.ld);  // (an fp32 p leaves the floats as they are)
-  ft.vpanels.resize(((D + 31) / 32) * 32 * n);
-  sgemm_pack_panels(n, D, run.v_f32.data() + (it.b * run.Nkv + it.hk) * run.Skv * D + j0 * D, D, ft.vpanels.data());
+  if (!ft.p_done && kind_of(p) != Kind::fp32) round_floats(p, t, n * ft.ld);  // (fp32: nothing to do)
+  const std::size_t P = (D + 31) / 32;
+  const float* panels = run.v_panels.data() + (it.b * run.Nkv + it.hk) * P * 32 * run.Skv + 32 * j0;
   ft.pv.resize(rows * D);
-  sgemm_fma_packed(true, rows, D, n, t, ft.ld, ft.vpanels.data(), ft.pv.data(), D);  // P given as Pᵀ
+  sgemm_fma_packed(true, rows, D, n, t, ft.ld, panels, 32 * run.Skv, ft.pv.data(), D);  // P given as Pᵀ
   gemm_round_output(run.pv, ft.pv.data(), rows * D);
 }
 
@@ -346,6 +372,23 @@ void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedTile
     }
     return;
   }
+#if defined(__AVX512F__)
+  if (is_fp16(sp) && D % 8 == 0 && run.stage(Stage::exp).format == sp.format && run.stage(Stage::pv).format == sp.format) {
+    // fp16 throughout: alpha·O (two fp16 values) is exact in float, and the float sum of two fp16 values
+    // rounded again to fp16 is the exact sum rounded once (24 >= 2·11 + 2 [Figueroa 1995]; a sum below
+    // 2^-14 is a multiple of 2^-24 of at most 11 bits, exact in float): each step a float operation and F16C.
+    for (std::size_t r = 0; r < rows; ++r) {
+      const __m256 a = _mm256_set1_ps(static_cast<float>(alpha[r]));
+      double* o = O + r * D;
+      const float* y = pv + r * D;
+      for (std::size_t d = 0; d < D; d += 8) {
+        const __m256 x = fp16_8(_mm256_mul_ps(a, _mm512_cvtpd_ps(_mm512_loadu_pd(o + d))));
+        _mm512_storeu_pd(o + d, _mm512_cvtps_pd(fp16_8(_mm256_add_ps(x, _mm256_loadu_ps(y + d)))));
+      }
+    }
+    return;
+  }
+#endif
   if (k == Kind::narrow && kind_of(run.stage(Stage::exp)) != Kind::none) {
     // alpha (an exp-stage value or 0) and O are floats: their product is exact in double.
     ft.tmp.resize(rows * D);

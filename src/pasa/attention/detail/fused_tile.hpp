@@ -36,9 +36,10 @@ struct FusedTile {
                                  // of floats: the padding lanes compute on zeros, never read back)
   std::vector<float> qpanels;    // the item's Q rows as panels of Qᵀ (D × rows), see sgemm_pack_panels
   std::vector<float> t;          // n × ld: scores, then e^…, then P
-  std::vector<float> vpanels;    // the tile's V block packed (n × D)
   std::vector<float> pv;         // rows × D: P·V rounded to pv
   std::vector<float> tmp;        // rows × D
+  std::vector<float> lanes;      // the row sums' lanes (k × ld)
+  bool p_done = false;           // t holds P (rounded to p) already
   std::vector<float> shiftf;     // ld: the same as floats (when they are)
   std::vector<double> shift;     // ld: the shift of the exp argument (−inf read as 0)
   std::vector<double> wide;      // a double copy for the general routines
@@ -54,11 +55,15 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
 void fused_mask(FusedTile& ft, std::size_t n);
 // mloc[r] = the largest value of row r ignoring NaN (row_max).
 void fused_row_max(const FusedTile& ft, std::size_t n, double* mloc);
-// t = round_exp(exp(round_exp(t − shift_r))), shift_r = −inf read as 0 (tile_exp).
-void fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift);
+// t = round_exp(exp(round_exp(t − shift_r))), shift_r = −inf read as 0 (tile_exp); where it can (see the
+// .cpp), also the row sums of the sum stage into rowsum (true; false: rowsum untouched) and t rounded to p
+// (ft.p_done).
+bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng);
+// fused_exp, and the row sums of the sum stage (fused_reduce) where it did not take them.
+void fused_exp_sum(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng);
 // reduce_rows of the tile's rows (t as the terms).
 void fused_reduce(const Run& run, Stage s, ReduceOp op, FusedTile& ft, std::size_t n, double* out, RandomBits* rng);
-// t rounded to p, then pv = P·V[j0 : j0 + n] rounded to pv (tile_pv).
+// t rounded to p (unless ft.p_done), then pv = P·V[j0 : j0 + n] rounded to pv (tile_pv).
 void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedTile& ft);
 // O = round_o(round_o(alpha[r]·O) + pv) (rescale_add of stage o with the tile's pv).
 void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedTile& ft, RandomBits* rng);

@@ -101,7 +101,7 @@ void pasa_prepare(Run& run, int threads) {
   const GemmSpec pre{run.stage(Stage::shift).format, run.k.format, run.stage(Stage::qk_acc), run.stage(Stage::k_shift),
                      run.alloc.gemm};
   run.set_keys_t_format(run.stage(Stage::k_shift).format);
-  run.float_tiles = fused_tiles(run);  // the QKᵀ GEMM's keys are now in k_shift
+  run.decide_float_tiles();  // the QKᵀ GEMM's keys are now in k_shift
   if (run.spec.quant.shift_first) {
     shift_then_quantise(run, M_full, M_tail, threads);
     return;
@@ -221,8 +221,7 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
         }
       m = mnew;
       if (fused) {
-        fused_exp(run, ft, n, shift.data());
-        fused_reduce(run, Stage::sum, ReduceOp::sum, ft, n, rs.data(), rng);  // l'_j (step 12)
+        fused_exp_sum(run, ft, n, shift.data(), rs.data(), rng);  // P' and l'_j (step 12)
         fused_pv(run, it, j0, n, ft);                                         // step 19
         if (!printed) {
           rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
