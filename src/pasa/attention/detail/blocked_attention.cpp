@@ -107,11 +107,6 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   }
   qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm};
   pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm};
-  set_keys_t_format(k.format);
-  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
-  for (std::size_t b = 0; b < B && !shifts_keys && !tiles; ++b)
-    for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
-  if (gemm_uses_floats(pv) && !tiles) v_f32.assign(v.data.begin(), v.data.end());
   if (gemm_uses_floats(qk)) q_f32.assign(q.data.begin(), q.data.end());
   scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
@@ -119,29 +114,39 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   // the scale so that runs without a select mask keep their stochastic streams).
   if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
   biased = !in.pse.data.empty() || !in.mask.select.empty();
-  decide_float_tiles();
-}
-
-void Run::decide_float_tiles() {
-  float_tiles = fused_tiles(*this);
-  if (!float_tiles || !v_panels.empty()) return;
-  const std::size_t P = (D + 31) / 32;
-  v_panels.resize(B * Nkv * P * 32 * Skv);
-  for (std::size_t bh = 0; bh < B * Nkv; ++bh)
-    sgemm_pack_panels(Skv, D, v_f32.data() + bh * Skv * D, D, v_panels.data() + bh * P * 32 * Skv);
+  set_keys_t_format(k.format);  // (decides float_tiles)
+  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
+  for (std::size_t b = 0; b < B && !shifts_keys && !tiles; ++b)
+    for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
 }
 
 void Run::set_keys_t_format(const Format& f) {
   keys_t_format = f;
   qk.b_format = f;
-  const std::size_t size = tiles ? 0 : B * Nkv * D * Skv;  // tiles: K is read in place
-  if (gemm_uses_floats(qk)) {
-    keys_t_f32.assign(size, 0.0f);
-    keys_t.clear();
-  } else {
-    keys_t.assign(size, 0.0);
-    keys_t_f32.clear();
+  float_tiles = fused_tiles(*this);
+  // Every buffer below is written in full before it is read (set_keys_t covers every key of every head):
+  // uninit_vector leaves out the zero fill.
+  const std::size_t size = tiles ? 0 : B * Nkv * D * Skv;  // tiles: K and V are read in place
+  keys_t.clear();
+  keys_t_f32.clear();
+  keys_f32.clear();
+  if (float_tiles) keys_f32.resize(size);
+  else if (gemm_uses_floats(qk)) keys_t_f32.resize(size);
+  else keys_t.assign(size, 0.0);
+  if (float_tiles && v_panels.empty()) {  // V packed once, as fused_pv's GEMM reads it
+    const std::size_t P = (D + 31) / 32;
+    v_panels.resize(B * Nkv * P * 32 * Skv);
+    for (std::size_t bh = 0; bh < B * Nkv; ++bh)
+      for (std::size_t p = 0; p < P; ++p) {
+        float* dst = v_panels.data() + (bh * P + p) * 32 * Skv;
+        const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
+        for (std::size_t j = 0; j < Skv; ++j) {
+          const double* src = v.data.data() + (bh * Skv + j) * D + 32 * p;
+          for (std::size_t c = 0; c < 32; ++c) dst[32 * j + c] = c < w ? static_cast<float>(src[c]) : 0.0f;
+        }
+      }
   }
+  if (!float_tiles && gemm_uses_floats(pv) && !tiles && v_f32.empty()) v_f32.assign(v.data.begin(), v.data.end());
 }
 
 void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {
@@ -187,7 +192,8 @@ void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t
 
 void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
   const std::size_t off = (b * Nkv + hk) * D * Skv;
-  if (!keys_t_f32.empty()) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
+  if (float_tiles) std::copy(keys, keys + Skv * D, keys_f32.data() + off);  // row-major, as the fused path reads K
+  else if (!keys_t_f32.empty()) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
   else transpose_keys(keys, Skv, D, spec.s2, keys_t.data() + off);
 }
 

@@ -17,6 +17,7 @@
 #include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/attention/gemm.hpp"
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
 
 namespace pasa::detail {
@@ -79,8 +80,10 @@ struct Run {
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
   std::vector<double> keys_t;      // per (B, Nkv): each s2-key block j0 as D × n at j0·D (or in keys_t_f32)
   Format keys_t_format;            // the format keys_t's values belong to (k, or k_shift)
-  std::vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
-                                                // kernels (else empty)
+  uninit_vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
+                                                  // kernels (else empty; keys_t_f32 and v_f32 also empty with
+                                                  // float_tiles)
+  uninit_vector<float> keys_f32;   // with float_tiles: the keys as floats, row-major per (B, Nkv) (Skv × D)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
@@ -93,13 +96,11 @@ struct Run {
   // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
   bool quantised = false;
   // fa2 and pasa run their tiles on the fused float path (fused_tile.hpp: fused_tiles, decided once per run
-  // from the descriptors by decide_float_tiles; pasa_prepare decides again once it has set the keys' format).
+  // from the descriptors by set_keys_t_format, so again when pasa_prepare sets the shifted keys' format).
   bool float_tiles = false;
   // With float_tiles: V of each (batch, kv head) packed once as the P·V GEMM reads it (sgemm_pack_panels
   // over all Skv rows: panel p of (b, hk) at ((b·Nkv + hk)·⌈D/32⌉ + p)·32·Skv, key j's row at 32·j in it).
-  std::vector<float> v_panels;
-  // Sets float_tiles (fused_tiles) and, when it is on, v_panels.
-  void decide_float_tiles();
+  uninit_vector<float> v_panels;
   // The scale of the Q rows from r0 of head (b, h), of the K or V rows from j0 (a multiple of s2) of kv head
   // (b, hk); 1 without scales.
   double q_scale(std::size_t b, std::size_t h, std::size_t r0) const {
@@ -160,8 +161,9 @@ struct Run {
     round_each_in(acc_native_[static_cast<std::size_t>(s)], sp.acc(), sp.round, x, n, rng, exact,
                   [&] { round_acc(s, x, n, rng); });
   }
-  // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32. Call set_keys_t_format first
-  // when the keys are not in the k format.
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32 (with float_tiles: K into
+  // keys_f32). Call set_keys_t_format first when the keys are not in the k format; it also decides
+  // float_tiles and allocates the key and value buffers of the GEMMs.
   void set_keys_t(std::size_t b, std::size_t hk, const double* keys);
   void set_keys_t_format(const Format& f);
 

@@ -125,7 +125,9 @@ inline __m512 ro_difference16(__m512 z, __m512 s) {
   return _mm512_castsi512_ps(_mm512_mask_add_epi32(u, step, u, delta));
 }
 
-inline __m512 fp16_16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+inline __m512 fp16_16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, kRne)); }
+
 
 inline __m256 ro_float8(__m512d x) {  // RZ, then the last bit set where inexact: the odd neighbour
   const __m256 f = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -166,9 +168,9 @@ void round_floats(const StageSpec& sp, float* x, std::size_t n) {
 bool fused_tiles(const Run& run) {
 #if defined(__AVX512F__)
   const StageSpec& exp = run.stage(Stage::exp);
-  return !run.tiles && !run.quantised && !run.biased && run.spec.quant.p_offset == 0 &&
-         gemm_output_in_floats(run.qk) && gemm_output_in_floats(run.pv) && !run.q_f32.empty() &&
-         !run.keys_t_f32.empty() && !run.v_f32.empty() && exp.via == ExpVia::exact && exp.format.p <= 24 &&
+  return (run.spec.name == "fa2" || run.spec.name == "pasa") && !run.tiles && !run.quantised && !run.biased &&
+         run.spec.quant.p_offset == 0 && gemm_output_in_floats(run.qk) && gemm_output_in_floats(run.pv) &&
+         exp.via == ExpVia::exact && exp.format.p <= 24 &&
          kind_of(exp) != Kind::none && kind_of(run.stage(Stage::scale)) != Kind::none &&
          run.stage(Stage::p).round.mode != RoundMode::stochastic;
 #else
@@ -185,7 +187,12 @@ FusedTile& fused_buffers() {
 void fused_begin_item(const Run& run, const Item& it, FusedTile& ft) {
   const std::size_t rows = it.rows(), D = run.D, panels = (rows + 31) / 32;
   ft.rows = rows;
-  ft.ld = (rows + 15) / 16 * 16;
+  ft.w = (rows + 15) / 16 * 16;
+  // A row stride of 128·2^i floats puts the n rows of a column strip into few L1 sets (the P·V GEMM reads
+  // Pᵀ column strips): one vector more breaks that.
+  const std::size_t ld = ft.w % 128 == 0 ? ft.w + 16 : ft.w;
+  if (ld != ft.ld) ft.t.clear();  // (the columns past w: finite values, from 0, never read back)
+  ft.ld = ld;
   ft.qpanels.resize(panels * 32 * D);
   ft.shift.assign(ft.ld, 0.0);
   ft.shiftf.assign(ft.ld, 0.0f);
@@ -204,12 +211,12 @@ void fused_begin_item(const Run& run, const Item& it, FusedTile& ft) {
 
 void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool scale, FusedTile& ft) {
   const std::size_t ld = ft.ld, D = run.D, count = n * ld;
-  ft.t.resize(count);
+  ft.t.resize(count);  // (new elements 0)
   float* t = ft.t.data();
   // Sᵀ = K_j·Qᵀ: entry (c, r) gets the products q_r,d·k_c,d in order d = 0..D−1 from +0 as S = Q·K_jᵀ does
-  // (a product is the same either way round); K_j is read from keys_t (D × n), i.e. as A transposed.
-  const float* keys = run.keys_t_f32.data() + (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
-  sgemm_fma_packed(true, n, ld, D, keys, n, ft.qpanels.data(), 32 * D, t, ld);  // (zero columns past rows)
+  // (a product is the same either way round); K_j row-major from keys_f32.
+  const float* keys = run.keys_f32.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;
+  sgemm_fma_packed(false, n, ft.w, D, keys, D, ft.qpanels.data(), 32 * D, t, ld);  // (zero columns past rows)
   gemm_round_output(run.qk, t, count);
   if (!scale) return;
   const StageSpec& sp = run.stage(Stage::scale);
@@ -247,8 +254,29 @@ void fused_row_max(const FusedTile& ft, std::size_t n, double* mloc) {
   for (std::size_t r = 0; r < rows; ++r) mloc[r] = m[r];
 }
 
+namespace {
+#if defined(__AVX512F__)
+// An fp16 exp stage (RNE): its argument is an fp16 value, so its result is one of 2^16 values, computed once
+// per process by the loop's own code (fp16_16(exp16(x, ro_float8)) on every fp16 x, NaNs included) and read
+// by the argument's bits: the same bits by construction, a gather instead of two exp_one8 per 16 lanes.
+const float* exp_fp16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (std::uint32_t i = 0; i < 65536; i += 16) {
+      const __m512i bits = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(i)),
+                                            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      const __m512 x = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(bits));
+      _mm512_storeu_ps(t.data() + i, fp16_16(exp16(x, ro_float8)));
+    }
+    return t;
+  }();
+  return table.data();
+}
+#endif
+}  // namespace
+
 bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
-  const std::size_t rows = ft.rows, ld = ft.ld, count = n * ld;
+  const std::size_t rows = ft.rows, w = ft.w, ld = ft.ld, count = n * ld;
   float* t = ft.t.data();
   double* sh = ft.shift.data();
   for (std::size_t r = 0; r < rows; ++r) sh[r] = shift[r] == kNegInf ? 0.0 : shift[r];
@@ -264,7 +292,7 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   const bool fp16 = is_fp16(sp);
   if ((kind == Kind::fp32 || fp16) && float_arguments(run, fp16)) {
     float* shf = ft.shiftf.data();
-    for (std::size_t r = 0; r < ld; ++r) shf[r] = static_cast<float>(sh[r]);
+    for (std::size_t r = 0; r < w; ++r) shf[r] = static_cast<float>(sh[r]);
     // The row sums in the same loop where reduce_columns would take float terms (an fp32 accumulator, the
     // sequential or blocked order: lane c mod k of each row gets term c, the first by a copy), and P rounded
     // in it where p is fp32 (nothing to do) or fp16 (F16C); the sums go through reduce_finish.
@@ -275,14 +303,16 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
     const std::size_t k = red.order == ReduceOrder::sequential ? 1 : static_cast<std::size_t>(red.width);
     if (sum) ft.lanes.resize(k * ld);
     float* lanes = ft.lanes.data();
+    const float* table = fp16 ? exp_fp16_table() : nullptr;
     for (std::size_t c = 0; c < n; ++c) {
       float* x = t + c * ld;
       float* lane = lanes + (c % k) * ld;
-      for (std::size_t r = 0; r < ld; r += 16) {
+      for (std::size_t r = 0; r < w; r += 16) {
         const __m512 z = _mm512_loadu_ps(x + r), s = _mm512_loadu_ps(shf + r);
         const __m512 e = kind == Kind::fp32
                              ? exp16(_mm512_sub_ps(z, s), [](__m512d v) { return _mm512_cvtpd_ps(v); })
-                             : fp16_16(exp16(fp16_16(ro_difference16(z, s)), ro_float8));
+                             : _mm512_i32gather_ps(_mm512_cvtepu16_epi32(_mm512_cvtps_ph(ro_difference16(z, s), kRne)),
+                                                   table, 4);
         if (sum) _mm512_storeu_ps(lane + r, c < k ? e : _mm512_add_ps(_mm512_loadu_ps(lane + r), e));
         _mm512_storeu_ps(x + r, sum && p16 ? fp16_16(e) : e);
       }
@@ -291,7 +321,7 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
     for (std::size_t l = n; l < k; ++l) std::fill(lanes + l * ld, lanes + (l + 1) * ld, 0.0f);  // +0: no term
     for (std::size_t off = k / 2; off >= 1; off /= 2)  // the shuffle-down tree
       for (std::size_t l = 0; l < off; ++l)
-        for (std::size_t r = 0; r < ld; ++r) lanes[l * ld + r] = lanes[l * ld + r] + lanes[(l + off) * ld + r];
+        for (std::size_t r = 0; r < w; ++r) lanes[l * ld + r] = lanes[l * ld + r] + lanes[(l + off) * ld + r];
     for (std::size_t r = 0; r < rows; ++r) rowsum[r] = lanes[r];
     reduce_finish(run, Stage::sum, ReduceOp::sum, rows, n, rowsum, rng);
     ft.p_done = kind_of(p) == Kind::fp32 || p16;
@@ -300,7 +330,7 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   if (kind == Kind::fp32 || fp16) {
     for (std::size_t c = 0; c < n; ++c) {
       float* x = t + c * ld;
-      for (std::size_t r = 0; r < ld; r += 8) {
+      for (std::size_t r = 0; r < w; r += 8) {
         const __m512d z = _mm512_cvtps_pd(_mm256_loadu_ps(x + r)), s = _mm512_loadu_pd(sh + r);
         if (kind == Kind::fp32) {
           const __m512d a = folded_difference(z, s);
@@ -316,7 +346,7 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   }
   for (std::size_t c = 0; c < n; ++c) {
     float* x = t + c * ld;
-    for (std::size_t r = 0; r < ld; r += 8)
+    for (std::size_t r = 0; r < w; r += 8)
       _mm256_storeu_ps(x + r, ro_float_sum8(_mm512_cvtps_pd(_mm256_loadu_ps(x + r)), negated(_mm512_loadu_pd(sh + r))));
   }
   round_floats(sp, t, count);

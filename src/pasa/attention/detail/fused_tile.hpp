@@ -32,8 +32,10 @@ bool fused_tiles(const Run& run);
 
 // Per-thread work buffers of the fused path (every tile writes them before it reads them).
 struct FusedTile {
-  std::size_t rows = 0, ld = 0;  // the item's rows; the row stride of t: rows rounded up to 16 (one vector
-                                 // of floats: the padding lanes compute on zeros, never read back)
+  std::size_t rows = 0;          // the item's rows
+  std::size_t w = 0;             // rows rounded up to 16 (one vector of floats): the width of the tile's loops
+                                 // (the padding lanes compute on zero scores, never read back)
+  std::size_t ld = 0;            // the row stride of t (w, or w + 16; see fused_begin_item)
   std::vector<float> qpanels;    // the item's Q rows as panels of Qᵀ (D × rows), see sgemm_pack_panels
   std::vector<float> t;          // n × ld: scores, then e^…, then P
   std::vector<float> pv;         // rows × D: P·V rounded to pv

@@ -101,7 +101,6 @@ void pasa_prepare(Run& run, int threads) {
   const GemmSpec pre{run.stage(Stage::shift).format, run.k.format, run.stage(Stage::qk_acc), run.stage(Stage::k_shift),
                      run.alloc.gemm};
   run.set_keys_t_format(run.stage(Stage::k_shift).format);
-  run.decide_float_tiles();  // the QKᵀ GEMM's keys are now in k_shift
   if (run.spec.quant.shift_first) {
     shift_then_quantise(run, M_full, M_tail, threads);
     return;
