@@ -142,7 +142,8 @@ void Run::set_keys_t_format(const Format& f) {
         const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
         for (std::size_t j = 0; j < Skv; ++j) {
           const double* src = v.data.data() + (bh * Skv + j) * D + 32 * p;
-          for (std::size_t c = 0; c < 32; ++c) dst[32 * j + c] = c < w ? static_cast<float>(src[c]) : 0.0f;
+          for (std::size_t c = 0; c < w; ++c) dst[32 * j + c] = static_cast<float>(src[c]);
+          for (std::size_t c = w; c < 32; ++c) dst[32 * j + c] = 0.0f;
         }
       }
   }
