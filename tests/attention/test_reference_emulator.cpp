@@ -446,6 +446,7 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
       {"fa2", "fa_fp16", "o", "", RoundMode::toward_zero},     // a narrow o stage in another mode
       {"fa2", "fa_fp16", "p", "", RoundMode::toward_pos},      // P rounded after the loop
       {"fa2", "fa_fp16", "max", "fp32"},                       // fp16 exp of fp32 shifts: the double argument
+      {"fa2", "fa_fp16_fp32", "exp", "fp16"},                  // fp16 exp of fp32 scores: rounded to odd
       {"fa2", "fa_fp16", "sum", "", RoundMode::toward_zero},   // an fp32 accumulator in rz: the general sums
       {"pasa", "pasa_fp16"},
       {"pasa", "pasa_fp16_strict"},

@@ -43,8 +43,9 @@ bool float_exact(const Format& f) { return f.p <= 24 && f.emax <= 127 && f.emin(
 // Register tile of MR rows × 32 columns (2·MR accumulators) over a packed panel of B (k × 32, zero-padded
 // past `width` columns): per step t, two loads of B, MR broadcasts of A, 2·MR FMAs. Each C element receives
 // its k products in order 0..k−1 from +0, one fma each: the same bits as the scalar loop. A(r, t) is
-// A[r·lda + t], or A[t·lda + r] when AT (A given transposed: the fused engine's score and probability tiles).
-template <int MR, bool AT>
+// A[r·lda + t], or A[t·lda + r] when AT (A given transposed: the fused engine's probability tiles). R16: the
+// results rounded to fp16 (RNE) in the registers before the store, by the F16C conversion.
+template <int MR, bool AT, bool R16>
 void sgemm_fma_tile(std::size_t k, const float* A, std::size_t lda, const float* panel, float* C, std::size_t ldc,
                     std::size_t width) {
   __m512 c[MR][2];
@@ -60,6 +61,9 @@ void sgemm_fma_tile(std::size_t k, const float* A, std::size_t lda, const float*
   const __mmask16 m0 = width >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << width) - 1);
   const __mmask16 m1 = width >= 32 ? 0xFFFF : width <= 16 ? 0 : static_cast<__mmask16>((1u << (width - 16)) - 1);
   for (int r = 0; r < MR; ++r) {
+    if constexpr (R16)
+      for (auto& x : c[r])  // (zero-masked forms: GCC 12 warns about the unmasked ones' pass-through operand)
+        x = _mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     _mm512_mask_storeu_ps(C + r * ldc, m0, c[r][0]);
     _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c[r][1]);
   }
@@ -67,12 +71,13 @@ void sgemm_fma_tile(std::size_t k, const float* A, std::size_t lda, const float*
 
 // The m rows of A against one packed panel (`width` columns of C from C): tiles of 8 rows (16 accumulators:
 // enough independent FMAs to cover their latency), the rest of the rows one at a time.
-template <bool AT>
+template <bool AT, bool R16 = false>
 void sgemm_fma_panel(std::size_t m, std::size_t k, const float* A, std::size_t lda, const float* panel, float* C,
                      std::size_t ldc, std::size_t width) {
   std::size_t i = 0;
-  for (; i + 8 <= m; i += 8) sgemm_fma_tile<8, AT>(k, AT ? A + i : A + i * lda, lda, panel, C + i * ldc, ldc, width);
-  for (; i < m; ++i) sgemm_fma_tile<1, AT>(k, AT ? A + i : A + i * lda, lda, panel, C + i * ldc, ldc, width);
+  for (; i + 8 <= m; i += 8)
+    sgemm_fma_tile<8, AT, R16>(k, AT ? A + i : A + i * lda, lda, panel, C + i * ldc, ldc, width);
+  for (; i < m; ++i) sgemm_fma_tile<1, AT, R16>(k, AT ? A + i : A + i * lda, lda, panel, C + i * ldc, ldc, width);
 }
 #endif
 
@@ -768,11 +773,13 @@ void sgemm_pack_panels(std::size_t k, std::size_t n, const float* B, std::size_t
 }
 
 void sgemm_fma_packed(bool a_transposed, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
-                      const float* panels, std::size_t panel_stride, float* C, std::size_t ldc) {
+                      const float* panels, std::size_t panel_stride, float* C, std::size_t ldc, bool round_fp16) {
 #if defined(__AVX512F__)
   for (std::size_t j = 0; j < n; j += 32, panels += panel_stride) {
     const std::size_t w = std::min<std::size_t>(32, n - j);
-    if (a_transposed) sgemm_fma_panel<true>(m, k, A, lda, panels, C + j, ldc, w);
+    if (a_transposed && round_fp16) sgemm_fma_panel<true, true>(m, k, A, lda, panels, C + j, ldc, w);
+    else if (a_transposed) sgemm_fma_panel<true>(m, k, A, lda, panels, C + j, ldc, w);
+    else if (round_fp16) sgemm_fma_panel<false, true>(m, k, A, lda, panels, C + j, ldc, w);
     else sgemm_fma_panel<false>(m, k, A, lda, panels, C + j, ldc, w);
   }
 #else
@@ -782,7 +789,7 @@ void sgemm_fma_packed(bool a_transposed, std::size_t m, std::size_t n, std::size
       float c = 0.0f;
       for (std::size_t t = 0; t < k; ++t)
         c = std::fma(a_transposed ? A[t * lda + r] : A[r * lda + t], panel[32 * t + j % 32], c);
-      C[r * ldc + j] = c;
+      C[r * ldc + j] = round_fp16 ? static_cast<float>(round(c, format_by_name("fp16"))) : c;
     }
 #endif
 }
@@ -794,8 +801,14 @@ bool gemm_output_in_floats(const GemmSpec& g) {
 }
 
 void gemm_round_output(const GemmSpec& g, float* C, std::size_t count) {
+  if (gemm_output_fp16(g)) return;  // (sgemm_fma_packed rounds it)
   const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
   if (!out_is_acc && !native(g.out, fp64())) round_span(std::span<const float>(C, count), std::span<float>(C, count), g.out.format, g.out.round);
+}
+
+bool gemm_output_fp16(const GemmSpec& g) {
+  static const Format fp16 = format_by_name("fp16");
+  return g.out.format == fp16 && plain_rne(g.out.round);
 }
 
 void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,

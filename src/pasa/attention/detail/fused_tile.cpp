@@ -216,7 +216,7 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
   // Sᵀ = K_j·Qᵀ: entry (c, r) gets the products q_r,d·k_c,d in order d = 0..D−1 from +0 as S = Q·K_jᵀ does
   // (a product is the same either way round); K_j row-major from keys_f32.
   const float* keys = run.keys_f32.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;
-  sgemm_fma_packed(false, n, ft.w, D, keys, D, ft.qpanels.data(), 32 * D, t, ld);  // (zero columns past rows)
+  sgemm_fma_packed(false, n, ft.w, D, keys, D, ft.qpanels.data(), 32 * D, t, ld, gemm_output_fp16(run.qk));  // (zero columns past rows)
   gemm_round_output(run.qk, t, count);
   if (!scale) return;
   const StageSpec& sp = run.stage(Stage::scale);
@@ -304,6 +304,11 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
     if (sum) ft.lanes.resize(k * ld);
     float* lanes = ft.lanes.data();
     const float* table = fp16 ? exp_fp16_table() : nullptr;
+    // Scores and shifts fp16 values too: the float difference rounded again to fp16 is the exact one
+    // rounded once (24 >= 2·11 + 2 [Figueroa 1995]; a difference below 2^-14 is exact in float).
+    const Format& f16 = sp.format;
+    const bool direct16 = fp16 && run.stage(Stage::s).format == f16 && run.stage(Stage::scale).format == f16 &&
+                          run.stage(Stage::max).format == f16;
     for (std::size_t c = 0; c < n; ++c) {
       float* x = t + c * ld;
       float* lane = lanes + (c % k) * ld;
@@ -311,8 +316,10 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
         const __m512 z = _mm512_loadu_ps(x + r), s = _mm512_loadu_ps(shf + r);
         const __m512 e = kind == Kind::fp32
                              ? exp16(_mm512_sub_ps(z, s), [](__m512d v) { return _mm512_cvtpd_ps(v); })
-                             : _mm512_i32gather_ps(_mm512_cvtepu16_epi32(_mm512_cvtps_ph(ro_difference16(z, s), kRne)),
-                                                   table, 4);
+                             : _mm512_i32gather_ps(
+                                   _mm512_cvtepu16_epi32(_mm512_cvtps_ph(
+                                       direct16 ? _mm512_sub_ps(z, s) : ro_difference16(z, s), kRne)),
+                                   table, 4);
         if (sum) _mm512_storeu_ps(lane + r, c < k ? e : _mm512_add_ps(_mm512_loadu_ps(lane + r), e));
         _mm512_storeu_ps(x + r, sum && p16 ? fp16_16(e) : e);
       }
@@ -381,7 +388,7 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
   const std::size_t P = (D + 31) / 32;
   const float* panels = run.v_panels.data() + (it.b * run.Nkv + it.hk) * P * 32 * run.Skv + 32 * j0;
   ft.pv.resize(rows * D);
-  sgemm_fma_packed(true, rows, D, n, t, ft.ld, panels, 32 * run.Skv, ft.pv.data(), D);  // P given as Pᵀ
+  sgemm_fma_packed(true, rows, D, n, t, ft.ld, panels, 32 * run.Skv, ft.pv.data(), D, gemm_output_fp16(run.pv));  // P given as Pᵀ
   gemm_round_output(run.pv, ft.pv.data(), rows * D);
 }
 
