@@ -485,6 +485,53 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
   std::cout << "[reference] fused tiles: " << t.cases << " cases, " << t.equal << " equal\n";
 }
 
+TEST_CASE("reference emulator: the fused path's roundings to odd at 24 bits", "[reference]") {
+  // Values picked so that rounding to the nearest float before the narrow stage gives other bits (a tie of
+  // the fp16 grid) than the one rounding of the exact value: (1) e^x for the fp16 argument x = −0x1.4ecp+1,
+  // whose double lies just above an fp16 midpoint within float's last bits (the fp16 exp table); (2) an fp16
+  // exp argument z − m = −(1 + 2^-11 + 2^-35) from fp32 scores (the rounding to odd of the exact difference).
+  // lse is m + log(l) with an fp32 sum, so one ulp of P shows in it.
+  auto one_row = [](std::vector<double> q, std::vector<double> k, std::size_t D) {
+    const Format f16 = format_by_name("fp16");
+    AttentionInputs in;
+    const std::size_t S = k.size() / D;
+    in.q = Tensor({1, 1, 1, D}, f16);
+    in.k = Tensor({1, 1, S, D}, f16);
+    in.v = Tensor({1, 1, S, D}, f16);
+    in.q.data = std::move(q);
+    in.k.data = std::move(k);
+    for (std::size_t i = 0; i < in.v.data.size(); ++i) in.v.data[i] = static_cast<double>(i % 3) - 1.0;
+    in.scale = 1.0;
+    return in;
+  };
+  Tally t;
+  const Shape6 s1{1, 1, 1, 1, 2, 1, 1, 16};
+  for (const char* max_format : {"", "fp32"}) {  // the table in the 16-lane loop and in the 8-lane one
+    Config c{"fa2", "fa_fp16", "sum", "fp32"};
+    AttentionInputs in = one_row({1.0}, {0.0, -0x1.4ecp+1}, 1);
+    AlgorithmSpec spec = c.spec(s1);
+    if (*max_format) spec.alloc.spec("max").format = format_by_name(max_format);
+    const Outcome o = compare(in, spec);
+    INFO("e^-0x1.4ecp+1 in fp16, max stage " << max_format << ": " << o.first);
+    CHECK(o.mismatched == 0);
+    ++t.cases;
+  }
+  {
+    const Shape6 s2{1, 1, 1, 1, 2, 2, 1, 16};
+    Config c{"fa2", "fa_fp32", "exp", "fp16"};
+    // scores 1 + 2^-11 (the max) and 2^-11·(−2^-24) = −2^-35, both exact in the fp32 accumulator
+    AttentionInputs in = one_row({1.0, 0x1p-11}, {1.0, 1.0, 0.0, -0x1p-24}, 2);
+    const Outcome o = compare(in, c.spec(s2));
+    INFO("exp argument −(1 + 2^-11 + 2^-35) to fp16: " << o.first);
+    CHECK(o.mismatched == 0);
+    ++t.cases;
+  }
+  const AttentionInputs in = one_row({1.0}, {0.0, -0x1.4ecp+1}, 1);
+  const AlgorithmSpec spec = Config{"fa2", "fa_fp16", "sum", "fp32"}.spec(s1);
+  const detail::Run run(in, spec);
+  CHECK(run.float_tiles);
+}
+
 TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (issue 14's RZ example)", "[reference]") {
   // fp16 operands 256·256 + 2^-24·(−2^-24) into an fp32 round-toward-zero accumulator: the exact sum is
   // 65536 − 2^-48, whose RZ rounding to fp32 is 65536 − 2^-8 = 65535.99609375 (by hand).

@@ -36,13 +36,16 @@ bool is_fp16(const StageSpec& sp) { return sp.format == format_by_name("fp16") &
                                            sp.round.mode == RoundMode::nearest_even && sp.round.overflow == Overflow::ieee &&
                                            !sp.round.flush_input && !sp.round.flush_output; }
 
-// The exp argument's operands (the tile's scores: s or scale values; the shift: a max-stage value) are floats
-// and, unless the exp stage is fp32 (where float subtraction is the rounding itself, overflow included),
-// their difference stays below 2^128 in magnitude.
-bool float_arguments(const Run& run, bool narrow) {
-  const StageSpec &mx = run.stage(Stage::max), &s = run.stage(Stage::s), &sc = run.stage(Stage::scale);
-  if (kind_of(mx) == Kind::none) return false;
-  return !narrow || (mx.format.emax <= 126 && s.format.emax <= 126 && sc.format.emax <= 126);
+// The exp argument z − shift in float, 16 lanes: for an fp32 exp stage when the shifts (max-stage values) are
+// floats (the RNE float difference is the exact one rounded once, overflow included); for an fp16 exp stage
+// (RNE) when the scores and the shifts are fp16 values too: the float difference rounded again to fp16 is
+// the exact one rounded once (24 >= 2·11 + 2 [Figueroa 1995]; a difference below 2^-14 is exact in float).
+bool float_arguments(const Run& run) {
+  const StageSpec& exp = run.stage(Stage::exp);
+  if (kind_of(exp) == Kind::fp32) return kind_of(run.stage(Stage::max)) != Kind::none;
+  const Format& f = exp.format;
+  return is_fp16(exp) && run.stage(Stage::s).format == f && run.stage(Stage::scale).format == f &&
+         run.stage(Stage::max).format == f;
 }
 
 // x rounded to odd at float's 24 bits (subnormal floats included): the RNE float when it is x, else of the
@@ -108,21 +111,6 @@ inline __m512 exp16(__m512 a, Round8 round8) {
   const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
   const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
   return _mm512_insertf32x8(_mm512_castps256_ps512(round8(exp_one8(lo))), round8(exp_one8(hi)), 1);
-}
-
-// z − s rounded to odd at 24 bits, for float z, s whose difference does not overflow: two_sum in float is
-// exact, and the odd neighbour is the RNE sum stepped toward the error where the RNE sum is even.
-inline __m512 ro_difference16(__m512 z, __m512 s) {
-  const __m512 b = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(s), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-  const __m512 hi = _mm512_add_ps(z, b);
-  const __m512 bb = _mm512_sub_ps(hi, z);
-  const __m512 lo = _mm512_add_ps(_mm512_sub_ps(z, _mm512_sub_ps(hi, bb)), _mm512_sub_ps(b, bb));
-  const __m512i u = _mm512_castps_si512(hi);
-  __mmask16 step = _mm512_cmp_ps_mask(lo, _mm512_setzero_ps(), _CMP_NEQ_OQ);  // (false for NaN)
-  step &= _mm512_testn_epi32_mask(u, _mm512_set1_epi32(1));
-  const __mmask16 inward = _mm512_movepi32_mask(_mm512_xor_si512(u, _mm512_castps_si512(lo)));
-  const __m512i delta = _mm512_mask_blend_epi32(inward, _mm512_set1_epi32(1), _mm512_set1_epi32(-1));
-  return _mm512_castsi512_ps(_mm512_mask_add_epi32(u, step, u, delta));
 }
 
 constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -256,6 +244,33 @@ void fused_row_max(const FusedTile& ft, std::size_t n, double* mloc) {
 
 namespace {
 #if defined(__AVX512F__)
+// The reduction of stage s accumulates in fp16 (RNE, no flushing) on terms of format `terms` = fp16: then each
+// addition is a float addition rounded by F16C, the exact sum rounded once (24 >= 2·11 + 2 [Figueroa 1995];
+// a sum below 2^-14 is a multiple of 2^-24 of at most 11 bits, exact in float).
+bool acc_fp16(const Run& run, Stage s, const Format& terms) {
+  const StageSpec& sp = run.stage(s);
+  const RoundOptions& o = sp.round;
+  static const Format fp16 = format_by_name("fp16");
+  return sp.acc() == fp16 && terms == fp16 && o.mode == RoundMode::nearest_even && o.overflow == Overflow::ieee &&
+         !o.flush_input && !o.flush_output;
+}
+
+// The k lanes of the blocked order (rows of ld floats, the first w columns used) after their terms: lanes
+// that got none hold +0, then the shuffle-down tree, each addition rounded to fp16 when fp16.
+void lane_tree(float* lanes, std::size_t k, std::size_t n, std::size_t w, std::size_t ld, bool fp16) {
+  for (std::size_t l = n; l < k; ++l) std::fill(lanes + l * ld, lanes + (l + 1) * ld, 0.0f);  // +0: no term
+  for (std::size_t off = k / 2; off >= 1; off /= 2)  // the shuffle-down tree
+    for (std::size_t l = 0; l < off; ++l)
+      for (std::size_t r = 0; r < w; r += 16) {
+        const __m512 x = _mm512_add_ps(_mm512_loadu_ps(lanes + l * ld + r), _mm512_loadu_ps(lanes + (l + off) * ld + r));
+        _mm512_storeu_ps(lanes + l * ld + r, fp16 ? fp16_16(x) : x);
+      }
+}
+#endif
+}  // namespace
+
+namespace {
+#if defined(__AVX512F__)
 // An fp16 exp stage (RNE): its argument is an fp16 value, so its result is one of 2^16 values, computed once
 // per process by the loop's own code (fp16_16(exp16(x, ro_float8)) on every fp16 x, NaNs included) and read
 // by the argument's bits: the same bits by construction, a gather instead of two exp_one8 per 16 lanes.
@@ -287,28 +302,22 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   // form does, else ro_float and the narrow rounding), exp_one in double, its rounding (round_to of the exp
   // stage). fp16 in RNE: the narrow rounding of the float by the F16C conversion (IEEE's, as round_span's).
 #if defined(__AVX512F__)
-  // The operands are floats (t; the shift, a max-stage value) and, for fp16, cannot differ by 2^128: the
-  // argument in float, 16 lanes (fp32: the RNE float difference is the exact one rounded once).
   const bool fp16 = is_fp16(sp);
-  if ((kind == Kind::fp32 || fp16) && float_arguments(run, fp16)) {
+  if (float_arguments(run)) {
     float* shf = ft.shiftf.data();
     for (std::size_t r = 0; r < w; ++r) shf[r] = static_cast<float>(sh[r]);
     // The row sums in the same loop where reduce_columns would take float terms (an fp32 accumulator, the
     // sequential or blocked order: lane c mod k of each row gets term c, the first by a copy), and P rounded
     // in it where p is fp32 (nothing to do) or fp16 (F16C); the sums go through reduce_finish.
     const Reduction& red = run.stage(Stage::sum).reduce;
-    const bool sum = rowsum && run.acc_fp32(Stage::sum) && red.order != ReduceOrder::pairwise;
+    const bool sum16 = acc_fp16(run, Stage::sum, sp.format);
+    const bool sum = rowsum && (run.acc_fp32(Stage::sum) || sum16) && red.order != ReduceOrder::pairwise;
     const StageSpec& p = run.stage(Stage::p);
     const bool p16 = is_fp16(p);
     const std::size_t k = red.order == ReduceOrder::sequential ? 1 : static_cast<std::size_t>(red.width);
     if (sum) ft.lanes.resize(k * ld);
     float* lanes = ft.lanes.data();
     const float* table = fp16 ? exp_fp16_table() : nullptr;
-    // Scores and shifts fp16 values too: the float difference rounded again to fp16 is the exact one
-    // rounded once (24 >= 2·11 + 2 [Figueroa 1995]; a difference below 2^-14 is exact in float).
-    const Format& f16 = sp.format;
-    const bool direct16 = fp16 && run.stage(Stage::s).format == f16 && run.stage(Stage::scale).format == f16 &&
-                          run.stage(Stage::max).format == f16;
     for (std::size_t c = 0; c < n; ++c) {
       float* x = t + c * ld;
       float* lane = lanes + (c % k) * ld;
@@ -316,19 +325,17 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
         const __m512 z = _mm512_loadu_ps(x + r), s = _mm512_loadu_ps(shf + r);
         const __m512 e = kind == Kind::fp32
                              ? exp16(_mm512_sub_ps(z, s), [](__m512d v) { return _mm512_cvtpd_ps(v); })
-                             : _mm512_i32gather_ps(
-                                   _mm512_cvtepu16_epi32(_mm512_cvtps_ph(
-                                       direct16 ? _mm512_sub_ps(z, s) : ro_difference16(z, s), kRne)),
-                                   table, 4);
-        if (sum) _mm512_storeu_ps(lane + r, c < k ? e : _mm512_add_ps(_mm512_loadu_ps(lane + r), e));
+                             : _mm512_i32gather_ps(_mm512_cvtepu16_epi32(_mm512_cvtps_ph(_mm512_sub_ps(z, s), kRne)),
+                                                   table, 4);
+        if (sum) {
+          const __m512 add = c < k ? e : _mm512_add_ps(_mm512_loadu_ps(lane + r), e);
+          _mm512_storeu_ps(lane + r, sum16 && c >= k ? fp16_16(add) : add);
+        }
         _mm512_storeu_ps(x + r, sum && p16 ? fp16_16(e) : e);
       }
     }
     if (!sum) return false;
-    for (std::size_t l = n; l < k; ++l) std::fill(lanes + l * ld, lanes + (l + 1) * ld, 0.0f);  // +0: no term
-    for (std::size_t off = k / 2; off >= 1; off /= 2)  // the shuffle-down tree
-      for (std::size_t l = 0; l < off; ++l)
-        for (std::size_t r = 0; r < w; ++r) lanes[l * ld + r] = lanes[l * ld + r] + lanes[(l + off) * ld + r];
+    lane_tree(lanes, k, n, w, ld, sum16);
     for (std::size_t r = 0; r < rows; ++r) rowsum[r] = lanes[r];
     reduce_finish(run, Stage::sum, ReduceOp::sum, rows, n, rowsum, rng);
     ft.p_done = kind_of(p) == Kind::fp32 || p16;
@@ -366,18 +373,40 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
 }
 
 void fused_exp_sum(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
-  if (!fused_exp(run, ft, n, shift, rowsum, rng)) fused_reduce(run, Stage::sum, ReduceOp::sum, ft, n, rowsum, rng);
+  if (!fused_exp(run, ft, n, shift, rowsum, rng))
+    fused_reduce(run, Stage::sum, ReduceOp::sum, run.stage(Stage::exp).format, ft, n, rowsum, rng);
 }
 
-void fused_reduce(const Run& run, Stage s, ReduceOp op, FusedTile& ft, std::size_t n, double* out, RandomBits* rng) {
-  const std::size_t rows = ft.rows;
-  if (run.acc_fp32(s) && run.stage(s).reduce.order != ReduceOrder::pairwise) {
+void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, FusedTile& ft, std::size_t n, double* out,
+                  RandomBits* rng) {
+  const std::size_t rows = ft.rows, w = ft.w, ld = ft.ld;
+  const Reduction& red = run.stage(s).reduce;
+  if (run.acc_fp32(s) && red.order != ReduceOrder::pairwise) {
     // reduce_rows' float forms (the same float additions in the same order per row and lane)
-    reduce_columns(run, s, op, nullptr, rows, n, ft.ld, out, rng, ft.t.data());
+    reduce_columns(run, s, op, nullptr, rows, n, ld, out, rng, ft.t.data());
     return;
   }
-  ft.wide.assign(ft.t.begin(), ft.t.begin() + static_cast<std::ptrdiff_t>(n * ft.ld));  // reduce_rows' transposition
-  reduce_columns(run, s, op, ft.wide.data(), rows, n, ft.ld, out, rng);
+#if defined(__AVX512F__)
+  if (acc_fp16(run, s, terms) && red.order != ReduceOrder::pairwise) {
+    const std::size_t k = red.order == ReduceOrder::sequential ? 1 : static_cast<std::size_t>(red.width);
+    ft.lanes.resize(k * ld);
+    float* lanes = ft.lanes.data();
+    const float* t = ft.t.data();
+    for (std::size_t c = 0; c < n; ++c) {
+      float* lane = lanes + (c % k) * ld;
+      for (std::size_t r = 0; r < w; r += 16) {
+        const __m512 e = _mm512_loadu_ps(t + c * ld + r);
+        _mm512_storeu_ps(lane + r, c < k ? e : fp16_16(_mm512_add_ps(_mm512_loadu_ps(lane + r), e)));
+      }
+    }
+    lane_tree(lanes, k, n, w, ld, true);
+    for (std::size_t r = 0; r < rows; ++r) out[r] = lanes[r];
+    reduce_finish(run, s, op, rows, n, out, rng);
+    return;
+  }
+#endif
+  ft.wide.assign(ft.t.begin(), ft.t.begin() + static_cast<std::ptrdiff_t>(n * ld));  // reduce_rows' transposition
+  reduce_columns(run, s, op, ft.wide.data(), rows, n, ld, out, rng);
 }
 
 void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedTile& ft) {

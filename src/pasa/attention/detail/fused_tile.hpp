@@ -64,7 +64,9 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
 // fused_exp, and the row sums of the sum stage (fused_reduce) where it did not take them.
 void fused_exp_sum(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng);
 // reduce_rows of the tile's rows (t as the terms).
-void fused_reduce(const Run& run, Stage s, ReduceOp op, FusedTile& ft, std::size_t n, double* out, RandomBits* rng);
+// terms: the format the tile's values belong to (an fp16 accumulator on fp16 terms reduces in float registers).
+void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, FusedTile& ft, std::size_t n, double* out,
+                  RandomBits* rng);
 // t rounded to p (unless ft.p_done), then pv = P·V[j0 : j0 + n] rounded to pv (tile_pv).
 void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedTile& ft);
 // O = round_o(round_o(alpha[r]·O) + pv) (rescale_add of stage o with the tile's pv).

@@ -153,7 +153,8 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
       ++jj;
       if (fused) {
         fused_scores(run, it, j0, n, !opt.alpha_in_M, ft);
-        fused_reduce(run, Stage::mean, ReduceOp::mean, ft, n, mean.data(), rng);
+        const Format& scores = run.stage(opt.alpha_in_M ? Stage::s : Stage::scale).format;
+        fused_reduce(run, Stage::mean, ReduceOp::mean, scores, ft, n, mean.data(), rng);
         if (run.masked) fused_mask(ft, n);
       } else {
         Z.resize(rows * n);
