@@ -487,4 +487,28 @@ void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedTile
   rescale_add(run, Stage::o, O, alpha, ft.wide.data(), rows, D, rng);
 }
 
+bool fused_shift_keys(Run& run, const GemmSpec& pre, std::size_t b, std::size_t hk, const std::vector<double>& M_full,
+                      const std::vector<double>& M_tail) {
+  if (!gemm_output_in_floats(pre)) return false;
+  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2, P = (D + 31) / 32;
+  thread_local std::vector<float> Mf, panels;
+  const double* K = run.k.head(b, hk);
+  for (std::size_t j0 = 0; j0 < S; j0 += s2) {
+    const std::size_t n = std::min(s2, S - j0);
+    const std::vector<double>& M = n == std::min(s2, S) ? M_full : M_tail;
+    Mf.assign(M.begin(), M.end());  // (values of the shift format: floats)
+    panels.resize(P * 32 * n);
+    for (std::size_t p = 0; p < P; ++p)
+      for (std::size_t t = 0; t < n; ++t)
+        for (std::size_t j = 0; j < 32; ++j) {
+          const std::size_t c = 32 * p + j;
+          panels[(p * n + t) * 32 + j] = c < D ? static_cast<float>(K[(j0 + t) * D + c]) : 0.0f;
+        }
+    float* dst = run.keys_f32.data() + ((b * run.Nkv + hk) * S + j0) * D;
+    sgemm_fma_packed(false, n, D, n, Mf.data(), n, panels.data(), 32 * n, dst, D, gemm_output_fp16(pre));
+    gemm_round_output(pre, dst, n * D);
+  }
+  return true;
+}
+
 }  // namespace pasa::detail

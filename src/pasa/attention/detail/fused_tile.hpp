@@ -72,4 +72,10 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
 // O = round_o(round_o(alpha[r]·O) + pv) (rescale_add of stage o with the tile's pv).
 void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedTile& ft, RandomBits* rng);
 
+// PASA's pre-processing K' = M·K_j (pasa_prepare) for every key block of (b, hk) straight into keys_f32: the
+// same ordered fp32 GEMM as gemm(pre, …) (each entry its n products in order from +0), its output rounded to
+// pre.out in floats. False (nothing written) where gemm_output_in_floats(pre) does not hold.
+bool fused_shift_keys(Run& run, const GemmSpec& pre, std::size_t b, std::size_t hk, const std::vector<double>& M_full,
+                      const std::vector<double>& M_tail);
+
 }  // namespace pasa::detail
