@@ -438,6 +438,7 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
   };
   const Cfg cfgs[] = {
       {"fa2", "fa_fp32"},
+      {"fa2", "fa_fp32", "out", "fp32"},                       // O's fp32 roundings visible in the output
       {"fa2", "fa_fp16_fp32"},
       {"fa2", "fa_fp16"},
       {"fa2", "fa_bf16"},                                      // narrow stages other than fp16: round_span passes
