@@ -493,17 +493,22 @@ bool fused_shift_keys(Run& run, const GemmSpec& pre, std::size_t b, std::size_t 
   const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2, P = (D + 31) / 32;
   thread_local std::vector<float> Mf, panels;
   const double* K = run.k.head(b, hk);
+  const std::vector<double>* converted = nullptr;
   for (std::size_t j0 = 0; j0 < S; j0 += s2) {
     const std::size_t n = std::min(s2, S - j0);
     const std::vector<double>& M = n == std::min(s2, S) ? M_full : M_tail;
-    Mf.assign(M.begin(), M.end());  // (values of the shift format: floats)
+    if (converted != &M) Mf.assign(M.begin(), M.end());  // (values of the shift format: floats)
+    converted = &M;
     panels.resize(P * 32 * n);
-    for (std::size_t p = 0; p < P; ++p)
-      for (std::size_t t = 0; t < n; ++t)
-        for (std::size_t j = 0; j < 32; ++j) {
-          const std::size_t c = 32 * p + j;
-          panels[(p * n + t) * 32 + j] = c < D ? static_cast<float>(K[(j0 + t) * D + c]) : 0.0f;
-        }
+    for (std::size_t p = 0; p < P; ++p) {
+      const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
+      for (std::size_t t = 0; t < n; ++t) {
+        float* dst = panels.data() + (p * n + t) * 32;
+        const double* src = K + (j0 + t) * D + 32 * p;
+        for (std::size_t j = 0; j < w; ++j) dst[j] = static_cast<float>(src[j]);
+        for (std::size_t j = w; j < 32; ++j) dst[j] = 0.0f;
+      }
+    }
     float* dst = run.keys_f32.data() + ((b * run.Nkv + hk) * S + j0) * D;
     sgemm_fma_packed(false, n, D, n, Mf.data(), n, panels.data(), 32 * n, dst, D, gemm_output_fp16(pre));
     gemm_round_output(pre, dst, n * D);
