@@ -367,7 +367,7 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   for (std::size_t i = 0; i < count; i += 8) _mm256_storeu_ps(t + i, ro_float8(exp_one8(_mm512_cvtps_pd(_mm256_loadu_ps(t + i)))));
   round_floats(sp, t, count);
 #else
-  (void)run, (void)t, (void)count, (void)kind, (void)rowsum, (void)rng;
+  (void)run, (void)t, (void)count, (void)kind, (void)rowsum, (void)rng, (void)w, (void)float_arguments;
 #endif
   return false;
 }
@@ -404,6 +404,8 @@ void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, Fus
     reduce_finish(run, s, op, rows, n, out, rng);
     return;
   }
+#else
+  (void)terms, (void)w;
 #endif
   ft.wide.assign(ft.t.begin(), ft.t.begin() + static_cast<std::ptrdiff_t>(n * ld));  // reduce_rows' transposition
   reduce_columns(run, s, op, ft.wide.data(), rows, n, ld, out, rng);
