@@ -43,8 +43,10 @@ bool float_exact(const Format& f) { return f.p <= 24 && f.emax <= 127 && f.emin(
 #if defined(__AVX512F__)
 // Register tile of MR rows × 32 columns (2·MR accumulators) over a packed panel of B (k × 32, zero-padded
 // past `width` columns): per step t, two loads of B, MR broadcasts of A, 2·MR FMAs. Each C element receives
-// its k products in order 0..k−1 from +0, one fma each: the same bits as the scalar loop.
-template <int MR>
+// its k products in order 0..k−1 from +0, one fma each: the same bits as the scalar loop. A(r, t) is
+// A[r·lda + t], or A[t·lda + r] when AT (A given transposed: the fused engine's probability tiles). R16: the
+// results rounded to fp16 (RNE) in the registers before the store, by the F16C conversion.
+template <int MR, bool AT, bool R16>
 void sgemm_fma_tile(std::size_t k, const float* A, std::size_t lda, const float* panel, float* C, std::size_t ldc,
                     std::size_t width) {
   __m512 c[MR][2];
@@ -52,7 +54,7 @@ void sgemm_fma_tile(std::size_t k, const float* A, std::size_t lda, const float*
   for (std::size_t t = 0; t < k; ++t) {
     const __m512 b0 = _mm512_loadu_ps(panel + 32 * t), b1 = _mm512_loadu_ps(panel + 32 * t + 16);
     for (int r = 0; r < MR; ++r) {
-      const __m512 a = _mm512_set1_ps(A[r * lda + t]);
+      const __m512 a = _mm512_set1_ps(AT ? A[t * lda + r] : A[r * lda + t]);
       c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
       c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
     }
@@ -60,9 +62,23 @@ void sgemm_fma_tile(std::size_t k, const float* A, std::size_t lda, const float*
   const __mmask16 m0 = width >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << width) - 1);
   const __mmask16 m1 = width >= 32 ? 0xFFFF : width <= 16 ? 0 : static_cast<__mmask16>((1u << (width - 16)) - 1);
   for (int r = 0; r < MR; ++r) {
+    if constexpr (R16)
+      for (auto& x : c[r])  // (zero-masked forms: GCC 12 warns about the unmasked ones' pass-through operand)
+        x = _mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     _mm512_mask_storeu_ps(C + r * ldc, m0, c[r][0]);
     _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c[r][1]);
   }
+}
+
+// The m rows of A against one packed panel (`width` columns of C from C): tiles of 8 rows (16 accumulators:
+// enough independent FMAs to cover their latency), the rest of the rows one at a time.
+template <bool AT, bool R16 = false>
+void sgemm_fma_panel(std::size_t m, std::size_t k, const float* A, std::size_t lda, const float* panel, float* C,
+                     std::size_t ldc, std::size_t width) {
+  std::size_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    sgemm_fma_tile<8, AT, R16>(k, AT ? A + i : A + i * lda, lda, panel, C + i * ldc, ldc, width);
+  for (; i < m; ++i) sgemm_fma_tile<1, AT, R16>(k, AT ? A + i : A + i * lda, lda, panel, C + i * ldc, ldc, width);
 }
 #endif
 
@@ -71,21 +87,14 @@ void sgemm_fma(std::size_t m, std::size_t n, std::size_t k, const float* A, std:
                std::size_t ldb, float* C, std::size_t ldc) {
 #if defined(__AVX512F__)
   // Panels of 32 columns of B packed contiguously (k × 32 floats: 16 KiB at k = 128, held in L1 while every
-  // row of A passes over it; B's own rows, a power-of-two stride apart, would fall into few cache sets),
-  // then tiles of 8 rows (16 accumulators: enough independent FMAs to cover their latency), the rest of the
-  // rows one at a time.
+  // row of A passes over it; B's own rows, a power-of-two stride apart, would fall into few cache sets).
   thread_local std::vector<float> panel_buffer;
   panel_buffer.resize(k * 32);
   float* panel = panel_buffer.data();  // (a plain pointer: every access to a thread_local goes through a TLS lookup)
   for (std::size_t j = 0; j < n; j += 32) {
     const std::size_t w = std::min<std::size_t>(32, n - j);
-    for (std::size_t t = 0; t < k; ++t) {
-      std::copy(B + t * ldb + j, B + t * ldb + j + w, panel + 32 * t);
-      std::fill(panel + 32 * t + w, panel + 32 * t + 32, 0.0f);
-    }
-    std::size_t i = 0;
-    for (; i + 8 <= m; i += 8) sgemm_fma_tile<8>(k, A + i * lda, lda, panel, C + i * ldc + j, ldc, w);
-    for (; i < m; ++i) sgemm_fma_tile<1>(k, A + i * lda, lda, panel, C + i * ldc + j, ldc, w);
+    sgemm_pack_panels(k, w, B + j, ldb, panel);
+    sgemm_fma_panel<false>(m, k, A, lda, panel, C + j, ldc, w);
   }
 #else
   for (std::size_t r = 0; r < m; ++r) {
@@ -932,6 +941,55 @@ const float* floats_of(const double* A, std::size_t m, std::size_t k, std::size_
 }
 
 bool gemm_uses_floats(const GemmSpec& g) { return float_path(g); }
+
+void sgemm_pack_panels(std::size_t k, std::size_t n, const float* B, std::size_t ldb, float* dst) {
+  for (std::size_t j = 0; j < n; j += 32, dst += 32 * k) {
+    const std::size_t w = std::min<std::size_t>(32, n - j);
+    for (std::size_t t = 0; t < k; ++t) {
+      std::copy(B + t * ldb + j, B + t * ldb + j + w, dst + 32 * t);
+      std::fill(dst + 32 * t + w, dst + 32 * t + 32, 0.0f);
+    }
+  }
+}
+
+void sgemm_fma_packed(bool a_transposed, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+                      const float* panels, std::size_t panel_stride, float* C, std::size_t ldc, bool round_fp16) {
+#if defined(__AVX512F__)
+  for (std::size_t j = 0; j < n; j += 32, panels += panel_stride) {
+    const std::size_t w = std::min<std::size_t>(32, n - j);
+    if (a_transposed && round_fp16) sgemm_fma_panel<true, true>(m, k, A, lda, panels, C + j, ldc, w);
+    else if (a_transposed) sgemm_fma_panel<true>(m, k, A, lda, panels, C + j, ldc, w);
+    else if (round_fp16) sgemm_fma_panel<false, true>(m, k, A, lda, panels, C + j, ldc, w);
+    else sgemm_fma_panel<false>(m, k, A, lda, panels, C + j, ldc, w);
+  }
+#else
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t j = 0; j < n; ++j) {
+      const float* panel = panels + (j / 32) * panel_stride;
+      float c = 0.0f;
+      for (std::size_t t = 0; t < k; ++t)
+        c = std::fma(a_transposed ? A[t * lda + r] : A[r * lda + t], panel[32 * t + j % 32], c);
+      C[r * ldc + j] = round_fp16 ? static_cast<float>(round(c, format_by_name("fp16"))) : c;
+    }
+#endif
+}
+
+bool gemm_output_in_floats(const GemmSpec& g) {
+  const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
+  return native(g.acc, fp32()) && g.model.kind == GemmKind::ordered && float_path(g) &&
+         (out_is_acc || native(g.out, fp64()) || (float_exact(g.out.format) && g.out.round.mode != RoundMode::stochastic));
+}
+
+void gemm_round_output(const GemmSpec& g, float* C, std::size_t count) {
+  if (gemm_output_fp16(g)) return;  // (sgemm_fma_packed rounds it)
+  const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
+  if (!out_is_acc && !native(g.out, fp64())) round_span(std::span<const float>(C, count), std::span<float>(C, count), g.out.format, g.out.round);
+}
+
+bool gemm_output_fp16(const GemmSpec& g) {
+  static const Format fp16 = format_by_name("fp16");
+  return g.out.format == fp16 && plain_rne(g.out.round);
+}
 
 void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
           const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {

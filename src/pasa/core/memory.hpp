@@ -8,7 +8,12 @@
 #include <cstdint>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -118,5 +123,29 @@ inline void keep_freed_memory() {
   (void)done;
 #endif
 }
+
+// An allocator whose value-less construct() default-initialises (leaves floats and doubles unset), so that
+// resize() of a buffer that is written in full before it is read does not first fill it with zeros (a
+// memset of tens of MiB per attention call, on pages that the writes touch anyway).
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = default_init_allocator<U>;
+  };
+  default_init_allocator() noexcept = default;
+  template <class U>
+  default_init_allocator(const default_init_allocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using uninit_vector = std::vector<T, default_init_allocator<T>>;
 
 }  // namespace pasa

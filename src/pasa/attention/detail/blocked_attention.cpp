@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/quantise.hpp"
 #include "pasa/core/memory.hpp"
 
@@ -106,11 +107,6 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   }
   qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm};
   pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm};
-  set_keys_t_format(k.format);
-  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
-  for (std::size_t b = 0; b < B && !shifts_keys && !tiles; ++b)
-    for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
-  if (gemm_uses_floats(pv) && !tiles) v_f32.assign(v.data.begin(), v.data.end());
   if (gemm_uses_floats(qk)) q_f32.assign(q.data.begin(), q.data.end());
   scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
@@ -118,19 +114,40 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   // the scale so that runs without a select mask keep their stochastic streams).
   if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
   biased = !in.pse.data.empty() || !in.mask.select.empty();
+  set_keys_t_format(k.format);  // (decides float_tiles)
+  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
+  for (std::size_t b = 0; b < B && !shifts_keys && !tiles; ++b)
+    for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
 }
 
 void Run::set_keys_t_format(const Format& f) {
   keys_t_format = f;
   qk.b_format = f;
-  const std::size_t size = tiles ? 0 : B * Nkv * D * Skv;  // tiles: K is read in place
-  if (gemm_uses_floats(qk)) {
-    keys_t_f32.assign(size, 0.0f);
-    keys_t.clear();
-  } else {
-    keys_t.assign(size, 0.0);
-    keys_t_f32.clear();
+  float_tiles = fused_tiles(*this);
+  // Every buffer below is written in full before it is read (set_keys_t covers every key of every head):
+  // uninit_vector leaves out the zero fill.
+  const std::size_t size = tiles ? 0 : B * Nkv * D * Skv;  // tiles: K and V are read in place
+  keys_t.clear();
+  keys_t_f32.clear();
+  keys_f32.clear();
+  if (float_tiles) keys_f32.resize(size);
+  else if (gemm_uses_floats(qk)) keys_t_f32.resize(size);
+  else keys_t.assign(size, 0.0);
+  if (float_tiles && v_panels.empty()) {  // V packed once, as fused_pv's GEMM reads it
+    const std::size_t P = (D + 31) / 32;
+    v_panels.resize(B * Nkv * P * 32 * Skv);
+    for (std::size_t bh = 0; bh < B * Nkv; ++bh)
+      for (std::size_t p = 0; p < P; ++p) {
+        float* dst = v_panels.data() + (bh * P + p) * 32 * Skv;
+        const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
+        for (std::size_t j = 0; j < Skv; ++j) {
+          const double* src = v.data.data() + (bh * Skv + j) * D + 32 * p;
+          for (std::size_t c = 0; c < w; ++c) dst[32 * j + c] = static_cast<float>(src[c]);
+          for (std::size_t c = w; c < 32; ++c) dst[32 * j + c] = 0.0f;
+        }
+      }
   }
+  if (!float_tiles && gemm_uses_floats(pv) && !tiles && v_f32.empty()) v_f32.assign(v.data.begin(), v.data.end());
 }
 
 void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {
@@ -176,7 +193,8 @@ void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t
 
 void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
   const std::size_t off = (b * Nkv + hk) * D * Skv;
-  if (!keys_t_f32.empty()) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
+  if (float_tiles) std::copy(keys, keys + Skv * D, keys_f32.data() + off);  // row-major, as the fused path reads K
+  else if (!keys_t_f32.empty()) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
   else transpose_keys(keys, Skv, D, spec.s2, keys_t.data() + off);
 }
 
@@ -309,20 +327,6 @@ void pairwise_columns(const Run& run, Stage s, const double* T, std::size_t rows
 
 namespace {
 
-// The end of every reduction: out holds the rows' accumulated sums of n terms.
-void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
-                   RandomBits* rng) {
-  const StageSpec& sp = run.stage(s);
-  const Reduction& red = sp.reduce;
-  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
-    const double dn = static_cast<double>(n);
-    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
-  }
-  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
-  // is a lone x[0] (a sum of one term: no addition has rounded it).
-  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
-  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
-}
 
 // The sequential and blocked orders of reduce_columns with a plain RNE fp32 accumulator on float terms
 // (T: n columns of rows floats, stride st): every addition a float addition, which is the exact sum rounded
@@ -380,6 +384,20 @@ bool warp_rows(const double* X, std::size_t rows, std::size_t n, std::size_t ld,
 }
 
 }  // namespace
+
+void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
+                   RandomBits* rng) {
+  const StageSpec& sp = run.stage(s);
+  const Reduction& red = sp.reduce;
+  if (op == ReduceOp::mean) {  // torch.mean: the sum divided by n in the accumulator
+    const double dn = static_cast<double>(n);
+    run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
+  }
+  // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
+  // is a lone x[0] (a sum of one term: no addition has rounded it).
+  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
+  if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
+}
 
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
                     std::size_t st, double* out, RandomBits* rng, const float* Tf) {
@@ -503,40 +521,6 @@ double row_max(const double* x, std::size_t n) {
     if (x[c] > m) m = x[c];
   return m;
 }
-
-// x = k·ln2 + r with |r| <= ln2/2 (Cody–Waite, ln2 split so k·ln2_hi is exact), e^r by its Taylor
-// polynomial of degree 13 (truncation < 2^-58), scaled by 2^k in two steps so that subnormal results are
-// rounded once. Relative error about 2 ulp of double, so rounding the result to a stage format of p <= 24
-// bits gives the correctly rounded exp except within 2^-50 (relative) of a rounding boundary. Branch-free,
-// so the loop vectorises; glibc's scalar exp would be a third of an emulated FlashAttention's time.
-namespace {
-inline double exp_one(double v) {
-  constexpr double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-  const double c = v < -746.0 ? -746.0 : (v > 710.0 ? 710.0 : v);
-  const double kf = std::nearbyint(c * log2e);
-  const double r = std::fma(-kf, ln2_lo, std::fma(-kf, ln2_hi, c));
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = std::fma(p, r, 1.0 / 479001600.0);
-  p = std::fma(p, r, 1.0 / 39916800.0);
-  p = std::fma(p, r, 1.0 / 3628800.0);
-  p = std::fma(p, r, 1.0 / 362880.0);
-  p = std::fma(p, r, 1.0 / 40320.0);
-  p = std::fma(p, r, 1.0 / 5040.0);
-  p = std::fma(p, r, 1.0 / 720.0);
-  p = std::fma(p, r, 1.0 / 120.0);
-  p = std::fma(p, r, 1.0 / 24.0);
-  p = std::fma(p, r, 1.0 / 6.0);
-  p = std::fma(p, r, 0.5);
-  p = std::fma(p, r, 1.0);
-  p = std::fma(p, r, 1.0);
-  const auto k = static_cast<std::int64_t>(kf);
-  const std::int64_t k1 = k / 2, k2 = k - k1;
-  const double s1 = std::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
-  const double s2 = std::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
-  const double e = (p * s1) * s2;
-  return v != v ? v : e;  // NaN stays NaN; −inf clamps to −746 and gives 0, +inf gives inf
-}
-}  // namespace
 
 void exp_span(double* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);

@@ -5,6 +5,8 @@
 // accumulator) format, in every rounding mode (see gemm.hpp for the GEMMs).
 #pragma once
 
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -15,6 +17,7 @@
 #include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/attention/gemm.hpp"
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
 
 namespace pasa::detail {
@@ -77,8 +80,10 @@ struct Run {
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
   std::vector<double> keys_t;      // per (B, Nkv): each s2-key block j0 as D × n at j0·D (or in keys_t_f32)
   Format keys_t_format;            // the format keys_t's values belong to (k, or k_shift)
-  std::vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
-                                                // kernels (else empty)
+  uninit_vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
+                                                  // kernels (else empty; keys_t_f32 and v_f32 also empty with
+                                                  // float_tiles)
+  uninit_vector<float> keys_f32;   // with float_tiles: the keys as floats, row-major per (B, Nkv) (Skv × D)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
@@ -90,6 +95,12 @@ struct Run {
   const KvTiles* tiles = nullptr;
   // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
   bool quantised = false;
+  // fa2 and pasa run their tiles on the fused float path (fused_tile.hpp: fused_tiles, decided once per run
+  // from the descriptors by set_keys_t_format, so again when pasa_prepare sets the shifted keys' format).
+  bool float_tiles = false;
+  // With float_tiles: V of each (batch, kv head) packed once as the P·V GEMM reads it (sgemm_pack_panels
+  // over all Skv rows: panel p of (b, hk) at ((b·Nkv + hk)·⌈D/32⌉ + p)·32·Skv, key j's row at 32·j in it).
+  uninit_vector<float> v_panels;
   // The scale of the Q rows from r0 of head (b, h), of the K or V rows from j0 (a multiple of s2) of kv head
   // (b, hk); 1 without scales.
   double q_scale(std::size_t b, std::size_t h, std::size_t r0) const {
@@ -150,8 +161,9 @@ struct Run {
     round_each_in(acc_native_[static_cast<std::size_t>(s)], sp.acc(), sp.round, x, n, rng, exact,
                   [&] { round_acc(s, x, n, rng); });
   }
-  // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32. Call set_keys_t_format first
-  // when the keys are not in the k format.
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32 (with float_tiles: K into
+  // keys_f32). Call set_keys_t_format first when the keys are not in the k format; it also decides
+  // float_tiles and allocates the key and value buffers of the GEMMs.
   void set_keys_t(std::size_t b, std::size_t hk, const double* keys);
   void set_keys_t_format(const Format& f);
 
@@ -202,6 +214,10 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
 enum class ReduceOp { sum, mean };
 void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::size_t rows, std::size_t n,
                     std::size_t st, double* out, RandomBits* rng, const float* Tf = nullptr);
+// The end of every reduction: out holds the rows' accumulated sums of n terms (in the accumulator); the mean's
+// division, then the one rounding to the stage format.
+void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::size_t n, double* out,
+                   RandomBits* rng);
 // The same over the n entries of each row of X (rows × n, row stride ld).
 void reduce_rows(const Run& run, Stage s, ReduceOp op, const double* X, std::size_t rows, std::size_t n, std::size_t ld,
                  double* out, RandomBits* rng);
@@ -218,7 +234,39 @@ double row_max(const double* x, std::size_t n);
 // treated as 0 (a row with nothing visible yet: every entry is −inf and P = 0).
 void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::size_t ld, const double* shift,
               double* P, RandomBits* rng);
-// e^x in place, vectorisable (see blocked_attention.cpp for its accuracy).
+// x = k·ln2 + r with |r| <= ln2/2 (Cody–Waite, ln2 split so k·ln2_hi is exact), e^r by its Taylor
+// polynomial of degree 13 (truncation < 2^-58), scaled by 2^k in two steps so that subnormal results are
+// rounded once. Relative error about 2 ulp of double, so rounding the result to a stage format of p <= 24
+// bits gives the correctly rounded exp except within 2^-50 (relative) of a rounding boundary. Branch-free,
+// so the loop vectorises; glibc's scalar exp would be a third of an emulated FlashAttention's time.
+inline double exp_one(double v) {
+  constexpr double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+  const double c = v < -746.0 ? -746.0 : (v > 710.0 ? 710.0 : v);
+  const double kf = std::nearbyint(c * log2e);
+  const double r = std::fma(-kf, ln2_lo, std::fma(-kf, ln2_hi, c));
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = std::fma(p, r, 1.0 / 479001600.0);
+  p = std::fma(p, r, 1.0 / 39916800.0);
+  p = std::fma(p, r, 1.0 / 3628800.0);
+  p = std::fma(p, r, 1.0 / 362880.0);
+  p = std::fma(p, r, 1.0 / 40320.0);
+  p = std::fma(p, r, 1.0 / 5040.0);
+  p = std::fma(p, r, 1.0 / 720.0);
+  p = std::fma(p, r, 1.0 / 120.0);
+  p = std::fma(p, r, 1.0 / 24.0);
+  p = std::fma(p, r, 1.0 / 6.0);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
+  const auto k = static_cast<std::int64_t>(kf);
+  const std::int64_t k1 = k / 2, k2 = k - k1;
+  const double s1 = std::bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
+  const double s2 = std::bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
+  const double e = (p * s1) * s2;
+  return v != v ? v : e;  // NaN stays NaN; −inf clamps to −746 and gives 0, +inf gives inf
+}
+
+// e^x in place (exp_one on each element).
 void exp_span(double* x, std::size_t n);
 // e^x rounded once to a stage of more than 24 bits (correctly rounded, every mode; see the .cpp).
 double exp_rounded_wide(double x, const StageSpec& sp, RandomBits* rng);

@@ -1,5 +1,6 @@
 #include "pasa/attention/detail/flash.hpp"
 
+#include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/detail/split_kv.hpp"
 
 #include <algorithm>
@@ -12,16 +13,23 @@ namespace {
 
 // The running-max step shared by the online softmax's first pass and FA2 ([FA2, Alg. 1]): m_new = max(m,
 // rowmax(S_tile)) rounded in `max`, alpha = e^{m_old − m_new}, m = m_new; marks rows that saw a key.
-void advance_running_max(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::vector<double>& m,
+// mloc: the rows' maxima of the tile (row_max).
+void advance_running_max(const Run& run, const double* mloc, std::size_t rows, std::vector<double>& m,
                          std::vector<double>& mnew, std::vector<std::uint8_t>& seen, double* alpha, RandomBits* rng) {
   for (std::size_t r = 0; r < rows; ++r) {
-    const double mloc = row_max(&Z[r * n], n);
-    if (mloc != kNegInf) seen[r] = 1;
-    mnew[r] = std::max(m[r], mloc);
+    if (mloc[r] != kNegInf) seen[r] = 1;
+    mnew[r] = std::max(m[r], mloc[r]);
   }
   run.round_to(Stage::max, mnew.data(), rows, rng);
   rescale_factors(run, m.data(), mnew.data(), rows, alpha, rng);
   m = mnew;
+}
+void advance_running_max(const Run& run, const double* Z, std::size_t rows, std::size_t n, std::vector<double>& m,
+                         std::vector<double>& mnew, std::vector<std::uint8_t>& seen, double* alpha, RandomBits* rng) {
+  thread_local std::vector<double> mloc;
+  mloc.resize(rows);
+  for (std::size_t r = 0; r < rows; ++r) mloc[r] = row_max(&Z[r * n], n);
+  advance_running_max(run, mloc.data(), rows, m, mnew, seen, alpha, rng);
 }
 
 // e^x rounded to the exp stage for one value (glibc's exp in double, or expf when the exp stage says via fp32).
@@ -96,7 +104,9 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
 namespace {
 
 // [FA2, Alg. 1] over the key blocks of [jb, je) (jb a multiple of s2), continuing the state st.
-void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, Partial& st, RandomBits* rng) {
+// fused: the tiles take the fused float path (Run::float_tiles).
+void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, Partial& st, bool fused,
+                RandomBits* rng) {
   const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
   // Work buffers kept per thread (every tile writes them before it reads them): allocating and zeroing
   // them for every item cost about a tenth of the run.
@@ -107,6 +117,23 @@ void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, 
   PV.resize(rows * D);
   alpha.resize(rows);
   mnew.resize(rows);
+  if (fused) {  // the same steps on the fused float path (fused_tile.hpp)
+    FusedTile& ft = fused_buffers();
+    fused_begin_item(run, it, ft);
+    for (std::size_t j0 = jb; j0 < je; j0 += s2) {
+      const std::size_t n = std::min(s2, je - j0);
+      if (run.masked && !tile_visibility(run, it, j0, j0 + n, ft.vis)) continue;
+      fused_scores(run, it, j0, n, true, ft);
+      if (run.masked) fused_mask(ft, n);
+      fused_row_max(ft, n, rs.data());
+      advance_running_max(run, rs.data(), rows, st.m, mnew, st.seen, alpha.data(), rng);
+      fused_exp_sum(run, ft, n, st.m.data(), rs.data(), rng);
+      fused_pv(run, it, j0, n, ft);
+      rescale_add(run, Stage::sum, st.l.data(), alpha.data(), rs.data(), rows, 1, rng);
+      fused_rescale_add(run, st.O.data(), alpha.data(), ft, rng);
+    }
+    return;
+  }
   for (std::size_t j0 = jb; j0 < je; j0 += s2) {
     const std::size_t n = std::min(s2, je - j0);
     if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
@@ -124,13 +151,13 @@ void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, 
 
 void fa2_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
   if (run.spec.splits <= 1) {
-    fa2_blocks(run, it, 0, run.Skv, st, rng);
+    fa2_blocks(run, it, 0, run.Skv, st, run.float_tiles, rng);
     return;
   }
   std::vector<Partial> parts;  // split-KV: every part from a fresh state, then the merge
   for (const auto& [jb, je] : split_ranges(run, it)) {
     parts.emplace_back(it.rows(), run.D, kNegInf);
-    fa2_blocks(run, it, jb, je, parts.back(), rng);
+    fa2_blocks(run, it, jb, je, parts.back(), run.float_tiles, rng);
   }
   merge_partials(run, parts, false, 0.0, st, rng);
 }

@@ -2,6 +2,7 @@
 
 #include "pasa/attention/quantise.hpp"
 
+#include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/detail/split_kv.hpp"
 
 #include <algorithm>
@@ -106,6 +107,7 @@ void pasa_prepare(Run& run, int threads) {
   }
   parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
     const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
+    if (run.float_tiles && fused_shift_keys(run, pre, b, h, M_full, M_tail)) return;
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
     std::vector<double> shifted(S * D);
     for (std::size_t j0 = 0; j0 < S; j0 += s2) {
@@ -139,19 +141,33 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
     std::vector<double>&m = st.m, &l = st.l, &O = st.O, &F = st.F;
     std::vector<std::uint8_t>& seen = st.seen;
     std::size_t& jj = st.blocks;  // processed blocks
+    // The fused float path (fused_tile.hpp) does the tile-wide steps on the transposed tile ft.t; the
+    // per-row steps are the same code either way.
+    const bool fused = run.float_tiles;
+    FusedTile& ft = fused_buffers();
+    if (fused) fused_begin_item(run, it, ft);
     for (std::size_t j0 = jb; j0 < je; j0 += s2) {
       const std::size_t n = std::min(s2, je - j0);
-      if (!tile_visibility(run, it, j0, j0 + n, vis)) continue;
+      if (fused ? run.masked && !tile_visibility(run, it, j0, j0 + n, ft.vis)
+                : !tile_visibility(run, it, j0, j0 + n, vis))
+        continue;
       ++jj;
-      Z.resize(rows * n);
-      tile_scores(run, it, j0, n, Z.data(), rng);                  // S' = Q_i·K'_jᵀ (Eq. 12)
-      if (!opt.alpha_in_M) tile_scale(run, Z.data(), Z.size(), rng);
-      // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
-      reduce_rows(run, Stage::mean, ReduceOp::mean, Z.data(), rows, n, n, mean.data(), rng);
-      // The bias and the select come after the mean: the recovery Inva·S̄' = β·S̄ (Thm. 2.1) holds for the
-      // scores the keys were shifted by, and pse/select are per-key changes of the shifted scores.
-      if (run.biased) tile_bias_select(run, it, j0, n, Z.data(), rng);
-      if (run.masked) tile_mask(Z.data(), vis, Z.size());
+      if (fused) {
+        fused_scores(run, it, j0, n, !opt.alpha_in_M, ft);
+        const Format& scores = run.stage(opt.alpha_in_M ? Stage::s : Stage::scale).format;
+        fused_reduce(run, Stage::mean, ReduceOp::mean, scores, ft, n, mean.data(), rng);
+        if (run.masked) fused_mask(ft, n);
+      } else {
+        Z.resize(rows * n);
+        tile_scores(run, it, j0, n, Z.data(), rng);  // S' = Q_i·K'_jᵀ (Eq. 12)
+        if (!opt.alpha_in_M) tile_scale(run, Z.data(), Z.size(), rng);
+        // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
+        reduce_rows(run, Stage::mean, ReduceOp::mean, Z.data(), rows, n, n, mean.data(), rng);
+        // The bias and the select come after the mean: the recovery Inva·S̄' = β·S̄ (Thm. 2.1) holds for the
+        // scores the keys were shifted by, and pse/select are per-key changes of the shifted scores.
+        if (run.biased) tile_bias_select(run, it, j0, n, Z.data(), rng);
+        if (run.masked) tile_mask(Z.data(), vis, Z.size());
+      }
       // Every step below works on the block's rows at once: one rounding of each exact result
       // (two_sum, two_prod, exact_quotient), row by row.
       auto once = [&](Stage st, std::vector<double>& x, auto exact) { run.round_each(st, x.data(), rows, rng, exact); };
@@ -178,10 +194,10 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
       }
       F = Fnew;
       // Step 12: m'_j; step 16: m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j).
-      for (std::size_t r = 0; r < rows; ++r) {
-        mloc[r] = row_max(&Z[r * n], n);
+      if (fused) fused_row_max(ft, n, mloc.data());
+      else for (std::size_t r = 0; r < rows; ++r) mloc[r] = row_max(&Z[r * n], n);
+      for (std::size_t r = 0; r < rows; ++r)
         if (mloc[r] != kNegInf) seen[r] = 1;
-      }
       once(Stage::max, cand_old, [&](std::size_t r) { return two_sum(m[r], dmp_old[r]); });
       once(Stage::max, cand_new, [&](std::size_t r) { return two_sum(mloc[r], dmp_new[r]); });
       for (std::size_t r = 0; r < rows; ++r) mnew[r] = std::max(cand_old[r], cand_new[r]);
@@ -205,10 +221,21 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
           a_old[r] = a_new[r] = 0.0;
         }
       m = mnew;
-      tile_exp(run, Z.data(), rows, n, n, shift.data(), P.data(), rng);
-      reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
-      run.round_to(Stage::p, P.data(), rows * n, rng);
-      tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
+      if (fused) {
+        fused_exp_sum(run, ft, n, shift.data(), rs.data(), rng);  // P' and l'_j (step 12)
+        fused_pv(run, it, j0, n, ft);                                         // step 19
+        if (!printed) {
+          rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
+          fused_rescale_add(run, O.data(), a_old.data(), ft, rng);
+          continue;
+        }
+        std::copy(ft.pv.begin(), ft.pv.begin() + static_cast<std::ptrdiff_t>(rows * D), PV.begin());
+      } else {
+        tile_exp(run, Z.data(), rows, n, n, shift.data(), P.data(), rng);
+        reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
+        run.round_to(Stage::p, P.data(), rows * n, rng);
+        tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
+      }
       if (printed) {
         // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + e^{Δm_j}·l'_j; step 20: O_j = e^{Δm_j}·(P'V) + e^{Δm_{j−1}}·O_{j−1}.
         once(Stage::sum, rs, [&](std::size_t r) { return two_prod(a_new[r], rs[r]); });

@@ -1,0 +1,521 @@
+#include "pasa/attention/detail/fused_tile.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// GCC 12 warns inside its own AVX-512 headers (the unused pass-through operand of the unmasked forms).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace pasa::detail {
+namespace {
+
+// How a stage's rounding runs on the fused path (see fused_tile.hpp).
+enum class Kind { none, fp32, narrow };
+
+Kind kind_of(const StageSpec& sp) {
+  const Format& f = sp.format;
+  const RoundOptions& o = sp.round;
+  const bool plain =
+      o.mode == RoundMode::nearest_even && o.overflow == Overflow::ieee && !o.flush_input && !o.flush_output;
+  if (f == format_by_name("fp32")) return plain ? Kind::fp32 : Kind::none;
+  // p <= 22: every rounding point (p + 1 bits) is an even float; emax <= 127 and a smallest quantum of at
+  // least 2^-147: the float grid is at least 4 times finer than the format's everywhere, subnormals included.
+  const bool fits = f.p <= 22 && f.emax <= 127 && f.emin() - f.p + 1 >= -147;
+  return fits && o.mode != RoundMode::stochastic ? Kind::narrow : Kind::none;
+}
+
+// fp16 with plain RNE: the F16C conversion rounds a float to it (round_span uses it too).
+bool is_fp16(const StageSpec& sp) { return sp.format == format_by_name("fp16") && kind_of(sp) == Kind::narrow &&
+                                           sp.round.mode == RoundMode::nearest_even && sp.round.overflow == Overflow::ieee &&
+                                           !sp.round.flush_input && !sp.round.flush_output; }
+
+// The exp argument z − shift in float, 16 lanes: for an fp32 exp stage when the shifts (max-stage values) are
+// floats (the RNE float difference is the exact one rounded once, overflow included); for an fp16 exp stage
+// (RNE) when the scores and the shifts are fp16 values too: the float difference rounded again to fp16 is
+// the exact one rounded once (24 >= 2·11 + 2 [Figueroa 1995]; a difference below 2^-14 is exact in float).
+bool float_arguments(const Run& run) {
+  const StageSpec& exp = run.stage(Stage::exp);
+  if (kind_of(exp) == Kind::fp32) return kind_of(run.stage(Stage::max)) != Kind::none;
+  const Format& f = exp.format;
+  return is_fp16(exp) && run.stage(Stage::s).format == f && run.stage(Stage::scale).format == f &&
+         run.stage(Stage::max).format == f;
+}
+
+// x rounded to odd at float's 24 bits (subnormal floats included): the RNE float when it is x, else of the
+// two floats around x the one with an odd last bit. An RNE float beyond x in magnitude (infinity included:
+// then FLT_MAX) steps one toward zero, one short of x steps away from it. NaN stays NaN.
+inline float ro_float(double x) {
+  const float f = static_cast<float>(x);
+  const double b = f;
+  std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const bool step = b != x && x == x && (u & 1u) == 0;
+  const std::uint32_t delta = std::fabs(b) < std::fabs(x) ? 1u : 0xFFFFFFFFu;
+  u += step ? delta : 0u;
+  return std::bit_cast<float>(u);
+}
+
+#if defined(__AVX512F__)
+// −x by its sign bit, as unary minus.
+inline __m512d negated(__m512d x) {
+  return _mm512_castsi512_pd(
+      _mm512_xor_si512(_mm512_castpd_si512(x), _mm512_set1_epi64(static_cast<long long>(0x8000000000000000ull))));
+}
+
+// 8 lanes of the scalar helpers, operation for operation (so the same bits): two_sum + sticky_fold,
+// exp_one, ro_float.
+inline __m512d folded_sum(__m512d a, __m512d b) {
+  const __m512d s = _mm512_add_pd(a, b);
+  const __m512d bb = _mm512_sub_pd(s, a);
+  const __m512d lo = _mm512_add_pd(_mm512_sub_pd(a, _mm512_sub_pd(s, bb)), _mm512_sub_pd(b, bb));
+  const __m512i u = _mm512_castpd_si512(s), l = _mm512_castpd_si512(lo);
+  const __m512i um = _mm512_and_si512(u, _mm512_set1_epi64(0x7FFFFFFFFFFFFFFFll));
+  __mmask8 fold = _mm512_cmp_pd_mask(lo, _mm512_setzero_pd(), _CMP_NEQ_UQ);  // lo != 0.0 (true for NaN)
+  fold &= _mm512_testn_epi64_mask(u, _mm512_set1_epi64(1));
+  fold &= _mm512_cmplt_epi64_mask(um, _mm512_set1_epi64(0x7FE0000000000000ll));
+  fold &= _mm512_test_epi64_mask(um, um);
+  const __mmask8 toward_zero = _mm512_cmplt_epi64_mask(_mm512_xor_si512(u, l), _mm512_setzero_si512());
+  const __m512i step = _mm512_mask_blend_epi64(toward_zero, _mm512_set1_epi64(1), _mm512_set1_epi64(-1));
+  return _mm512_castsi512_pd(_mm512_mask_add_epi64(u, fold, u, step));
+}
+// sticky_fold(two_sum(z, −sh)), −sh the sign flipped as the scalar code's unary minus does.
+inline __m512d folded_difference(__m512d z, __m512d sh) { return folded_sum(z, negated(sh)); }
+
+// exp_one on 8 lanes, operation for operation, but for the last step: the scaling by 2^k in one vscalefpd
+// (one rounding of p·2^k) instead of (p·2^k1)·2^k2, which is that same one rounding: p·2^k1 (|k1| <= 539) is
+// exact, so only the second product rounds, and it rounds the exact p·2^k (subnormal results included).
+inline __m512d exp_one8(__m512d v) {
+  const __m512d c = _mm512_min_pd(_mm512_max_pd(v, _mm512_set1_pd(-746.0)), _mm512_set1_pd(710.0));
+  const __m512d kf =
+      _mm512_roundscale_pd(_mm512_mul_pd(c, _mm512_set1_pd(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512d nk = negated(kf);
+  const __m512d r = _mm512_fmadd_pd(nk, _mm512_set1_pd(1.90821492927058770002e-10),
+                                    _mm512_fmadd_pd(nk, _mm512_set1_pd(6.93147180369123816490e-01), c));
+  __m512d p = _mm512_set1_pd(1.0 / 6227020800.0);
+  for (const double k : {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+                         1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0})
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(k));
+  const __m512d e = _mm512_scalef_pd(p, kf);
+  return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q), e, v);
+}
+
+// exp_one8 on the 16 lanes of a float vector, each result through `round8` (double → 8 floats).
+template <class Round8>
+inline __m512 exp16(__m512 a, Round8 round8) {
+  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+  const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(round8(exp_one8(lo))), round8(exp_one8(hi)), 1);
+}
+
+constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+inline __m512 fp16_16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, kRne)); }
+
+
+inline __m256 ro_float8(__m512d x) {  // RZ, then the last bit set where inexact: the odd neighbour
+  const __m256 f = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), x, _CMP_NEQ_OQ);  // (false for NaN)
+  const __m256i u = _mm256_castps_si256(f);
+  return _mm256_castsi256_ps(_mm256_mask_or_epi32(u, inexact, u, _mm256_set1_epi32(1)));
+}
+
+// ro_float(sticky_fold(two_sum(a, b))) = the exact a + b rounded to odd at 24 bits (round-to-odd at 53 bits
+// then at 24 is round-to-odd at 24), from hi + lo directly: with hi not a float, no float lies between hi
+// and hi + lo (|lo| <= ulp(hi)/2 at 53 bits), so RZ(hi) is RZ(a + b) and the sum is inexact; with hi a float
+// and lo != 0, RZ(a + b) is hi, or the float below it in magnitude where lo points toward zero.
+inline __m256 ro_float_sum8(__m512d a, __m512d b) {
+  const __m512d hi = _mm512_add_pd(a, b);
+  const __m512d bb = _mm512_sub_pd(hi, a);
+  const __m512d lo = _mm512_add_pd(_mm512_sub_pd(a, _mm512_sub_pd(hi, bb)), _mm512_sub_pd(b, bb));
+  const __m256 f = _mm512_cvt_roundpd_ps(hi, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask8 exact_hi = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), hi, _CMP_EQ_OQ);
+  const __mmask8 lo_nonzero = _mm512_cmp_pd_mask(lo, _mm512_setzero_pd(), _CMP_NEQ_OQ);  // (false for NaN)
+  const __mmask8 lo_inward = _mm512_movepi64_mask(_mm512_castpd_si512(_mm512_xor_pd(hi, lo)));  // signs differ
+  __m256i u = _mm256_castps_si256(f);
+  u = _mm256_mask_sub_epi32(u, exact_hi & lo_nonzero & lo_inward, u, _mm256_set1_epi32(1));
+  const __mmask8 inexact = static_cast<__mmask8>(~exact_hi | lo_nonzero) & _mm512_cmp_pd_mask(hi, hi, _CMP_ORD_Q);
+  return _mm256_castsi256_ps(_mm256_mask_or_epi32(u, inexact, u, _mm256_set1_epi32(1)));
+}
+
+// 8 floats rounded to fp16 (RNE, IEEE overflow, subnormals) and back: the F16C conversion.
+inline __m256 fp16_8(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+#endif
+
+// The second half of a narrow rounding: n floats (already rounded to odd at 24 bits) to the stage.
+void round_floats(const StageSpec& sp, float* x, std::size_t n) {
+  round_span(std::span<const float>(x, n), std::span<float>(x, n), sp.format, sp.round);
+}
+
+}  // namespace
+
+bool fused_tiles(const Run& run) {
+#if defined(__AVX512F__)
+  const StageSpec& exp = run.stage(Stage::exp);
+  return (run.spec.name == "fa2" || run.spec.name == "pasa") && !run.tiles && !run.quantised && !run.biased &&
+         run.spec.quant.p_offset == 0 && gemm_output_in_floats(run.qk) && gemm_output_in_floats(run.pv) &&
+         exp.via == ExpVia::exact && exp.format.p <= 24 &&
+         kind_of(exp) != Kind::none && kind_of(run.stage(Stage::scale)) != Kind::none &&
+         run.stage(Stage::p).round.mode != RoundMode::stochastic;
+#else
+  (void)run;
+  return false;  // the GEMM kernels of the fused path are the AVX-512 ones
+#endif
+}
+
+FusedTile& fused_buffers() {
+  thread_local FusedTile ft;
+  return ft;
+}
+
+void fused_begin_item(const Run& run, const Item& it, FusedTile& ft) {
+  const std::size_t rows = it.rows(), D = run.D, panels = (rows + 31) / 32;
+  ft.rows = rows;
+  ft.w = (rows + 15) / 16 * 16;
+  // A row stride of 128·2^i floats puts the n rows of a column strip into few L1 sets (the P·V GEMM reads
+  // Pᵀ column strips): one vector more breaks that.
+  const std::size_t ld = ft.w % 128 == 0 ? ft.w + 16 : ft.w;
+  if (ld != ft.ld) ft.t.clear();  // (the columns past w: finite values, from 0, never read back)
+  ft.ld = ld;
+  ft.qpanels.resize(panels * 32 * D);
+  ft.shift.assign(ft.ld, 0.0);
+  ft.shiftf.assign(ft.ld, 0.0f);
+  float* dst = ft.qpanels.data();
+  for (std::size_t p = 0; p < panels; ++p, dst += 32 * D)
+    for (std::size_t j = 0; j < 32; ++j) {
+      const std::size_t k = 32 * p + j;
+      if (k >= rows) {
+        for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = 0.0f;
+        continue;
+      }
+      const float* q = run.q_f32.data() + ((it.b * run.Nq + it.head_of(k)) * run.Sq + it.row_of(k)) * D;
+      for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
+    }
+}
+
+void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool scale, FusedTile& ft) {
+  const std::size_t ld = ft.ld, D = run.D, count = n * ld;
+  ft.t.resize(count);  // (new elements 0)
+  float* t = ft.t.data();
+  // Sᵀ = K_j·Qᵀ: entry (c, r) gets the products q_r,d·k_c,d in order d = 0..D−1 from +0 as S = Q·K_jᵀ does
+  // (a product is the same either way round); K_j row-major from keys_f32.
+  const float* keys = run.keys_f32.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;
+  sgemm_fma_packed(false, n, ft.w, D, keys, D, ft.qpanels.data(), 32 * D, t, ld, gemm_output_fp16(run.qk));  // (zero columns past rows)
+  gemm_round_output(run.qk, t, count);
+  if (!scale) return;
+  const StageSpec& sp = run.stage(Stage::scale);
+  if (kind_of(sp) == Kind::fp32) {  // tile_scale: one rounding of S·scale, a float product
+    const float f = static_cast<float>(run.scale);
+    for (std::size_t i = 0; i < count; ++i) t[i] = t[i] * f;
+  } else {  // the product of two floats is exact in double
+    const double f = run.scale;
+    for (std::size_t i = 0; i < count; ++i) t[i] = ro_float(static_cast<double>(t[i]) * f);
+    round_floats(sp, t, count);
+  }
+}
+
+void fused_mask(FusedTile& ft, std::size_t n) {
+  const std::size_t rows = ft.rows;
+  float* t = ft.t.data();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::uint8_t* v = ft.vis.data() + r * n;
+    for (std::size_t c = 0; c < n; ++c)
+      if (!v[c]) t[c * ft.ld + r] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+void fused_row_max(const FusedTile& ft, std::size_t n, double* mloc) {
+  const std::size_t rows = ft.rows;
+  const float* t = ft.t.data();
+  thread_local std::vector<float> best;
+  best.assign(rows, -std::numeric_limits<float>::infinity());
+  float* m = best.data();
+  for (std::size_t c = 0; c < n; ++c)  // row_max's comparison, column by column: NaN never wins
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float x = t[c * ft.ld + r];
+      m[r] = x > m[r] ? x : m[r];
+    }
+  for (std::size_t r = 0; r < rows; ++r) mloc[r] = m[r];
+}
+
+namespace {
+#if defined(__AVX512F__)
+// The reduction of stage s accumulates in fp16 (RNE, no flushing) on terms of format `terms` = fp16: then each
+// addition is a float addition rounded by F16C, the exact sum rounded once (24 >= 2·11 + 2 [Figueroa 1995];
+// a sum below 2^-14 is a multiple of 2^-24 of at most 11 bits, exact in float).
+bool acc_fp16(const Run& run, Stage s, const Format& terms) {
+  const StageSpec& sp = run.stage(s);
+  const RoundOptions& o = sp.round;
+  static const Format fp16 = format_by_name("fp16");
+  return sp.acc() == fp16 && terms == fp16 && o.mode == RoundMode::nearest_even && o.overflow == Overflow::ieee &&
+         !o.flush_input && !o.flush_output;
+}
+
+// The k lanes of the blocked order (rows of ld floats, the first w columns used) after their terms: lanes
+// that got none hold +0, then the shuffle-down tree, each addition rounded to fp16 when fp16.
+void lane_tree(float* lanes, std::size_t k, std::size_t n, std::size_t w, std::size_t ld, bool fp16) {
+  for (std::size_t l = n; l < k; ++l) std::fill(lanes + l * ld, lanes + (l + 1) * ld, 0.0f);  // +0: no term
+  for (std::size_t off = k / 2; off >= 1; off /= 2)  // the shuffle-down tree
+    for (std::size_t l = 0; l < off; ++l)
+      for (std::size_t r = 0; r < w; r += 16) {
+        const __m512 x = _mm512_add_ps(_mm512_loadu_ps(lanes + l * ld + r), _mm512_loadu_ps(lanes + (l + off) * ld + r));
+        _mm512_storeu_ps(lanes + l * ld + r, fp16 ? fp16_16(x) : x);
+      }
+}
+#endif
+}  // namespace
+
+namespace {
+#if defined(__AVX512F__)
+// An fp16 exp stage (RNE): its argument is an fp16 value, so its result is one of 2^16 values, computed once
+// per process by the loop's own code (fp16_16(exp16(x, ro_float8)) on every fp16 x, NaNs included) and read
+// by the argument's bits: the same bits by construction, a gather instead of two exp_one8 per 16 lanes.
+const float* exp_fp16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (std::uint32_t i = 0; i < 65536; i += 16) {
+      const __m512i bits = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(i)),
+                                            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      const __m512 x = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(bits));
+      _mm512_storeu_ps(t.data() + i, fp16_16(exp16(x, ro_float8)));
+    }
+    return t;
+  }();
+  return table.data();
+}
+#endif
+}  // namespace
+
+bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
+  const std::size_t rows = ft.rows, w = ft.w, ld = ft.ld, count = n * ld;
+  float* t = ft.t.data();
+  double* sh = ft.shift.data();
+  for (std::size_t r = 0; r < rows; ++r) sh[r] = shift[r] == kNegInf ? 0.0 : shift[r];
+  const StageSpec& sp = run.stage(Stage::exp);
+  const Kind kind = kind_of(sp);
+  ft.p_done = false;
+  // The argument rounded once (two_sum + sticky_fold, then a float conversion for fp32 as round_each's fused
+  // form does, else ro_float and the narrow rounding), exp_one in double, its rounding (round_to of the exp
+  // stage). fp16 in RNE: the narrow rounding of the float by the F16C conversion (IEEE's, as round_span's).
+#if defined(__AVX512F__)
+  const bool fp16 = is_fp16(sp);
+  if (float_arguments(run)) {
+    float* shf = ft.shiftf.data();
+    for (std::size_t r = 0; r < w; ++r) shf[r] = static_cast<float>(sh[r]);
+    // The row sums in the same loop where reduce_columns would take float terms (an fp32 accumulator, the
+    // sequential or blocked order: lane c mod k of each row gets term c, the first by a copy), and P rounded
+    // in it where p is fp32 (nothing to do) or fp16 (F16C); the sums go through reduce_finish.
+    const Reduction& red = run.stage(Stage::sum).reduce;
+    const bool sum16 = acc_fp16(run, Stage::sum, sp.format);
+    const bool sum = rowsum && (run.acc_fp32(Stage::sum) || sum16) && red.order != ReduceOrder::pairwise;
+    const StageSpec& p = run.stage(Stage::p);
+    const bool p16 = is_fp16(p);
+    const std::size_t k = red.order == ReduceOrder::sequential ? 1 : static_cast<std::size_t>(red.width);
+    if (sum) ft.lanes.resize(k * ld);
+    float* lanes = ft.lanes.data();
+    const float* table = fp16 ? exp_fp16_table() : nullptr;
+    for (std::size_t c = 0; c < n; ++c) {
+      float* x = t + c * ld;
+      float* lane = lanes + (c % k) * ld;
+      for (std::size_t r = 0; r < w; r += 16) {
+        const __m512 z = _mm512_loadu_ps(x + r), s = _mm512_loadu_ps(shf + r);
+        const __m512 e = kind == Kind::fp32
+                             ? exp16(_mm512_sub_ps(z, s), [](__m512d v) { return _mm512_cvtpd_ps(v); })
+                             : _mm512_i32gather_ps(_mm512_cvtepu16_epi32(_mm512_cvtps_ph(_mm512_sub_ps(z, s), kRne)),
+                                                   table, 4);
+        if (sum) {
+          const __m512 add = c < k ? e : _mm512_add_ps(_mm512_loadu_ps(lane + r), e);
+          _mm512_storeu_ps(lane + r, sum16 && c >= k ? fp16_16(add) : add);
+        }
+        _mm512_storeu_ps(x + r, sum && p16 ? fp16_16(e) : e);
+      }
+    }
+    if (!sum) return false;
+    lane_tree(lanes, k, n, w, ld, sum16);
+    for (std::size_t r = 0; r < rows; ++r) rowsum[r] = lanes[r];
+    reduce_finish(run, Stage::sum, ReduceOp::sum, rows, n, rowsum, rng);
+    ft.p_done = kind_of(p) == Kind::fp32 || p16;
+    return true;
+  }
+  if (kind == Kind::fp32 || fp16) {
+    for (std::size_t c = 0; c < n; ++c) {
+      float* x = t + c * ld;
+      for (std::size_t r = 0; r < w; r += 8) {
+        const __m512d z = _mm512_cvtps_pd(_mm256_loadu_ps(x + r)), s = _mm512_loadu_pd(sh + r);
+        if (kind == Kind::fp32) {
+          const __m512d a = folded_difference(z, s);
+          _mm256_storeu_ps(x + r, _mm512_cvtpd_ps(exp_one8(_mm512_cvtps_pd(_mm512_cvtpd_ps(a)))));
+        } else {
+          const __m256 a = ro_float_sum8(z, negated(s));
+          const __m512d e = exp_one8(_mm512_cvtps_pd(fp16_8(a)));
+          _mm256_storeu_ps(x + r, fp16_8(ro_float8(e)));
+        }
+      }
+    }
+    return false;
+  }
+  for (std::size_t c = 0; c < n; ++c) {
+    float* x = t + c * ld;
+    for (std::size_t r = 0; r < w; r += 8)
+      _mm256_storeu_ps(x + r, ro_float_sum8(_mm512_cvtps_pd(_mm256_loadu_ps(x + r)), negated(_mm512_loadu_pd(sh + r))));
+  }
+  round_floats(sp, t, count);
+  for (std::size_t i = 0; i < count; i += 8) _mm256_storeu_ps(t + i, ro_float8(exp_one8(_mm512_cvtps_pd(_mm256_loadu_ps(t + i)))));
+  round_floats(sp, t, count);
+#else
+  (void)run, (void)t, (void)count, (void)kind, (void)rowsum, (void)rng, (void)w, (void)float_arguments;
+#endif
+  return false;
+}
+
+void fused_exp_sum(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
+  if (!fused_exp(run, ft, n, shift, rowsum, rng))
+    fused_reduce(run, Stage::sum, ReduceOp::sum, run.stage(Stage::exp).format, ft, n, rowsum, rng);
+}
+
+void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, FusedTile& ft, std::size_t n, double* out,
+                  RandomBits* rng) {
+  const std::size_t rows = ft.rows, w = ft.w, ld = ft.ld;
+  const Reduction& red = run.stage(s).reduce;
+  if (run.acc_fp32(s) && red.order != ReduceOrder::pairwise) {
+    // reduce_rows' float forms (the same float additions in the same order per row and lane)
+    reduce_columns(run, s, op, nullptr, rows, n, ld, out, rng, ft.t.data());
+    return;
+  }
+#if defined(__AVX512F__)
+  if (acc_fp16(run, s, terms) && red.order != ReduceOrder::pairwise) {
+    const std::size_t k = red.order == ReduceOrder::sequential ? 1 : static_cast<std::size_t>(red.width);
+    ft.lanes.resize(k * ld);
+    float* lanes = ft.lanes.data();
+    const float* t = ft.t.data();
+    for (std::size_t c = 0; c < n; ++c) {
+      float* lane = lanes + (c % k) * ld;
+      for (std::size_t r = 0; r < w; r += 16) {
+        const __m512 e = _mm512_loadu_ps(t + c * ld + r);
+        _mm512_storeu_ps(lane + r, c < k ? e : fp16_16(_mm512_add_ps(_mm512_loadu_ps(lane + r), e)));
+      }
+    }
+    lane_tree(lanes, k, n, w, ld, true);
+    for (std::size_t r = 0; r < rows; ++r) out[r] = lanes[r];
+    reduce_finish(run, s, op, rows, n, out, rng);
+    return;
+  }
+#else
+  (void)terms, (void)w;
+#endif
+  ft.wide.assign(ft.t.begin(), ft.t.begin() + static_cast<std::ptrdiff_t>(n * ld));  // reduce_rows' transposition
+  reduce_columns(run, s, op, ft.wide.data(), rows, n, ld, out, rng);
+}
+
+void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedTile& ft) {
+  const std::size_t rows = ft.rows, D = run.D;
+  const StageSpec& p = run.stage(Stage::p);
+  float* t = ft.t.data();
+  if (!ft.p_done && kind_of(p) != Kind::fp32) round_floats(p, t, n * ft.ld);  // (fp32: nothing to do)
+  const std::size_t P = (D + 31) / 32;
+  const float* panels = run.v_panels.data() + (it.b * run.Nkv + it.hk) * P * 32 * run.Skv + 32 * j0;
+  ft.pv.resize(rows * D);
+  sgemm_fma_packed(true, rows, D, n, t, ft.ld, panels, 32 * run.Skv, ft.pv.data(), D, gemm_output_fp16(run.pv));  // P given as Pᵀ
+  gemm_round_output(run.pv, ft.pv.data(), rows * D);
+}
+
+void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedTile& ft, RandomBits* rng) {
+  const std::size_t rows = ft.rows, D = run.D;
+  const StageSpec& sp = run.stage(Stage::o);
+  const float* pv = ft.pv.data();
+  const Kind k = kind_of(sp);
+  if (k == Kind::fp32) {  // float product, float sum: each the exact result rounded once to fp32
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float a = static_cast<float>(alpha[r]);
+      double* o = O + r * D;
+      const float* y = pv + r * D;
+      for (std::size_t d = 0; d < D; ++d) {
+        const float x = a * static_cast<float>(o[d]);
+        o[d] = x + y[d];
+      }
+    }
+    return;
+  }
+#if defined(__AVX512F__)
+  if (is_fp16(sp) && D % 8 == 0 && run.stage(Stage::exp).format == sp.format && run.stage(Stage::pv).format == sp.format) {
+    // fp16 throughout: alpha·O (two fp16 values) is exact in float, and the float sum of two fp16 values
+    // rounded again to fp16 is the exact sum rounded once (24 >= 2·11 + 2 [Figueroa 1995]; a sum below
+    // 2^-14 is a multiple of 2^-24 of at most 11 bits, exact in float): each step a float operation and F16C.
+    for (std::size_t r = 0; r < rows; ++r) {
+      const __m256 a = _mm256_set1_ps(static_cast<float>(alpha[r]));
+      double* o = O + r * D;
+      const float* y = pv + r * D;
+      for (std::size_t d = 0; d < D; d += 8) {
+        const __m256 x = fp16_8(_mm256_mul_ps(a, _mm512_cvtpd_ps(_mm512_loadu_pd(o + d))));
+        _mm512_storeu_pd(o + d, _mm512_cvtps_pd(fp16_8(_mm256_add_ps(x, _mm256_loadu_ps(y + d)))));
+      }
+    }
+    return;
+  }
+#endif
+  if (k == Kind::narrow && kind_of(run.stage(Stage::exp)) != Kind::none) {
+    // alpha (an exp-stage value or 0) and O are floats: their product is exact in double.
+    ft.tmp.resize(rows * D);
+    float* x = ft.tmp.data();
+    const std::size_t count = rows * D;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double a = alpha[r];
+      std::size_t d = 0;
+#if defined(__AVX512F__)
+      for (; d + 8 <= D; d += 8)
+        _mm256_storeu_ps(x + r * D + d, ro_float8(_mm512_mul_pd(_mm512_set1_pd(a), _mm512_loadu_pd(O + r * D + d))));
+#endif
+      for (; d < D; ++d) x[r * D + d] = ro_float(a * O[r * D + d]);
+    }
+    round_floats(sp, x, count);
+    std::size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 8 <= count; i += 8)
+      _mm256_storeu_ps(x + i, ro_float_sum8(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), _mm512_cvtps_pd(_mm256_loadu_ps(pv + i))));
+#endif
+    for (; i < count; ++i) {
+      const DD s = two_sum(static_cast<double>(x[i]), static_cast<double>(pv[i]));
+      x[i] = ro_float(sticky_fold(s.hi, s.lo));
+    }
+    round_floats(sp, x, count);
+    for (i = 0; i < count; ++i) O[i] = x[i];
+    return;
+  }
+  ft.wide.assign(ft.pv.begin(), ft.pv.begin() + static_cast<std::ptrdiff_t>(rows * D));
+  rescale_add(run, Stage::o, O, alpha, ft.wide.data(), rows, D, rng);
+}
+
+bool fused_shift_keys(Run& run, const GemmSpec& pre, std::size_t b, std::size_t hk, const std::vector<double>& M_full,
+                      const std::vector<double>& M_tail) {
+  if (!gemm_output_in_floats(pre)) return false;
+  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2, P = (D + 31) / 32;
+  thread_local std::vector<float> Mf, panels;
+  const double* K = run.k.head(b, hk);
+  const std::vector<double>* converted = nullptr;
+  for (std::size_t j0 = 0; j0 < S; j0 += s2) {
+    const std::size_t n = std::min(s2, S - j0);
+    const std::vector<double>& M = n == std::min(s2, S) ? M_full : M_tail;
+    if (converted != &M) Mf.assign(M.begin(), M.end());  // (values of the shift format: floats)
+    converted = &M;
+    panels.resize(P * 32 * n);
+    for (std::size_t p = 0; p < P; ++p) {
+      const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
+      for (std::size_t t = 0; t < n; ++t) {
+        float* dst = panels.data() + (p * n + t) * 32;
+        const double* src = K + (j0 + t) * D + 32 * p;
+        for (std::size_t j = 0; j < w; ++j) dst[j] = static_cast<float>(src[j]);
+        for (std::size_t j = w; j < 32; ++j) dst[j] = 0.0f;
+      }
+    }
+    float* dst = run.keys_f32.data() + ((b * run.Nkv + hk) * S + j0) * D;
+    sgemm_fma_packed(false, n, D, n, Mf.data(), n, panels.data(), 32 * n, dst, D, gemm_output_fp16(pre));
+    gemm_round_output(pre, dst, n * D);
+  }
+  return true;
+}
+
+}  // namespace pasa::detail
