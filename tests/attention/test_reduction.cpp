@@ -79,10 +79,13 @@ class Mpfr {
   mpfr_t a_, b_;
 };
 
-// The orders from their definitions (the shared reduction spec), one addition at a time.
+// The orders from their definitions (the shared reduction spec), one addition at a time. A partial sum is
+// held in acc: the sequential sum and each lane of the blocked order start at −0 (the exact identity, signed
+// zeros included) and every term enters by an addition rounded to acc, so a first term wider than acc is
+// rounded as it enters; the pairwise order adds two terms in one rounded addition.
 double ref_sequential(Mpfr& m, const std::vector<double>& x, const Format& acc) {
-  double s = x[0];
-  for (std::size_t i = 1; i < x.size(); ++i) s = m.add(s, x[i], acc);
+  double s = -0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) s = m.add(s, x[i], acc);
   return s;
 }
 
@@ -95,8 +98,8 @@ double ref_pairwise(Mpfr& m, const std::vector<double>& x, const Format& acc, st
 double ref_blocked(Mpfr& m, const std::vector<double>& x, const Format& acc, std::size_t k) {
   std::vector<double> p(k, 0.0);
   for (std::size_t r = 0; r < k && r < x.size(); ++r) {
-    p[r] = x[r];
-    for (std::size_t i = r + k; i < x.size(); i += k) p[r] = m.add(p[r], x[i], acc);
+    p[r] = -0.0;
+    for (std::size_t i = r; i < x.size(); i += k) p[r] = m.add(p[r], x[i], acc);
   }
   for (std::size_t off = k / 2; off >= 1; off /= 2)
     for (std::size_t r = 0; r < off; ++r) p[r] = m.add(p[r], p[r + off], acc);
@@ -256,16 +259,16 @@ struct ModeRef {
     const Format acc = s.reduce.acc.value_or(s.format);
     double v = 0;
     if (s.reduce.order == ReduceOrder::sequential) {
-      v = x[0];
-      for (std::size_t i = 1; i < x.size(); ++i) v = add(v, x[i], acc);
+      v = -0.0;  // a partial sum is held in acc: every term enters by a rounded addition (see ref_sequential)
+      for (std::size_t i = 0; i < x.size(); ++i) v = add(v, x[i], acc);
     } else if (s.reduce.order == ReduceOrder::pairwise) {
       v = pairwise(x, acc, 0, x.size());
     } else {
       const auto k = static_cast<std::size_t>(s.reduce.width);
       std::vector<double> p(k, 0.0);
       for (std::size_t r = 0; r < k && r < x.size(); ++r) {
-        p[r] = x[r];
-        for (std::size_t i = r + k; i < x.size(); i += k) p[r] = add(p[r], x[i], acc);
+        p[r] = -0.0;
+        for (std::size_t i = r; i < x.size(); i += k) p[r] = add(p[r], x[i], acc);
       }
       for (std::size_t off = k / 2; off >= 1; off /= 2)
         for (std::size_t r = 0; r < off; ++r) p[r] = add(p[r], p[r + off], acc);

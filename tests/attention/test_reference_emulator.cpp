@@ -395,6 +395,38 @@ TEST_CASE("reference emulator: the exp stage in fp64, every deterministic mode",
   std::cout << "[reference] exp in fp64: " << t.cases << " cases, " << t.equal << " equal\n";
 }
 
+TEST_CASE("reference emulator: reduction terms wider than the accumulator", "[reference]") {
+  // fa_fp32 keeps exp in fp32; its sum stage in fp16 with an fp16 (or bf16) accumulator gets terms wider than
+  // the accumulator, so the first term of each lane must be rounded as it enters (the register starts at +0):
+  // the stage sweeps above never meet this (their exp stage is fp16 already). Every order and both
+  // accumulators; the mean stage of PASA likewise with fp32 keys summed in fp16.
+  Tally t;
+  int k = 0;
+  const std::pair<ReduceOrder, int> orders[] = {
+      {ReduceOrder::sequential, 32}, {ReduceOrder::blocked, 4}, {ReduceOrder::blocked, 32}, {ReduceOrder::pairwise, 32}};
+  for (const char* alg : kAlgorithms)
+    for (const auto& [order, width] : orders)
+      for (const char* acc : {"fp16", "bf16"}) {
+        Config c{alg, "fa_fp32"};
+        const Shape6& s = k % 2 ? kLong : kSmall;
+        AttentionInputs in = make_inputs(s, k % 4, 70000 + static_cast<std::uint64_t>(k));
+        AlgorithmSpec spec = c.spec(s);
+        for (const char* st : {"sum", "mean"}) {
+          StageSpec& sp = spec.alloc.spec(st);
+          sp.format = format_by_name("fp16");
+          sp.reduce = Reduction{format_by_name(acc), order, width};
+        }
+        const Outcome o = compare(in, spec);
+        INFO(c.name() << " sum/mean fp16, acc " << acc << ", order " << static_cast<int>(order) << "/" << width
+                      << ": " << o.mismatched << " of " << o.total << " differ; first " << o.first);
+        CHECK(o.mismatched == 0);
+        ++t.cases;
+        t.equal += o.mismatched == 0;
+        ++k;
+      }
+  std::cout << "[reference] wide terms, narrow accumulators: " << t.cases << " cases, " << t.equal << " equal\n";
+}
+
 TEST_CASE("reference emulator: fp64 allocation apart from exp", "[reference]") {
   // With the exp stage in fp32 every other fp64 stage must give the reference's bits (the presets case
   // covers the fp64 exp stage itself, correctly rounded).

@@ -201,13 +201,14 @@ namespace {
 double ref_sub(const StageSpec& s, double x, double y) { return ref_add(s, x, -y); }
 
 // The reduction of issue 13's spec over x in accumulator acc (the stage's rounding options), unrounded to
-// the stage. Every lane, and the sequential sum, starts at +0 and rounds each addition (so a first element
-// wider than acc is rounded when it enters, as today's engine does).
+// the stage. Every lane with terms, and the sequential sum, starts at −0 (the exact identity: −0 + x = x,
+// signed zeros included) and rounds each addition, so a first element wider than acc is rounded when it
+// enters; a lane without terms holds +0, as does an empty sum.
 double accumulate(const std::vector<double>& x, std::size_t lo, std::size_t hi, const Reduction& red,
                   const StageSpec& acc) {
   switch (red.order) {
     case Order::sequential: {
-      double s = 0.0;
+      double s = hi > lo ? -0.0 : 0.0;
       for (std::size_t i = lo; i < hi; ++i) s = ref_add(acc, s, x[i]);
       return s;
     }
@@ -219,8 +220,10 @@ double accumulate(const std::vector<double>& x, std::size_t lo, std::size_t hi, 
     case Order::blocked: {
       const auto k = static_cast<std::size_t>(red.width);
       std::vector<double> lane(k, 0.0);
-      for (std::size_t r = 0; r < k; ++r)
+      for (std::size_t r = 0; r < k; ++r) {
+        if (lo + r < hi) lane[r] = -0.0;
         for (std::size_t i = lo + r; i < hi; i += k) lane[r] = ref_add(acc, lane[r], x[i]);
+      }
       for (std::size_t off = k / 2; off >= 1; off /= 2)  // shuffle-down tree
         for (std::size_t r = 0; r < off; ++r) lane[r] = ref_add(acc, lane[r], lane[r + off]);
       return lane[0];

@@ -394,8 +394,8 @@ void reduce_finish(const Run& run, Stage s, ReduceOp op, std::size_t rows, std::
     run.round_acc_each(s, out, rows, rng, [&](std::size_t r) { return exact_quotient(out[r], dn); });
   }
   // One rounding to the stage format. With acc = the stage's format the value is already in it, unless it
-  // is a lone x[0] (a sum of one term: no addition has rounded it).
-  const bool rounded = op == ReduceOp::mean || n > 1 || (red.order == ReduceOrder::blocked && red.width > 1);
+  // is a lone x[0] of the pairwise order (a sum of one term: no addition has rounded it).
+  const bool rounded = op == ReduceOp::mean || n > 1 || red.order != ReduceOrder::pairwise;
   if (!(sp.acc() == sp.format && rounded)) run.round_to(s, out, rows, rng);
 }
 
@@ -411,9 +411,13 @@ void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::
   if (Tf) {  // float terms, fp32 accumulator (reduce_rows checked both), not pairwise
     reduce_columns_float(red.order, static_cast<std::size_t>(red.width), Tf, rows, n, st, out);
   } else switch (red.order) {
-    case ReduceOrder::sequential:  // s = x[0]; s = rnd_acc(s + x[c])
-      std::copy(T, T + rows, out);
-      for (std::size_t c = 1; c < n; ++c) add_acc(run, s, out, T + c * st, rows, rng);
+    case ReduceOrder::sequential:  // s = −0; s = rnd_acc(s + x[c]) for every c
+      // Every term enters the accumulator by a rounded addition: a first term wider than acc (an fp32 exp
+      // summed in fp16) is rounded as it enters, as the hardware's register would hold it (a copy kept it
+      // unrounded; the reference emulator caught the difference). −0 is the exact identity of addition
+      // (−0 + x = x, signed zeros included), so a first term already in acc enters unchanged.
+      std::fill(out, out + rows, -0.0);
+      for (std::size_t c = 0; c < n; ++c) add_acc(run, s, out, T + c * st, rows, rng);
       break;
     case ReduceOrder::pairwise: {
       std::size_t depth = 1;
@@ -426,10 +430,10 @@ void reduce_columns(const Run& run, Stage s, ReduceOp op, const double* T, std::
       const std::size_t k = static_cast<std::size_t>(red.width);
       buffer.assign(rows * k, 0.0);  // a lane with no element holds +0
       double* lanes = buffer.data();
-      for (std::size_t l = 0; l < k && l < n; ++l) {
+      for (std::size_t l = 0; l < k && l < n; ++l) {  // a lane with terms from −0, as the sequential order
         double* p = lanes + l * rows;
-        std::copy(T + l * st, T + l * st + rows, p);
-        for (std::size_t c = l + k; c < n; c += k) add_acc(run, s, p, T + c * st, rows, rng);
+        std::fill(p, p + rows, -0.0);
+        for (std::size_t c = l; c < n; c += k) add_acc(run, s, p, T + c * st, rows, rng);
       }
       for (std::size_t off = k / 2; off >= 1; off /= 2)
         for (std::size_t l = 0; l < off; ++l) add_acc(run, s, lanes + l * rows, lanes + (l + off) * rows, rows, rng);
