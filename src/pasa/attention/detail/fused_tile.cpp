@@ -160,6 +160,15 @@ bool general_gemm_in_floats(const GemmSpec& g) {
   return floats && g.out.round.mode != RoundMode::stochastic && g.acc.round.mode != RoundMode::stochastic;
 }
 
+// dst[j·ldd + i] = src[i·lds + j] (i < m, j < n), converted, in 16 × 16 blocks (both sides stay in cache).
+template <class From, class To>
+void transpose_into(const From* src, std::size_t lds, std::size_t m, std::size_t n, To* dst, std::size_t ldd) {
+  for (std::size_t i0 = 0; i0 < m; i0 += 16)
+    for (std::size_t j0 = 0; j0 < n; j0 += 16)
+      for (std::size_t i = i0; i < std::min(m, i0 + 16); ++i)
+        for (std::size_t j = j0; j < std::min(n, j0 + 16); ++j) dst[j * ldd + i] = static_cast<To>(src[i * lds + j]);
+}
+
 }  // namespace
 
 bool fused_tiles(const Run& run) {
@@ -222,12 +231,9 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
     const std::size_t rows = ft.rows;
     ft.wide.resize(rows * n);
     tile_scores(run, it, j0, n, ft.wide.data(), nullptr);
-    const double* S = ft.wide.data();
-    for (std::size_t c = 0; c < n; ++c) {
-      float* x = t + c * ld;
-      for (std::size_t r = 0; r < rows; ++r) x[r] = static_cast<float>(S[r * n + c]);  // (exact: see fused_tiles)
-      std::fill(x + rows, x + ft.w, 0.0f);  // the padding lanes: zero scores, as the packed kernel gives them
-    }
+    transpose_into(ft.wide.data(), n, rows, n, t, ld);  // (exact: see fused_tiles)
+    for (std::size_t c = 0; c < n; ++c)  // the padding lanes: zero scores, as the packed kernel gives them
+      std::fill(t + c * ld + rows, t + c * ld + ft.w, 0.0f);
   }
   if (!scale) return;
   const StageSpec& sp = run.stage(Stage::scale);
@@ -443,8 +449,7 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
     thread_local std::vector<double> Pd, PV;
     Pd.resize(rows * n);
     PV.resize(rows * D);
-    for (std::size_t c = 0; c < n; ++c)
-      for (std::size_t r = 0; r < rows; ++r) Pd[r * n + c] = t[c * ft.ld + r];
+    transpose_into(t, ft.ld, n, rows, Pd.data(), n);
     tile_pv(run, it, Pd.data(), n, j0, n, PV.data(), nullptr);
     ft.pv.resize(rows * D);
     for (std::size_t i = 0; i < rows * D; ++i) ft.pv[i] = static_cast<float>(PV[i]);  // (exact: see fused_tiles)
