@@ -86,6 +86,7 @@ struct Config {
   GemmModel gemm;
   PasaOptions pasa;
   std::string inputs = "fp16";
+  std::string acc;  // the qk_acc and pv_acc stages' format ("" keeps the preset's)
 
   Config(std::string alg, std::string pre, std::string st = "", std::string f = "",
          RoundMode m = RoundMode::nearest_even)
@@ -96,6 +97,8 @@ struct Config {
     if (!stage.empty()) n += " " + stage + "=" + (format.empty() ? "(preset)" : format) + "/" + round_mode_name(mode);
     if (gemm.kind == GemmKind::chunked) n += " gemm=chunked" + std::to_string(gemm.chunk);
     if (gemm.kind == GemmKind::every_op) n += " gemm=every_op";
+    if (gemm.kind == GemmKind::tensor_core) n += " gemm=tensor_core";
+    if (!acc.empty()) n += " qk_acc=pv_acc=" + acc;
     if (algorithm == "pasa" && !(pasa == PasaOptions{}))
       n += " pasa(beta=" + std::to_string(pasa.beta) + ",alpha_in_M=" + std::to_string(pasa.alpha_in_M) +
            ",m0_zero=" + std::to_string(pasa.m0_zero) + ",form=" + pasa.form +
@@ -109,6 +112,7 @@ struct Config {
     sp.name = algorithm;
     sp.alloc = allocation_preset(preset);
     sp.alloc.gemm = gemm;
+    if (!acc.empty()) sp.alloc.spec("qk_acc").format = sp.alloc.spec("pv_acc").format = format_by_name(acc);
     if (!stage.empty()) {
       StageSpec& st = sp.alloc.spec(stage);
       if (!format.empty()) st.format = format_by_name(format);
@@ -467,6 +471,7 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
     RoundMode mode = RoundMode::nearest_even;
     bool alpha_in_M = true;
     const char* form = "fa2";
+    GemmKind gemm = GemmKind::ordered;  // tensor_core: the preset's own model; every_op: with fp16 accumulators
   };
   const Cfg cfgs[] = {
       {"fa2", "fa_fp32"},
@@ -486,6 +491,13 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
       {"pasa", "pasa_bf16"},
       {"pasa", "pasa_fp16", "", "", RoundMode::nearest_even, false, "printed"},  // S' scaled; the printed form
       {"pasa", "pasa_fp16", "mean", "", RoundMode::toward_neg},
+      // GEMMs of the tensor-core and every-op models: their own kernels through gemm(), the softmax fused
+      {"fa2", "fa_fp16_fp32_h100", "", "", RoundMode::nearest_even, true, "fa2", GemmKind::tensor_core},
+      {"pasa", "pasa_fp16_h100", "", "", RoundMode::nearest_even, true, "fa2", GemmKind::tensor_core},
+      {"fa2", "fa_bf16_h100", "", "", RoundMode::nearest_even, true, "fa2", GemmKind::tensor_core},
+      {"fa2", "fa_fp16_strict", "", "", RoundMode::nearest_even, true, "fa2", GemmKind::every_op},
+      {"pasa", "pasa_fp16", "", "", RoundMode::nearest_even, true, "fa2", GemmKind::every_op},
+      {"fa2", "fa_fp16_fp32", "", "", RoundMode::nearest_even, true, "fa2", GemmKind::every_op},  // fp32 accumulators
   };
   Tally t;
   int k = 0;
@@ -494,6 +506,11 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
       Config cfg{g.alg, g.preset, g.stage, g.format, g.mode};
       cfg.pasa.alpha_in_M = g.alpha_in_M;
       cfg.pasa.form = g.form;
+      if (g.gemm == GemmKind::tensor_core) cfg.gemm = allocation_preset(g.preset).gemm;
+      if (g.gemm == GemmKind::every_op) {
+        cfg.gemm.kind = GemmKind::every_op;
+        if (std::string(g.preset) != "fa_fp16_fp32") cfg.acc = "fp16";
+      }
       AttentionInputs in = make_inputs(c.s, c.mask, 90000 + static_cast<std::uint64_t>(k), "fp16", c.bias);
       if (c.sd != 1.0) {
         in.q = normal_tensor(in.q.shape, in.q.format, c.bias, c.sd, 91000 + static_cast<std::uint64_t>(k));
@@ -511,8 +528,31 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
         if (cfg.algorithm == "pasa") detail::pasa_prepare(run, 1);
         INFO(cfg.name() << " takes the fused path");
         CHECK(run.float_tiles);
+        if (g.gemm != GemmKind::ordered) CHECK((!run.float_qk && !run.float_pv));  // (the general GEMMs)
       }
-      check_config(cfg, c.s, in, t);
+      if (g.gemm != GemmKind::tensor_core) {
+        check_config(cfg, c.s, in, t);
+      } else {
+        // The reference does not restate the tensor-core model (test_tensor_core checks the kernel against
+        // its own reference): the fused run is compared with the general path of the same GEMMs, which an
+        // all-zero position bias selects (fused_tiles excludes a bias) without changing a value: each score
+        // plus +0 rounded to the scale stage is the score (a zero score's sign aside; these inputs have none).
+        AttentionInputs general = in;
+        general.pse = Tensor({in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S}, format_by_name("fp16"));
+        {
+          detail::Run run(general, spec);
+          if (cfg.algorithm == "pasa") detail::pasa_prepare(run, 1);
+          CHECK(!run.float_tiles);
+        }
+        const AttentionOutput a = run_attention(in, spec, 1), b = run_attention(general, spec, 1);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < a.o.data.size(); ++i) differ += !same_bits(a.o.data[i], b.o.data[i]);
+        for (std::size_t i = 0; i < a.lse.size(); ++i) differ += !same_bits(a.lse[i], b.lse[i]);
+        INFO(cfg.name() << ": " << differ << " values differ from the general path");
+        CHECK(differ == 0);
+        ++t.cases;
+        t.equal += differ == 0;
+      }
       ++k;
     }
   std::cout << "[reference] fused tiles: " << t.cases << " cases, " << t.equal << " equal\n";

@@ -124,16 +124,18 @@ void Run::set_keys_t_format(const Format& f) {
   keys_t_format = f;
   qk.b_format = f;
   float_tiles = fused_tiles(*this);
+  float_qk = float_tiles && gemm_output_in_floats(qk);
+  float_pv = float_tiles && gemm_output_in_floats(pv);
   // Every buffer below is written in full before it is read (set_keys_t covers every key of every head):
   // uninit_vector leaves out the zero fill.
   const std::size_t size = tiles ? 0 : B * Nkv * D * Skv;  // tiles: K and V are read in place
   keys_t.clear();
   keys_t_f32.clear();
   keys_f32.clear();
-  if (float_tiles) keys_f32.resize(size);
+  if (float_qk) keys_f32.resize(size);
   else if (gemm_uses_floats(qk)) keys_t_f32.resize(size);
   else keys_t.assign(size, 0.0);
-  if (float_tiles && v_panels.empty()) {  // V packed once, as fused_pv's GEMM reads it
+  if (float_pv && v_panels.empty()) {  // V packed once, as fused_pv's GEMM reads it
     const std::size_t P = (D + 31) / 32;
     v_panels.resize(B * Nkv * P * 32 * Skv);
     for (std::size_t bh = 0; bh < B * Nkv; ++bh)
@@ -147,7 +149,7 @@ void Run::set_keys_t_format(const Format& f) {
         }
       }
   }
-  if (!float_tiles && gemm_uses_floats(pv) && !tiles && v_f32.empty()) v_f32.assign(v.data.begin(), v.data.end());
+  if (!float_pv && gemm_uses_floats(pv) && !tiles && v_f32.empty()) v_f32.assign(v.data.begin(), v.data.end());
 }
 
 void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {
@@ -193,7 +195,7 @@ void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t
 
 void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
   const std::size_t off = (b * Nkv + hk) * D * Skv;
-  if (float_tiles) std::copy(keys, keys + Skv * D, keys_f32.data() + off);  // row-major, as the fused path reads K
+  if (float_qk) std::copy(keys, keys + Skv * D, keys_f32.data() + off);  // row-major, as the fused path reads K
   else if (!keys_t_f32.empty()) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
   else transpose_keys(keys, Skv, D, spec.s2, keys_t.data() + off);
 }

@@ -98,6 +98,11 @@ struct Run {
   // fa2 and pasa run their tiles on the fused float path (fused_tile.hpp: fused_tiles, decided once per run
   // from the descriptors by set_keys_t_format, so again when pasa_prepare sets the shifted keys' format).
   bool float_tiles = false;
+  // With float_tiles, per GEMM: it runs on the fused path's own fp32 kernel (gemm_output_in_floats: K as
+  // keys_f32, V as v_panels), or else through gemm() on the general path's operands (keys_t / keys_t_f32,
+  // v / v_f32: the tensor-core and every-op models, the same kernel and bits as the general path), its
+  // output (values of a format that floats hold) moved into the fused tile.
+  bool float_qk = false, float_pv = false;
   // With float_tiles: V of each (batch, kv head) packed once as the P·V GEMM reads it (sgemm_pack_panels
   // over all Skv rows: panel p of (b, hk) at ((b·Nkv + hk)·⌈D/32⌉ + p)·32·Skv, key j's row at 32·j in it).
   uninit_vector<float> v_panels;

@@ -151,13 +151,32 @@ void round_floats(const StageSpec& sp, float* x, std::size_t n) {
   round_span(std::span<const float>(x, n), std::span<float>(x, n), sp.format, sp.round);
 }
 
+// A GEMM that the fused path runs through gemm() (the tensor-core and every-op models, any accumulator):
+// deterministic roundings (no random stream is handed to it) and an output format whose values, subnormals
+// included, are floats, so that the tile holds them exactly (the general path's doubles hold the same values).
+bool general_gemm_in_floats(const GemmSpec& g) {
+  const Format& f = g.out.format;
+  const bool floats = f.p <= 24 && f.emax <= 127 && f.emin() - (f.p - 1) >= -149;
+  return floats && g.out.round.mode != RoundMode::stochastic && g.acc.round.mode != RoundMode::stochastic;
+}
+
+// dst[j·ldd + i] = src[i·lds + j] (i < m, j < n), converted, in 16 × 16 blocks (both sides stay in cache).
+template <class From, class To>
+void transpose_into(const From* src, std::size_t lds, std::size_t m, std::size_t n, To* dst, std::size_t ldd) {
+  for (std::size_t i0 = 0; i0 < m; i0 += 16)
+    for (std::size_t j0 = 0; j0 < n; j0 += 16)
+      for (std::size_t i = i0; i < std::min(m, i0 + 16); ++i)
+        for (std::size_t j = j0; j < std::min(n, j0 + 16); ++j) dst[j * ldd + i] = static_cast<To>(src[i * lds + j]);
+}
+
 }  // namespace
 
 bool fused_tiles(const Run& run) {
 #if defined(__AVX512F__)
   const StageSpec& exp = run.stage(Stage::exp);
   return (run.spec.name == "fa2" || run.spec.name == "pasa") && !run.tiles && !run.quantised && !run.biased &&
-         run.spec.quant.p_offset == 0 && gemm_output_in_floats(run.qk) && gemm_output_in_floats(run.pv) &&
+         run.spec.quant.p_offset == 0 && (gemm_output_in_floats(run.qk) || general_gemm_in_floats(run.qk)) &&
+         (gemm_output_in_floats(run.pv) || general_gemm_in_floats(run.pv)) &&
          exp.via == ExpVia::exact && exp.format.p <= 24 &&
          kind_of(exp) != Kind::none && kind_of(run.stage(Stage::scale)) != Kind::none &&
          run.stage(Stage::p).round.mode != RoundMode::stochastic;
@@ -181,9 +200,10 @@ void fused_begin_item(const Run& run, const Item& it, FusedTile& ft) {
   const std::size_t ld = ft.w % 128 == 0 ? ft.w + 16 : ft.w;
   if (ld != ft.ld) ft.t.clear();  // (the columns past w: finite values, from 0, never read back)
   ft.ld = ld;
-  ft.qpanels.resize(panels * 32 * D);
   ft.shift.assign(ft.ld, 0.0);
   ft.shiftf.assign(ft.ld, 0.0f);
+  if (!run.float_qk) return;  // (the general GEMM reads Q from the run)
+  ft.qpanels.resize(panels * 32 * D);
   float* dst = ft.qpanels.data();
   for (std::size_t p = 0; p < panels; ++p, dst += 32 * D)
     for (std::size_t j = 0; j < 32; ++j) {
@@ -203,9 +223,18 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
   float* t = ft.t.data();
   // Sᵀ = K_j·Qᵀ: entry (c, r) gets the products q_r,d·k_c,d in order d = 0..D−1 from +0 as S = Q·K_jᵀ does
   // (a product is the same either way round); K_j row-major from keys_f32.
-  const float* keys = run.keys_f32.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;
-  sgemm_fma_packed(false, n, ft.w, D, keys, D, ft.qpanels.data(), 32 * D, t, ld, gemm_output_fp16(run.qk));  // (zero columns past rows)
-  gemm_round_output(run.qk, t, count);
+  if (run.float_qk) {
+    const float* keys = run.keys_f32.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;
+    sgemm_fma_packed(false, n, ft.w, D, keys, D, ft.qpanels.data(), 32 * D, t, ld, gemm_output_fp16(run.qk));  // (zero columns past rows)
+    gemm_round_output(run.qk, t, count);
+  } else {  // the general path's GEMM (tile_scores: same kernel, same operands), its S transposed into t
+    const std::size_t rows = ft.rows;
+    ft.wide.resize(rows * n);
+    tile_scores(run, it, j0, n, ft.wide.data(), nullptr);
+    transpose_into(ft.wide.data(), n, rows, n, t, ld);  // (exact: see fused_tiles)
+    for (std::size_t c = 0; c < n; ++c)  // the padding lanes: zero scores, as the packed kernel gives them
+      std::fill(t + c * ld + rows, t + c * ld + ft.w, 0.0f);
+  }
   if (!scale) return;
   const StageSpec& sp = run.stage(Stage::scale);
   if (kind_of(sp) == Kind::fp32) {  // tile_scale: one rounding of S·scale, a float product
@@ -416,6 +445,16 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
   const StageSpec& p = run.stage(Stage::p);
   float* t = ft.t.data();
   if (!ft.p_done && kind_of(p) != Kind::fp32) round_floats(p, t, n * ft.ld);  // (fp32: nothing to do)
+  if (!run.float_pv) {  // the general path's GEMM (tile_pv: same kernel, P row-major as it reads it)
+    thread_local std::vector<double> Pd, PV;
+    Pd.resize(rows * n);
+    PV.resize(rows * D);
+    transpose_into(t, ft.ld, n, rows, Pd.data(), n);
+    tile_pv(run, it, Pd.data(), n, j0, n, PV.data(), nullptr);
+    ft.pv.resize(rows * D);
+    for (std::size_t i = 0; i < rows * D; ++i) ft.pv[i] = static_cast<float>(PV[i]);  // (exact: see fused_tiles)
+    return;
+  }
   const std::size_t P = (D + 31) / 32;
   const float* panels = run.v_panels.data() + (it.b * run.Nkv + it.hk) * P * 32 * run.Skv + 32 * j0;
   ft.pv.resize(rows * D);

@@ -107,7 +107,7 @@ void pasa_prepare(Run& run, int threads) {
   }
   parallel_for(run.B * run.Nkv, threads, [&](std::size_t bh) {
     const std::size_t b = bh / run.Nkv, h = bh % run.Nkv;
-    if (run.float_tiles && fused_shift_keys(run, pre, b, h, M_full, M_tail)) return;
+    if (run.float_qk && fused_shift_keys(run, pre, b, h, M_full, M_tail)) return;
     RandomBits rng(run.spec.seed ^ (0xA24BAED4963EE407ull * (bh + 1)));
     std::vector<double> shifted(S * D);
     for (std::size_t j0 = 0; j0 < S; j0 += s2) {
