@@ -130,6 +130,19 @@ GemmSpec spec(const char* acc, const char* a, const char* b) {
 const Case kShapes[] = {{1, 1, 1},   {4, 64, 128}, {5, 17, 9},   {3, 100, 33}, {2, 48, 64},
                         {7, 130, 20}, {9, 31, 1},  {4, 65, 129}, {13, 64, 7}, {8, 129, 64}};
 
+// One row a against the columns b, −b and 0 (k = a.size()), the kernel against the scalar reference.
+void check_row(const GemmSpec& g, const std::vector<double>& a, const std::vector<double>& b) {
+  const std::size_t k = a.size();
+  std::vector<double> B(k * 3);  // 3 columns: b, −b, 0
+  for (std::size_t t = 0; t < k; ++t) B[t * 3] = b[t], B[t * 3 + 1] = -b[t], B[t * 3 + 2] = 0;
+  const std::vector<double> want = reference(g.acc.format, 1, 3, k, a, B);
+  std::vector<double> C(3);
+  gemm(g, 1, 3, k, a.data(), k, B.data(), 3, C.data(), 3);
+  for (int j = 0; j < 3; ++j) {
+    INFO("a[0] " << a[0] << " b[0] " << b[0] << " column " << j << ": " << C[j] << " instead of " << want[j]);
+    CHECK(same(C[j], want[j]));
+  }
+}
 }  // namespace
 
 TEST_CASE("every-op GEMM, fp16 accumulator: every tile, value class and overload", "[gemm]") {
@@ -181,18 +194,7 @@ TEST_CASE("every-op GEMM, fp16 accumulator at the edge of the bound", "[gemm]") 
   const Row rows[] = {{{65504}, {1}},           {{65504, 1}, {1, 0x1p-24}}, {{255.875}, {255.875}},
                       {{256}, {255.875}},        {{32752, 16}, {1, 1}},      {{32752, 8}, {1, 1}},
                       {{-65504, 1}, {1, -16}},   {{0x1p-14, 0x1p-24}, {0x1p-11, 0x1p-1}}};
-  for (const Row& r : rows) {
-    const std::size_t k = r.a.size();
-    std::vector<double> B(k * 3);  // 3 columns: b, −b, 0
-    for (std::size_t t = 0; t < k; ++t) B[t * 3] = r.b[t], B[t * 3 + 1] = -r.b[t], B[t * 3 + 2] = 0;
-    const std::vector<double> want = reference(g.acc.format, 1, 3, k, r.a, B);
-    std::vector<double> C(3);
-    gemm(g, 1, 3, k, r.a.data(), k, B.data(), 3, C.data(), 3);
-    for (int j = 0; j < 3; ++j) {
-      INFO("a[0] " << r.a[0] << " b[0] " << r.b[0] << " column " << j << ": " << C[j] << " instead of " << want[j]);
-      CHECK(same(C[j], want[j]));
-    }
-  }
+  for (const Row& r : rows) check_row(g, r.a, r.b);
 }
 
 TEST_CASE("every-op GEMM, bf16 accumulator at the edge of the bound", "[gemm]") {
@@ -205,16 +207,5 @@ TEST_CASE("every-op GEMM, bf16 accumulator at the edge of the bound", "[gemm]") 
   const Row rows[] = {{{0x1p120, 1}, {0x1p-130, 1}},       {{0x1p60, 1}, {0x1p60, 1}},
                       {{0x1p50, 0x1p50}, {0x1p49, 0x1p49}}, {{0x1p-70, -0x1p-64}, {0x1p-63, 0x1.8p-63}},
                       {{0x1p-133, 3}, {1, 0x1p-133}}};
-  for (const Row& r : rows) {
-    const std::size_t k = r.a.size();
-    std::vector<double> B(k * 3);  // 3 columns: b, −b, 0
-    for (std::size_t t = 0; t < k; ++t) B[t * 3] = r.b[t], B[t * 3 + 1] = -r.b[t], B[t * 3 + 2] = 0;
-    const std::vector<double> want = reference(g.acc.format, 1, 3, k, r.a, B);
-    std::vector<double> C(3);
-    gemm(g, 1, 3, k, r.a.data(), k, B.data(), 3, C.data(), 3);
-    for (int j = 0; j < 3; ++j) {
-      INFO("a[0] " << r.a[0] << " b[0] " << r.b[0] << " column " << j << ": " << C[j] << " instead of " << want[j]);
-      CHECK(same(C[j], want[j]));
-    }
-  }
+  for (const Row& r : rows) check_row(g, r.a, r.b);
 }

@@ -897,25 +897,43 @@ void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std:
 }
 
 // The float kernels on float operands, output rounded and widened into C.
+// The output rounding gemm_float leaves to double (a format floats do not hold, or stochastic rounding).
+bool output_in_double(const GemmSpec& g) {
+  const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
+  const bool out_in_float = float_exact(g.out.format) && !native(g.out, fp64());
+  return !out_is_acc && !native(g.out, fp64()) && (!out_in_float || g.out.round.mode == RoundMode::stochastic);
+}
+
+// The float kernels into fc (m × n, row stride ldc), the output rounded in floats where floats hold it (F16C
+// for fp16); what output_in_double says is left to the caller.
+void float_kernels(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* fa, std::size_t lda,
+                   const float* B, std::size_t ldb, float* fc, std::size_t ldc) {
+  const bool acc_fp32 = native(g.acc, fp32());
+  if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa, lda, B, ldb, fc, ldc);
+  else if (acc_fp32) sgemm_every_op(m, n, k, fa, lda, B, ldb, fc, ldc);
+  else sgemm_every_op_narrow(g, m, n, k, fa, lda, B, ldb, fc, ldc);
+  const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
+  const bool out_in_float = float_exact(g.out.format) && !native(g.out, fp64());
+  if (out_is_acc || !out_in_float || g.out.round.mode == RoundMode::stochastic) return;
+  if (ldc == n) {
+    round_span(std::span<const float>(fc, m * n), std::span<float>(fc, m * n), g.out.format, g.out.round);
+  } else {
+    for (std::size_t r = 0; r < m; ++r)
+      round_span(std::span<const float>(fc + r * ldc, n), std::span<float>(fc + r * ldc, n), g.out.format, g.out.round);
+  }
+}
+
 void gemm_float(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* fa, std::size_t lda,
                 const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   thread_local std::vector<float> fc_buffer;
   fc_buffer.resize(m * n);
   float* fc = fc_buffer.data();
-  const bool acc_fp32 = native(g.acc, fp32());
-  if (acc_fp32 && g.model.kind == GemmKind::ordered) sgemm_fma(m, n, k, fa, lda, B, ldb, fc, n);
-  else if (acc_fp32) sgemm_every_op(m, n, k, fa, lda, B, ldb, fc, n);
-  else sgemm_every_op_narrow(g, m, n, k, fa, lda, B, ldb, fc, n);
-  // Output rounding: in floats where the out format fits them (F16C for fp16), else in double.
-  const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
-  const bool out_in_float = float_exact(g.out.format) && !native(g.out, fp64());
-  if (!out_is_acc && out_in_float && g.out.round.mode != RoundMode::stochastic)
-    round_span(std::span<const float>(fc, m * n), std::span<float>(fc, m * n), g.out.format, g.out.round);
+  float_kernels(g, m, n, k, fa, lda, B, ldb, fc, n);
+  const bool in_double = output_in_double(g);
   for (std::size_t r = 0; r < m; ++r) {
     double* c = C + r * ldc;
     for (std::size_t j = 0; j < n; ++j) c[j] = fc[r * n + j];
-    if (!out_is_acc && !native(g.out, fp64()) && (!out_in_float || g.out.round.mode == RoundMode::stochastic))
-      round_span(std::span<const double>(c, n), std::span<double>(c, n), g.out.format, g.out.round, rng);
+    if (in_double) round_span(std::span<const double>(c, n), std::span<double>(c, n), g.out.format, g.out.round, rng);
   }
 }
 
@@ -1027,6 +1045,14 @@ void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const 
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   if (!float_path(g)) throw std::logic_error("gemm: float operands given to a GEMM that runs on doubles");
   gemm_float(g, m, n, k, A, lda, B, ldb, C, ldc, rng);
+}
+
+bool gemm_floats_out(const GemmSpec& g) { return float_path(g) && !output_in_double(g); }
+
+void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, float* C, std::size_t ldc) {
+  if (!gemm_floats_out(g)) throw std::logic_error("gemm: a float output asked of a GEMM that rounds it in double");
+  float_kernels(g, m, n, k, A, lda, B, ldb, C, ldc);
 }
 
 }  // namespace pasa

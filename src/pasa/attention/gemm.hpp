@@ -36,6 +36,11 @@ void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, con
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
 // Whether the spec runs on the float kernels (then B may be kept as floats to save conversions).
 bool gemm_uses_floats(const GemmSpec& spec);
+// Both operands and the output as floats, the output rounded in floats: the bits of gemm() above, for specs
+// that run on the float kernels with an output that floats hold in a deterministic mode (gemm_floats_out).
+bool gemm_floats_out(const GemmSpec& spec);
+void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, float* C, std::size_t ldc);
 
 // The ordered fp32-accumulate kernel for callers that keep their operands in their own float layouts (the
 // fused tile path of the blocked engines, attention/detail/fused_tile.cpp). B (k × n, row stride ldb) packed

@@ -229,9 +229,20 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
     gemm_round_output(run.qk, t, count);
   } else {  // the general path's GEMM (tile_scores: same kernel, same operands), its S transposed into t
     const std::size_t rows = ft.rows;
-    ft.wide.resize(rows * n);
-    tile_scores(run, it, j0, n, ft.wide.data(), nullptr);
-    transpose_into(ft.wide.data(), n, rows, n, t, ld);  // (exact: see fused_tiles)
+    const bool adjacent = it.heads == 1 || it.r1 - it.r0 == run.Sq;  // (else tile_scores runs one GEMM per head)
+    if (adjacent && gemm_floats_out(run.qk) && !run.q_f32.empty() && !run.keys_t_f32.empty()) {
+      // tile_scores' float-operand call with the output kept in floats (the same kernel and output rounding)
+      thread_local std::vector<float> Sf;
+      Sf.resize(rows * n);
+      const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
+      const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * D;
+      gemm(run.qk, rows, n, D, run.q_f32.data() + qoff, D, run.keys_t_f32.data() + off, n, Sf.data(), n);
+      transpose_into(Sf.data(), n, rows, n, t, ld);
+    } else {
+      ft.wide.resize(rows * n);
+      tile_scores(run, it, j0, n, ft.wide.data(), nullptr);
+      transpose_into(ft.wide.data(), n, rows, n, t, ld);  // (exact: see fused_tiles)
+    }
     for (std::size_t c = 0; c < n; ++c)  // the padding lanes: zero scores, as the packed kernel gives them
       std::fill(t + c * ld + rows, t + c * ld + ft.w, 0.0f);
   }
@@ -445,6 +456,16 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
   const StageSpec& p = run.stage(Stage::p);
   float* t = ft.t.data();
   if (!ft.p_done && kind_of(p) != Kind::fp32) round_floats(p, t, n * ft.ld);  // (fp32: nothing to do)
+  if (!run.float_pv && gemm_floats_out(run.pv) && !run.v_f32.empty()) {
+    // tile_pv's call with P and the output kept in floats (P holds floats: the same kernel, the same bits)
+    thread_local std::vector<float> Pf;
+    Pf.resize(rows * n);
+    transpose_into(t, ft.ld, n, rows, Pf.data(), n);
+    ft.pv.resize(rows * D);
+    const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * D + j0 * D;
+    gemm(run.pv, rows, D, n, Pf.data(), n, run.v_f32.data() + off, D, ft.pv.data(), D);
+    return;
+  }
   if (!run.float_pv) {  // the general path's GEMM (tile_pv: same kernel, P row-major as it reads it)
     thread_local std::vector<double> Pd, PV;
     Pd.resize(rows * n);
