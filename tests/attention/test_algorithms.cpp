@@ -20,8 +20,10 @@
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "../support/rel_rmse.hpp"
 
 using namespace pasa;
+using test::rel_rmse;
 
 namespace {
 
@@ -54,17 +56,6 @@ AttentionInputs make_inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, std:
   in.k = make_tensor({B, Nkv, Skv, D}, g, seed * 3 + 2);
   in.v = make_tensor({B, Nkv, Skv, D}, g, seed * 3 + 3);
   return in;
-}
-
-// Eq. 19 relative RMSE (NaN if the output holds any NaN).
-double rel_rmse(const Tensor& o, const Tensor& ref) {
-  long double num = 0, den = 0;
-  for (std::size_t i = 0; i < o.data.size(); ++i) {
-    const long double d = static_cast<long double>(o.data[i]) - ref.data[i];
-    num += d * d;
-    den += static_cast<long double>(ref.data[i]) * ref.data[i];
-  }
-  return std::sqrt(static_cast<double>(num / den));
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {

@@ -18,8 +18,10 @@
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "../support/rel_rmse.hpp"
 
 using namespace pasa;
+using test::rel_rmse;
 
 namespace {
 
@@ -61,16 +63,6 @@ Tensor normal_tensor(Shape sh, double sigma, double outlier, std::uint64_t seed)
     x = round(v, format_by_name("fp16"));
   }
   return t;
-}
-
-double rel_rmse(const Tensor& o, const Tensor& ref) {
-  long double num = 0, den = 0;
-  for (std::size_t i = 0; i < o.data.size(); ++i) {
-    const long double d = static_cast<long double>(o.data[i]) - ref.data[i];
-    num += d * d;
-    den += static_cast<long double>(ref.data[i]) * ref.data[i];
-  }
-  return std::sqrt(static_cast<double>(num / den));
 }
 
 }  // namespace

@@ -16,8 +16,10 @@
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/exact/golden.hpp"
+#include "../support/rel_rmse.hpp"
 
 using namespace pasa;
+using test::rel_rmse;
 
 namespace {
 
@@ -137,17 +139,6 @@ AttentionInputs make_inputs(std::size_t N, std::size_t Sq, std::size_t Skv, std:
   in.v = uniform_tensor({1, N, Skv, D}, qx0, 0.5, seed * 3 + 3);  // V as in Eq. 17, around qx0
   in.mask.causal = causal;
   return in;
-}
-
-// Eq. 19 relative RMSE; NaN if the output holds NaN.
-double rel_rmse(const Tensor& o, const Tensor& ref) {
-  long double num = 0, den = 0;
-  for (std::size_t k = 0; k < o.data.size(); ++k) {
-    const long double d = static_cast<long double>(o.data[k]) - ref.data[k];
-    num += d * d;
-    den += static_cast<long double>(ref.data[k]) * ref.data[k];
-  }
-  return std::sqrt(static_cast<double>(num / den));
 }
 
 constexpr double kBeta = 0.984497;  // [PASA, Table 3]
