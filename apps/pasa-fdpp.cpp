@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
+    pasa::check_output_paths({{"--out", out}});  // before the study runs, not after
     std::string text = pasa::csv_line(pasa::fdpp_csv_header());
     for (const pasa::FdppRow& r : pasa::fdpp_study(lengths, threads)) {
       text += pasa::csv_line(pasa::fdpp_csv_row(r));

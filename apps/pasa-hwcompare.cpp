@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr");
   CLI11_PARSE(app, argc, argv);
   try {
+    pasa::check_output_paths({{"--out", att->parsed() ? a_out : c_out}});  // before any comparison runs
     if (gm->parsed()) {
       gopt.a_format = pasa::format_by_name(a_fmt);
       gopt.b_format = pasa::format_by_name(b_fmt.empty() ? a_fmt : b_fmt);

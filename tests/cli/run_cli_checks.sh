@@ -161,6 +161,39 @@ expect 2 "needs about .* from .npy" pasa-attn --q q.npy --k k.npy --v v.npy --ma
 expect 2 "non-finite element inf .*--allow-nonfinite" pasa-attn --q q.npy --k k.npy --v v.npy
 expect 0 "inf %  +0$" pasa-attn --q q.npy --k k.npy --v v.npy --allow-nonfinite --algorithm fa2 --alloc fa_fp32
 
+# Issue 23: outputs. A device or FIFO is written through (never replaced by a regular file, even as root), a
+# symlink is followed and stays a link, a folder is refused; output and input paths are checked before work.
+is_kind() {  # is_kind TEST PATH: `test TEST PATH` holds after the last command
+  if ! test "$1" "$2"; then
+    echo "FAIL: $2 fails test $1 after the last command: $(ls -ld "$2" 2>&1)"
+    failures=$((failures + 1))
+  fi
+}
+expect 0 "rmse" pasa-attn "${small[@]}" --out-npy /dev/null --golden-npy /dev/null
+is_kind -c /dev/null
+mkfifo out.fifo
+cat out.fifo >from-fifo.npy &
+reader=$!
+expect 0 "rmse" pasa-attn "${small[@]}" --out-npy out.fifo
+wait "$reader"
+is_kind -p out.fifo
+is_kind -s from-fifo.npy
+mkdir -p real && ln -s real/target.npy link.npy
+expect 0 "rmse" pasa-attn "${small[@]}" --out-npy link.npy
+is_kind -L link.npy
+is_kind -s real/target.npy
+expect 2 "--out-npy real: is a folder; give a file name" pasa-attn "${small[@]}" --out-npy real
+expect 2 "--output real: is a folder" pasa-round 1.5 --format fp16 --output real
+expect 2 "--out nodir/x.csv: the folder .*nodir does not exist" pasa-fdpp --lengths 512 --out nodir/x.csv
+if grep -q "recomputed" <<<"$out"; then
+  echo "FAIL: pasa-fdpp computed before refusing its --out"
+  failures=$((failures + 1))
+fi
+expect 1 "--out nodir/a.csv: the folder .*nodir does not exist" pasa-hwcompare attention --gpu-dir . --configs . --out nodir/a.csv
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+expect 2 "no-such-hw.csv: cannot open for reading" pasa-tables --repo "$repo" --out tables-out --hardware no-such-hw.csv
+absent tables-out
+
 if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1

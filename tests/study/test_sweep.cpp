@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -162,6 +163,88 @@ TEST_CASE("sweep: an interrupted run resumes to the same table", "[sweep]") {
   CHECK(run_sweep(cfg, again.backend(), opt2).cases_run == 0);
   CHECK(again.calls == 0);
   CHECK(without_times(opt2.out_dir / "results.csv") == expected);
+}
+
+TEST_CASE("sweep: --resume drops corrupt rows with a warning and completes the folder", "[sweep]") {
+  // Issue 23 item 2: rmse=banana, a duplicated row, a torn row (and other damage) in results.csv.partial.
+  const SweepConfig cfg = parse_sweep_config(base_config(), "cfg.json");
+  SweepOptions clean;
+  clean.out_dir = fresh_dir("resume-clean");
+  FakeBackend full;
+  run_sweep(cfg, full.backend(), clean);
+  const std::string expected = without_times(clean.out_dir / "results.csv");
+
+  SweepOptions opt;
+  opt.out_dir = fresh_dir("resume-corrupt");
+  FakeBackend crashing;
+  crashing.fail_after = 9;
+  CHECK_THROWS_WITH(run_sweep(cfg, crashing.backend(), opt), "simulated crash");
+  const fs::path partial = opt.out_dir / "results.csv.partial";
+  const std::vector<std::string> lines = read_complete_lines(partial).lines;
+  REQUIRE(lines.size() == 1 + 9);  // header, then cases 0..8 on lines 2..10
+  const CsvRow header = parse_csv_line(lines[0]);
+  const std::size_t rmse = static_cast<std::size_t>(std::find(header.begin(), header.end(), "rmse") - header.begin());
+  std::vector<CsvRow> rows;
+  for (std::size_t i = 1; i < lines.size(); ++i) rows.push_back(parse_csv_line(lines[i]));
+  REQUIRE(rows[5][0] == "5");
+  rows[1][rmse] = "banana";  // line 3
+  rows[2][3] = "12345";      // line 4: a seed the plan does not have
+  rows[3][0] = "9999";       // line 5: no such case
+  rows[4].pop_back();        // line 6: a field short
+  CsvRow differing = rows[5];
+  differing[rmse] = "0.5";
+  std::string text = csv_line(header);
+  for (const auto& r : rows) text += csv_line(r);
+  text += csv_line(rows[0]);   // line 11: case 0 again, the same text
+  text += csv_line(differing); // line 12: case 5 again, another rmse than line 7
+  text += "6,3,1,7,B,1,0.";    // line 13: torn
+  write_file_atomic(partial, text);
+
+  std::vector<std::string> warnings;
+  opt.resume = true;
+  opt.warn = [&](const std::string& w) { warnings.push_back(w); };
+  FakeBackend resumed;
+  const SweepReport r = run_sweep(cfg, resumed.backend(), opt);
+  CHECK(r.cases_reused == 4);  // cases 0, 6, 7, 8
+  CHECK(r.cases_run == 36 - 4);
+  CHECK(without_times(opt.out_dir / "results.csv") == expected);
+  CHECK(json::parse(read_file(opt.out_dir / "summary.json"))["groups"] ==
+        json::parse(read_file(clean.out_dir / "summary.json"))["groups"]);
+  CHECK(!fs::exists(partial));
+  std::string all;
+  for (const auto& w : warnings) all += w + "\n";
+  INFO(all);
+  const std::string f = partial.string();
+  CHECK(warnings.size() == 8);
+  CHECK_THAT(all, Catch::Contains(f + ": line 3: column rmse: \"banana\" is not a number; dropped"));
+  CHECK_THAT(all, Catch::Contains(f + ": line 4: column seed is \"12345\", case 2 of the config has"));
+  CHECK_THAT(all, Catch::Contains(f + ": line 5: case_id 9999 is not a case of this sweep (it has 36)"));
+  CHECK_THAT(all, Catch::Contains(f + ": line 6: " + std::to_string(header.size() - 1) + " fields, the header has"));
+  CHECK_THAT(all, Catch::Contains(f + ": line 7: case 5 is on 2 lines that differ"));
+  CHECK_THAT(all, Catch::Contains(f + ": line 12: case 5 is on 2 lines that differ"));
+  CHECK_THAT(all, Catch::Contains(f + ": line 11: case 0 again (as on " + f + ": line 2)"));
+  CHECK_THAT(all, Catch::Contains(f + ": line 13: torn"));
+
+  // A finished folder whose table was damaged and whose summary is gone: --resume reruns the bad row and
+  // writes both again.
+  const fs::path csv = opt.out_dir / "results.csv";
+  std::vector<std::string> done = read_complete_lines(csv).lines;
+  CsvRow bad = parse_csv_line(done[7]);
+  bad[rmse] = "nan?";
+  done[7] = csv_line(bad);
+  done[7].pop_back();
+  std::string damaged;
+  for (const auto& l : done) damaged += l + "\n";
+  write_file_atomic(csv, damaged);
+  fs::remove(opt.out_dir / "summary.json");
+  warnings.clear();
+  FakeBackend again;
+  const SweepReport r2 = run_sweep(cfg, again.backend(), opt);
+  CHECK(r2.cases_run == 1);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains(csv.string() + ": line 8: column rmse: \"nan?\" is not a number"));
+  CHECK(without_times(csv) == expected);
+  CHECK(fs::exists(opt.out_dir / "summary.json"));
 }
 
 TEST_CASE("sweep: shards merged equal the full run whatever the thread count", "[sweep]") {

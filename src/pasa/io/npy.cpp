@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
-#include "pasa/io/csv.hpp"
+#include "pasa/io/output_file.hpp"
 #include "pasa/numeric/round.hpp"
 
 namespace pasa {

@@ -35,9 +35,9 @@ NpyArray read_npy(const std::filesystem::path&);
 NpyArray read_npy_header(const std::filesystem::path&);
 // The same from the file's bytes in memory; `file` only names it in errors.
 NpyArray parse_npy(std::span<const unsigned char> bytes, const std::filesystem::path& file);
-// Atomic: writes a temporary file next to the target and renames it; nothing is left behind on failure.
+// Through the one output writer (output_file.hpp): atomic for a file, written through for /dev/null or a FIFO.
 void write_npy(const std::filesystem::path&, const NpyArray&);
-// The bytes write_npy writes (to write several files all or none with write_files_atomic, csv.hpp).
+// The bytes write_npy writes (to write several files all or none with write_files_atomic, output_file.hpp).
 std::string npy_file_bytes(const NpyArray&);
 
 // Exact decode of every element to double; u8/u16 are bit patterns of `bits_format` (required for them).

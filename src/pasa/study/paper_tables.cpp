@@ -106,6 +106,29 @@ ResultTable read_table(const fs::path& file) {
   return t;
 }
 
+// The GPU table's FA-FP16/FP32 rows (label fa_fp16_fp32): generator, x0, Am, GPU and emulator NaN %;
+// InputError naming file, line and column for a missing column or a field that is not a number.
+struct HwRow {
+  std::string generator;
+  double x0, am, gpu, emu;
+};
+std::vector<HwRow> read_hardware_rows(const fs::path& file) {
+  const ResultTable hw = read_table(file);
+  const std::size_t gen = hw.col("generator"), x0 = hw.col("x0"), am = hw.col("Am"), label = hw.col("label"),
+                    ng = hw.col("nan_pct_gpu"), ne = hw.col("nan_pct_emu");
+  std::vector<HwRow> out;
+  for (std::size_t i = 0; i < hw.rows.size(); ++i) {
+    const CsvRow& r = hw.rows[i];
+    if (r[label] != "fa_fp16_fp32") continue;
+    try {
+      out.push_back({r[gen], parse_csv_number(r[x0]), parse_csv_number(r[am]), parse_csv_number(r[ng]), parse_csv_number(r[ne])});
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: line {}: {}", file.string(), i + 2, e.what()));
+    }
+  }
+  return out;
+}
+
 struct Stats {
   std::size_t n = 0, non_finite = 0;
   double mean = NAN, sd = NAN, min = NAN, max = NAN;
@@ -203,8 +226,8 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
                 "paper_nan_pct", "paper_distance_se", "gpu_seeds", "gpu_nan_pct_mean", "gpu_nan_pct_se", "gpu_paper_distance_se", "emu_on_gpu_inputs_nan_pct_mean", "overflow", "paper_overflow",
                 "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
   // The H100 on its own (torch) draws, FA-FP16/FP32 = label fa_fp16_fp32: GPU and emulator NaN % per seed.
-  std::optional<ResultTable> hw;
-  if (!hardware_csv.empty()) hw = read_table(hardware_csv);
+  std::optional<std::vector<HwRow>> hw;
+  if (!hardware_csv.empty()) hw = read_hardware_rows(hardware_csv);
   int no = 0;
   for (const auto& p : printed) {
     ++no;
@@ -225,14 +248,11 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
     const double se = s.sd / std::sqrt(static_cast<double>(s.n));
     std::vector<std::string> gpu_cols(5);  // seeds, mean, SE, distance to the paper, emulator mean
     if (hw) {
-      const std::size_t gen = hw->col("generator"), hx0 = hw->col("x0"), ham = hw->col("Am"), label = hw->col("label"),
-                        ng = hw->col("nan_pct_gpu"), ne = hw->col("nan_pct_emu");
       std::vector<double> g, e;
-      for (const auto& r : hw->rows)
-        if (r[label] == "fa_fp16_fp32" && r[gen] == p.dist && parse_csv_number(r[hx0]) == std::stod(p.x0) &&
-            parse_csv_number(r[ham]) == std::stod(p.am)) {
-          g.push_back(parse_csv_number(r[ng]));
-          e.push_back(parse_csv_number(r[ne]));
+      for (const HwRow& r : *hw)
+        if (r.generator == p.dist && r.x0 == std::stod(p.x0) && r.am == std::stod(p.am)) {
+          g.push_back(r.gpu);
+          e.push_back(r.emu);
         }
       if (!g.empty()) {
         const Stats gs = stats_of(g);
@@ -261,6 +281,7 @@ void reproduce_paper(const ReproduceOptions& opt) {
   // the first tables behind).
   const SweepBackend backend = library_backend();
   for (const PaperSweep& s : paper_sweeps()) validate_with_backend(load_sweep_config(opt.repo / s.config), backend);
+  if (!opt.hardware_csv.empty()) read_hardware_rows(opt.hardware_csv);  // read again for Table 4, after the sweeps
   std::error_code ec;
   fs::create_directories(opt.out / "sweeps", ec);
   if (ec) throw InputError((opt.out / "sweeps").string() + ": cannot create the output folder: " + ec.message());

@@ -18,6 +18,7 @@
 #include <exception>
 #include <mutex>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -80,12 +81,55 @@ std::size_t row_case_id(const CsvRow& row, const std::string& where) {
   return parse_index(row.at(kCaseIdCol), where + ": case_id");
 }
 
-// Does a row read back from disk belong to this config's case `id`? (Same identity columns as planned.)
-bool row_matches_plan(const SweepConfig& cfg, const CsvRow& row, std::size_t id) {
+// Why a row read back from disk does not belong to this config's case `id`: the first identity column
+// (problem_id, grid_point, seed, algorithm, grid values, problem_json, algorithm_json) that differs from the
+// plan, named with both values; empty when the row is that case's.
+std::string plan_mismatch(const SweepConfig& cfg, const CsvRow& header, const CsvRow& row, std::size_t id) {
   const PlannedProblem p = plan_problem(cfg, id / cfg.algorithms.size());
   const std::size_t a = id % cfg.algorithms.size();
-  return row[1] == std::to_string(p.index) && row[3] == std::to_string(p.seed) && row[4] == cfg.algorithms[a].label &&
-         row[row.size() - 4] == p.problem.dump() && row[row.size() - 3] == p.algorithms[a].dump();
+  std::vector<std::pair<std::size_t, std::string>> want = {
+      {1, std::to_string(p.index)}, {2, std::to_string(p.grid_index)}, {3, std::to_string(p.seed)},
+      {4, cfg.algorithms[a].label}, {row.size() - 4, p.problem.dump()}, {row.size() - 3, p.algorithms[a].dump()}};
+  for (std::size_t k = 0; k < p.grid_values.size(); ++k) {
+    const json& v = p.grid_values[k];
+    want.emplace_back(kFixedLeading + k, v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  for (const auto& [c, text] : want)
+    if (row[c] != text)
+      return fmt::format("column {} is \"{}\", case {} of the config has \"{}\"", header[c], row[c].substr(0, 80), id,
+                         text.substr(0, 80));
+  return "";
+}
+
+// What is wrong with line `row_text` of a results file read back for --resume (empty: nothing); `id` is
+// set when the row is valid. Checks the field count, the case id (a case of this shard), the identity
+// columns against the plan and that every metric and timing parses as a number.
+std::string resume_row_problem(const SweepConfig& cfg, const CsvRow& header, const std::string& row_text,
+                               const SweepOptions& opt, std::size_t& id, CsvRow& row) {
+  try {
+    row = parse_csv_line(row_text);
+  } catch (const InputError&) {
+    return "a quoted field is not terminated";
+  }
+  if (row.size() != header.size()) return fmt::format("{} fields, the header has {}", row.size(), header.size());
+  try {
+    id = row_case_id(row, "case_id");
+  } catch (const InputError&) {
+    return fmt::format("case_id \"{}\" is not a case number", row[kCaseIdCol].substr(0, 40));
+  }
+  if (id >= cfg.case_count()) return fmt::format("case_id {} is not a case of this sweep (it has {})", id, cfg.case_count());
+  if ((id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index)
+    return fmt::format("case_id {} belongs to another shard than {}/{}", id, opt.shard_index, opt.shard_count);
+  if (std::string why = plan_mismatch(cfg, header, row, id); !why.empty()) return why;
+  for (std::size_t c = kFixedLeading + cfg.grid.size(); c < row.size(); ++c) {
+    if (c == row.size() - 4 || c == row.size() - 3) continue;  // the JSON columns, checked above
+    try {
+      parse_csv_number(row[c]);
+    } catch (const InputError&) {
+      return fmt::format("column {}: \"{}\" is not a number", header[c], row[c].substr(0, 40));
+    }
+  }
+  return "";
 }
 
 std::string table_text(const CsvRow& header, std::vector<CsvRow> rows) {
@@ -423,34 +467,53 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     std::vector<std::size_t> problems;
     for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) problems.push_back(i);
     const std::size_t total = problems.size() * cfg.algorithms.size();
-    std::map<std::size_t, CsvRow> done;
+    // Rows read back are validated one by one: a bad row (torn, wrong field count, unknown case, fields
+    // that do not match the plan, a metric that is not a number) is dropped with a warning naming file and
+    // line, so its case runs again. A case found on several lines is kept once when every copy is the same
+    // text, and otherwise dropped (all copies) and run again: which copy is right cannot be known.
+    auto warn = [&](const std::string& msg) {
+      if (opt.warn) opt.warn(msg);
+      else std::fprintf(stderr, "pasa-sweep: warning: %s\n", msg.c_str());
+    };
+    struct Found { CsvRow row; std::string text, where; fs::path file; };
+    std::map<std::size_t, std::vector<Found>> found;
     auto load = [&](const fs::path& file) {
       if (!fs::exists(file)) return;
-      const CsvFileLines lines = read_complete_lines(file);  // a torn last row is dropped here
+      const CsvFileLines lines = read_complete_lines(file);
+      if (lines.torn)
+        warn(fmt::format("{}: line {}: torn (the run was interrupted mid-row); dropped, its case runs again", file.string(),
+                         lines.lines.size() + 1));
       if (lines.lines.empty()) return;
       if (parse_csv_line(lines.lines[0]) != header)
         throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
       for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+        std::size_t id = 0;
         CsvRow row;
-        try {
-          row = parse_csv_line(lines.lines[i]);
-        } catch (const InputError&) {
+        const std::string where = fmt::format("{}: line {}", file.string(), i + 1);
+        const std::string why = resume_row_problem(cfg, header, lines.lines[i], opt, id, row);
+        if (!why.empty()) {
+          warn(where + ": " + why + "; dropped, its case runs again");
           continue;
         }
-        if (row.size() != header.size()) continue;
-        std::size_t id;
-        try {
-          id = row_case_id(row, file.string());
-        } catch (const InputError&) {
-          continue;
-        }
-        if (id >= cfg.case_count() || (id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index) continue;
-        if (!row_matches_plan(cfg, row, id)) continue;
-        done.emplace(id, std::move(row));
+        found[id].push_back({std::move(row), lines.lines[i], where, file});
       }
     };
     load(report.csv);
     load(partial);
+    std::map<std::size_t, CsvRow> done;
+    for (auto& [id, copies] : found) {
+      bool same = true;
+      for (const Found& f : copies) same = same && f.text == copies[0].text;
+      if (!same) {
+        for (const Found& f : copies)
+          warn(fmt::format("{}: case {} is on {} lines that differ; dropped, the case runs again", f.where, id, copies.size()));
+        continue;
+      }
+      for (std::size_t k = 1; k < copies.size(); ++k)  // (results.csv and its partial file both: a crash between
+        if (copies[k].file == copies[0].file)          // writing the table and removing the partial file)
+          warn(fmt::format("{}: case {} again (as on {}); the copy is dropped", copies[k].where, id, copies[0].where));
+      done.emplace(id, std::move(copies[0].row));
+    }
     report.cases_reused = done.size();
     rows_exist = !done.empty();
 
@@ -535,8 +598,10 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     std::vector<CsvRow> rows;
     for (auto& [id, row] : done) rows.push_back(std::move(row));
     if (rows.size() != total) throw std::logic_error("sweep finished with missing cases");
-    write_file_atomic(report.csv, table_text(header, rows));
-    if (!report.summary.empty()) write_file_atomic(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+    // The table and its summary together or not at all; the partial file goes only after both are written.
+    std::vector<std::pair<fs::path, std::string>> files = {{report.csv, table_text(header, rows)}};
+    if (!report.summary.empty()) files.emplace_back(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+    write_files_atomic(files);
     fs::remove(partial);
     return report;
   } catch (...) {
@@ -599,7 +664,7 @@ SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_
       CsvRow row = parse_csv_line(lines.lines[k]);
       if (row.size() != header.size()) throw InputError(fmt::format("merge: {} line {}: wrong number of fields", file.string(), k + 1));
       const std::size_t id = row_case_id(row, file.string());
-      if (id >= cfg.case_count() || !row_matches_plan(cfg, row, id))
+      if (id >= cfg.case_count() || !plan_mismatch(cfg, header, row, id).empty())
         throw InputError(fmt::format("merge: {} line {}: case {} does not belong to this config", file.string(), k + 1, id));
       if (!rows.emplace(id, std::move(row)).second) throw InputError(fmt::format("merge: case {} appears twice", id));
     }
@@ -620,8 +685,7 @@ SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_
   write_file_atomic(config_file, cfg.raw.dump(2) + "\n");
   std::vector<CsvRow> list;
   for (auto& [id, row] : rows) list.push_back(std::move(row));
-  write_file_atomic(report.csv, table_text(header, list));
-  write_file_atomic(report.summary, sweep_summary(cfg, header, list).dump(2) + "\n");
+  write_files_atomic({{report.csv, table_text(header, list)}, {report.summary, sweep_summary(cfg, header, list).dump(2) + "\n"}});
   return report;
 }
 

@@ -123,6 +123,8 @@ struct SweepOptions {
   bool resume = false;
   std::size_t max_memory = 0;  // bytes a run may use (0: MemAvailable; --max-memory)
   std::function<void(const SweepProgress&)> progress;  // after each case
+  // Warnings (a row of results.csv(.partial) dropped by --resume, naming file, line and why); empty: stderr.
+  std::function<void(const std::string&)> warn;
 };
 
 struct SweepReport {
