@@ -7,6 +7,7 @@
 # Usage: run_cli_checks.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "$1" && pwd) || exit 2
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) || exit 2
 export PATH="$build:$PATH"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -190,7 +191,6 @@ if grep -q "recomputed" <<<"$out"; then
   failures=$((failures + 1))
 fi
 expect 1 "--out nodir/a.csv: the folder .*nodir does not exist" pasa-hwcompare attention --gpu-dir . --configs . --out nodir/a.csv
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 expect 2 "no-such-hw.csv: cannot open for reading" pasa-tables --repo "$repo" --out tables-out --hardware no-such-hw.csv
 absent tables-out
 
