@@ -11,6 +11,7 @@
 
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/io/allocation_json.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/study/hardware_compare.hpp"

@@ -123,7 +123,7 @@ std::uint64_t int_arg(const char* name, const py::handle& o, std::uint64_t lo = 
     throw py::type_error(fmt::format("{}: expected an integer, got {}", name, type_name(o)));
   const py::int_ i(py::reinterpret_borrow<py::object>(o));
   if (py::int_(lo) > i || i > py::int_(hi))
-    throw InputError(fmt::format("{}: {} is not an integer in [{}, {}]", name, py::str(i).cast<std::string>(), lo, hi));
+    throw InputError(fmt::format("{}: {} is not an integer in [{}, {}]", name, py::repr(i).cast<std::string>(), lo, hi));
   return i.cast<std::uint64_t>();
 }
 std::optional<std::uint64_t> opt_int_arg(const char* name, const py::handle& o, std::uint64_t lo = 0,
