@@ -664,7 +664,7 @@ py::dict generate(const py::object& problem, const py::object& threads) {
 
 py::object solve_beta(const py::object& beta0, const py::object& n_arg, const std::string& format,
                       const py::object& sqrt_d_arg, double tol, const py::object& max_iter_arg) {
-  const long long n = static_cast<long long>(int_arg("n", n_arg, 1, INT64_MAX));
+  const long long n = static_cast<long long>(int_arg("n", n_arg, 0, INT64_MAX));  // 0: the block-size message below
   const std::size_t sqrt_d = static_cast<std::size_t>(int_arg("sqrt_d", sqrt_d_arg));
   const int max_iter = static_cast<int>(int_arg("max_iter", max_iter_arg, 1, INT32_MAX));
   const pasa::Format tp = named("format", format, pasa::format_by_name);
