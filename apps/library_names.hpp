@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -30,21 +31,55 @@ CLI::Validator library_name(ByName by_name) {
       "");
 }
 
-// ->check(unsigned_integer(min)): a decimal integer in [min, 2^64 - 1], written as digits only. CLI11 itself
+// ->check(unsigned_integer(min, max)): a decimal integer in [min, max], written as digits only. CLI11 itself
 // converts "-1" to 2^64 - 1 for an unsigned option and accepts "1e23" (rounded, saturated); a seed, a count
-// or a size given like that is a mistake to report, not to reinterpret.
-inline CLI::Validator unsigned_integer(std::uint64_t min = 0) {
+// or a size given like that is a mistake to report, not to reinterpret. `max` is what the option's variable
+// holds (an int option passes INT_MAX), so the range the message states is the range that is accepted.
+inline CLI::Validator unsigned_integer(std::uint64_t min = 0, std::uint64_t max = UINT64_MAX) {
   return CLI::Validator(
-      [min](std::string& s) -> std::string {
+      [min, max](std::string& s) -> std::string {
         const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
         errno = 0;
         const unsigned long long v = digits ? std::strtoull(s.c_str(), nullptr, 10) : 0;
-        if (!digits || errno == ERANGE || v < min)
-          return "\"" + s + "\" is not an integer in [" + std::to_string(min) + ", 18446744073709551615]";
+        if (!digits || errno == ERANGE || v < min || v > max)
+          return "\"" + s + "\" is not an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
         return {};
       },
       "UINT");
 }
+
+// The most worker threads an option accepts: far above any machine's cores, far below what would exhaust
+// the process's thread limit (each thread reserves its stack).
+inline constexpr int kMaxThreads = 4096;
+
+// ->check(thread_count()): --threads, an integer in [1, kMaxThreads] ("0" and "-1" are refused, not read as
+// "all cores").
+inline CLI::Validator thread_count() {
+  CLI::Validator v = unsigned_integer(1, kMaxThreads);
+  v.description("THREADS in [1, " + std::to_string(kMaxThreads) + "]");
+  return v;
+}
+
+// CLI11 exits with its own codes (100 and up, one per kind of parse error); the programs' convention
+// (core/error.hpp) is 2 for every mistake the user can fix. --help still exits 0.
+inline int parse_failure(const CLI::App& app, const CLI::ParseError& e) {
+  const int rc = app.exit(e);
+  return rc == 0 ? 0 : pasa::kExitInputError;
+}
+
+}  // namespace pasa_apps
+
+// In place of CLI11_PARSE: the same parse, with parse errors exiting 2 (pasa_apps::parse_failure).
+#define PASA_CLI_PARSE(app, argc, argv)                     \
+  do {                                                      \
+    try {                                                   \
+      (app).parse((argc), (argv));                          \
+    } catch (const CLI::ParseError& pasa_parse_error) {     \
+      return pasa_apps::parse_failure((app), pasa_parse_error); \
+    }                                                       \
+  } while (0)
+
+namespace pasa_apps {
 
 // ->check(finite_number()): a finite decimal or hex-float number (not nan, inf or out of double's range).
 inline CLI::Validator finite_number() {

@@ -105,14 +105,14 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the results as JSON instead of a table");
   app.add_flag("--allow-nonfinite", allow_nonfinite,
                "accept NaN/inf input elements (the golden is then what IEEE arithmetic on the exact values gives)");
-  app.add_option("--threads", threads, "threads")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--threads", threads, "threads")->check(pasa_apps::thread_count());
   app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden")->check(CLI::Range(106, 100000));
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--score-format", score_format, "format for the score overflow counts")
       ->check(pasa_apps::library_name(format_by_name));
   app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
   app.add_option("--golden-npy", golden_npy, "write the golden output as float64 .npy");
-  CLI11_PARSE(app, argc, argv);
+  PASA_CLI_PARSE(app, argc, argv);
 
   try {
     // Everything is checked before anything is computed or written: the algorithm, the outputs, the size.

@@ -47,12 +47,12 @@ int main(int argc, char** argv) {
   app.add_flag("--invariance", invariance, "also the PASA invariance view (given beta, exact M, optimised beta)");
   app.add_option("--threads", threads, "worker threads (results do not depend on it)")
       ->capture_default_str()
-      ->check(pasa_apps::unsigned_integer(1));
+      ->check(pasa_apps::thread_count());
   std::string max_memory;
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--csv", csv_path, "write the per-stage table as CSV");
   app.add_option("--json", json_path, "write the per-stage table (and invariance view) as JSON");
-  CLI11_PARSE(app, argc, argv);
+  PASA_CLI_PARSE(app, argc, argv);
 
   try {
     const pasa::ProblemSpec problem = pasa::problem_from_json(pasa::read_json_file(problem_path), problem_path + ":");

@@ -1,5 +1,6 @@
 // pasa-fdpp: the FlashDecoding++ unified-max table (fallback rate and error vs φ, input distribution and
 // length; src/pasa/study/fdpp_study.hpp) as CSV.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -7,6 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
+#include "library_names.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/study/fdpp_study.hpp"
@@ -16,12 +19,18 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> lengths = {512, 4096};
   std::string out = "results/decode/fdpp.csv";
   int threads = pasa::default_threads();
-  app.add_option("--lengths", lengths, "KV lengths")->capture_default_str();
+  std::string max_memory;
+  app.add_option("--lengths", lengths, "KV lengths")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
   app.add_option("--out", out, "CSV file")->capture_default_str();
-  app.add_option("--threads", threads, "threads")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--threads", threads, "threads")->capture_default_str()->check(pasa_apps::thread_count());
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  PASA_CLI_PARSE(app, argc, argv);
   try {
-    pasa::check_output_paths({{"--out", out}});  // before the study runs, not after
+    if (lengths.empty()) throw pasa::InputError("--lengths: give at least one KV length");
+    pasa::check_output_paths({{"--out", out}});
+    pasa::check_memory(pasa::fdpp_study_bytes(lengths, threads),
+                       max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory"), "this study",
+                       "KV lengths up to " + std::to_string(*std::max_element(lengths.begin(), lengths.end())));
     std::string text = pasa::csv_line(pasa::fdpp_csv_header());
     for (const pasa::FdppRow& r : pasa::fdpp_study(lengths, threads)) {
       text += pasa::csv_line(pasa::fdpp_csv_row(r));

@@ -11,6 +11,7 @@
 
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/io/allocation_json.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/study/hardware_compare.hpp"
@@ -20,7 +21,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   pasa::HwAttentionOptions aopt;
   pasa::HwConversionOptions copt;
-  std::string a_out, c_out;
+  std::string a_out, c_out, max_memory;
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   auto* att = app.add_subcommand("attention", "toolkit vs GPU attention outputs, both against the golden");
   att->add_option("--gpu-dir", aopt.gpu_dir, "folder with manifest.json, <case>/{q,k,v}.npy, <case>/out_<label>.npy")
       ->required();
@@ -29,34 +31,43 @@ int main(int argc, char** argv) {
   att->add_option("--out", a_out, "CSV to write, one row per (case, label)")->required();
   att->add_option("--threads", aopt.threads, "worker threads (results do not depend on it)")
       ->capture_default_str()
-      ->check(pasa_apps::unsigned_integer(1));
+      ->check(pasa_apps::thread_count());
   auto* conv = app.add_subcommand("conversions", "pasa's rounding vs the GPU's float32 conversions");
   conv->add_option("--gpu-dir", copt.gpu_dir, "folder with conv_<fmt>.bin (and conv_range.json)")->required();
   conv->add_option("--out", c_out, "CSV to write: a summary row per format, then up to 20 mismatches")->required();
   conv->add_option("--threads", copt.threads, "worker threads (results do not depend on it)")
       ->capture_default_str()
-      ->check(pasa_apps::unsigned_integer(1));
+      ->check(pasa_apps::thread_count());
   auto* gm = app.add_subcommand("gemm", "a GPU GEMM's outputs vs the GEMM model; prints one CSV row");
   pasa::HwGemmOptions gopt;
   std::string a_fmt, b_fmt, out_fmt, gemm_json = R"({"model": "tensor_core"})", convert, convert_mode = "rne";
   gm->add_option("--a", gopt.a, "A (batch, M, K) .npy")->required();
   gm->add_option("--b", gopt.b, "Bt (batch, N, K) .npy")->required();
   gm->add_option("--c", gopt.c, "the GPU's C (batch, M, N) .npy")->required();
-  gm->add_option("--a-format", a_fmt, "format of A's values")->required();
-  gm->add_option("--b-format", b_fmt, "format of Bt's values (default: A's)");
-  gm->add_option("--out-format", out_fmt, "format of C")->required();
+  gm->add_option("--a-format", a_fmt, "format of A's values")->required()->check(pasa_apps::library_name(pasa::format_by_name));
+  gm->add_option("--b-format", b_fmt, "format of Bt's values (default: A's)")
+      ->check(pasa_apps::library_name(pasa::format_by_name));
+  gm->add_option("--out-format", out_fmt, "format of C")->required()->check(pasa_apps::library_name(pasa::format_by_name));
   gm->add_option("--gemm", gemm_json, "the GEMM model as the allocation's \"gemm\" JSON")->capture_default_str();
   gm->add_option("--convert", convert, "round the inputs to this format first (cuBLAS's float32 -> tf32)");
   gm->add_option("--convert-mode", convert_mode, "rounding of --convert (rne, rz, ...)")->capture_default_str();
-  gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr");
-  CLI11_PARSE(app, argc, argv);
+  gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr")
+      ->check(pasa_apps::unsigned_integer());
+  PASA_CLI_PARSE(app, argc, argv);
   try {
     pasa::check_output_paths({{"--out", att->parsed() ? a_out : c_out}});  // before any comparison runs
+    aopt.max_memory = gopt.max_memory = max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory");
     if (gm->parsed()) {
       gopt.a_format = pasa::format_by_name(a_fmt);
       gopt.b_format = pasa::format_by_name(b_fmt.empty() ? a_fmt : b_fmt);
       gopt.out_format = pasa::format_by_name(out_fmt);
-      gopt.model = pasa::gemm_model_from_json(nlohmann::json::parse(gemm_json), "--gemm");
+      nlohmann::json gemm;
+      try {
+        gemm = nlohmann::json::parse(gemm_json);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw pasa::InputError(std::string("--gemm: invalid JSON: ") + e.what());
+      }
+      gopt.model = pasa::gemm_model_from_json(gemm, "--gemm");
       if (!convert.empty())
         gopt.convert = {pasa::format_by_name(convert), pasa::RoundOptions{pasa::round_mode_by_name(convert_mode)}};
       const auto r = pasa::compare_gemm(gopt);
@@ -85,8 +96,7 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("{}: {} inputs, {} mismatches with overflow {} ({} with {})\n", r.format, r.count,
                                r.mismatches, r.overflow, r.other_mismatches, r.other_overflow);
     return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "pasa-hwcompare: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return pasa::report_error("pasa-hwcompare");
   }
 }

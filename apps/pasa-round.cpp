@@ -14,6 +14,7 @@
 
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/io/npy.hpp"
 #include "pasa/io/number_text.hpp"
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output, "write the rounded values to this .npy (float64, same shape)");
   app.add_option("--bits-output", bits_output,
                  "write the storage bit patterns to this .npy (uint8 for 8-bit formats, else uint16)");
+  std::string max_memory;
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_flag("--list-formats", list_formats, "print each built-in format's precision and range, and exit");
   // Numbers that start with '-' ("-inf", "-nan", "-0x1p-3") would be read as short options ("-i nf"): every
   // number is passed after "--" (in its order), unless it is the value of an option.
@@ -74,7 +77,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(std::move(reordered));  // (CLI11 takes a reversed vector)
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return pasa_apps::parse_failure(app, e);
   }
 
   try {
@@ -95,6 +98,16 @@ int main(int argc, char** argv) {
     std::vector<double> xs;
     std::vector<std::size_t> shape;
     if (!input.empty()) {
+      // Size first, from the header (core/memory.hpp): the file's bytes, the values and the rounded values
+      // as doubles, and the output files' bytes.
+      const pasa::NpyArray h = pasa::read_npy_header(input);
+      const std::size_t n = pasa::npy_element_count(h);
+      const std::size_t outputs = pasa::sat_add(output.empty() ? 0 : pasa::sat_mul(n, 8),
+                                                bits_output.empty() ? 0 : pasa::sat_mul(n, bits_dtype == pasa::NpyDtype::u8 ? 1 : 2));
+      pasa::check_memory(pasa::sat_add(pasa::sat_add(pasa::sat_mul(n, pasa::npy_itemsize(h.dtype)), pasa::sat_mul(n, 16)),
+                                       outputs),
+                         max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory"), input,
+                         fmt::format("{} elements", n));
       const pasa::NpyArray a = pasa::read_npy(input);
       if (a.dtype != pasa::NpyDtype::f32 && a.dtype != pasa::NpyDtype::f64)
         throw pasa::InputError(fmt::format("{}: dtype {} not accepted; give float32 or float64 values", input,

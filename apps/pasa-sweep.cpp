@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "output folder (default: the config's outputs.dir, or sweep-out/<name>)");
   app.add_option("--threads", threads, "threads inside each case (results do not depend on it)")
       ->capture_default_str()
-      ->check(pasa_apps::unsigned_integer(1));
+      ->check(pasa_apps::thread_count());
   std::string max_memory;
   app.add_option("--max-memory", max_memory, "memory the sweep may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--shard", shard, "I/N: run every N-th problem starting at I (0 <= I < N); join with `merge`");
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   auto* merge = app.add_subcommand("merge", "join the shard tables of one sweep (from one or several folders)");
   merge->add_option("dirs", merge_dirs, "folders holding results.shard-I-of-N.csv and config.json")->required();
   merge->add_option("--out", merge_out, "folder for the merged table and summary (default: the first folder)");
-  CLI11_PARSE(app, argc, argv);
+  PASA_CLI_PARSE(app, argc, argv);
 
   try {
     if (merge->parsed()) {

@@ -24,12 +24,12 @@ int main(int argc, char** argv) {
   bool fresh = false;
   app.add_option("--repo", repo, "repository root holding configs/")->capture_default_str();
   app.add_option("--out", out, "output folder (sweeps under OUT/sweeps/)")->capture_default_str();
-  app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str()->check(pasa_apps::thread_count());
   app.add_flag("--fresh", fresh, "refuse to reuse finished sweeps in OUT/sweeps (default: resume them)");
   app.add_option("--hardware", hardware,
                  "GPU-vs-emulator table for Table 4's GPU columns (default: REPO/results/hardware/hw_attention.csv "
                  "when it exists; \"none\": leave them empty)");
-  CLI11_PARSE(app, argc, argv);
+  PASA_CLI_PARSE(app, argc, argv);
   opt.repo = repo;
   if (hardware.empty()) {
     const std::filesystem::path def = opt.repo / "results" / "hardware" / "hw_attention.csv";

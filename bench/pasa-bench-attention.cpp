@@ -8,6 +8,7 @@
 // round-every-op ≥ 0.2; the H100 tensor-core model (fa_fp16_fp32_h100, pasa_fp16_h100) ≥ 1/4 of the same
 // allocation under the ordered model.
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "../apps/library_names.hpp"
 #include "bench_clock.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/inputs/generators.hpp"
 
@@ -92,16 +96,44 @@ int main(int argc, char** argv) {
   CLI::App app{"Time the emulated attention kernels against a float32 BLAS GEMM of the same flop count"};
   std::size_t heads = 16, seq = 1280, dim = 128;
   int reps = 3;
-  app.add_option("--heads", heads, "heads N (B = 1)");
-  app.add_option("--seq", seq, "sequence length S (S1 = S2)");
-  app.add_option("--dim", dim, "head dimension D");
-  app.add_option("--reps", reps, "repetitions (the best time counts)");
+  std::string max_memory;
+  app.add_option("--heads", heads, "heads N (B = 1)")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--seq", seq, "sequence length S (S1 = S2)")->check(pasa_apps::unsigned_integer(1, INT_MAX));
+  app.add_option("--dim", dim, "head dimension D")->check(pasa_apps::unsigned_integer(1, INT_MAX));
+  app.add_option("--reps", reps, "repetitions (the best time counts)")->check(pasa_apps::unsigned_integer(1, INT_MAX));
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   bool probe = false;
   app.add_flag("--blas-probe", probe, "only time the OpenBLAS baseline (1 and 2 threads) and print it")->group("");
-  CLI11_PARSE(app, argc, argv);
+  PASA_CLI_PARSE(app, argc, argv);
+  try {
+  // Size first (core/memory.hpp): the inputs, the largest kernel's memory, and the BLAS baseline's float
+  // copies (Q, K, V, O and the S x S scores).
+  {
+    ProblemSpec ps;
+    ps.Nq = ps.Nkv = heads;
+    ps.Sq = ps.Skv = seq;
+    ps.D = dim;
+    validate(ps);
+    AlgorithmSpec every_op;
+    every_op.name = "fa2";
+    every_op.alloc = allocation_preset("fa_fp16_strict");
+    const Shape s{1, heads, seq, dim};
+    std::size_t need = 0;
+    for (const char* a : {"fa_fp32", "fa_fp16_fp32", "pasa_fp16", "pasa_fp16_strict", "fa_fp16_fp32_h100"}) {
+      AlgorithmSpec spec;
+      spec.name = "fa2";
+      spec.alloc = allocation_preset(a);
+      need = std::max(need, attention_bytes(s, s, format_by_name("fp16"), spec, 2));
+    }
+    need = sat_add(sat_add(need, inputs_bytes(ps)),
+                   sat_mul(sizeof(float), sat_add(sat_mul(4, sat_mul(seq, dim)), sat_mul(seq, seq))));
+    check_memory(need, max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory"), "this benchmark",
+                 fmt::format("(1, {}, {}, {})", heads, seq, dim));
+  }
 #ifdef PASA_HAVE_CBLAS
   const std::string shape_args = "--heads " + std::to_string(heads) + " --seq " + std::to_string(seq) + " --dim " +
-                                 std::to_string(dim) + " --reps " + std::to_string(reps);
+                                 std::to_string(dim) + " --reps " + std::to_string(reps) +
+                                 (max_memory.empty() ? "" : " --max-memory " + max_memory);
   if (!probe && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
     // Choose the core type before OpenBLAS's kernels run in this process: time each candidate in a child,
     // then re-execute with the fastest (OpenBLAS reads OPENBLAS_CORETYPE only when it loads).
@@ -239,4 +271,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\nall goals: %s\n", met ? "met" : "NOT met");
   return 0;
+  } catch (...) {
+    return report_error("pasa-bench-attention");
+  }
 }

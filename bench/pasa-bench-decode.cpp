@@ -11,8 +11,14 @@
 
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
+#include "../apps/library_names.hpp"
 #include "bench_clock.hpp"
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
+#include "pasa/exact/golden.hpp"
 #include "pasa/attention/unified.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/generators.hpp"
@@ -26,19 +32,23 @@ int main(int argc, char** argv) {
   std::string alloc = "fa_fp16_fp32", algo = "fa2";
   int threads = default_threads();
   bool skip_golden = false;
-  app.add_option("--batch", B, "sequences (one new token each)");
-  app.add_option("--heads", Nq, "query heads Nq");
-  app.add_option("--kv-heads", Nkv, "KV heads Nkv");
-  app.add_option("--kv-seq", Skv, "context length (cached tokens + the new one)");
-  app.add_option("--dim", D, "head dimension D");
-  app.add_option("--block", block, "paged cache block size (tokens)");
-  app.add_option("--s2", s2, "key tile of the kernel");
-  app.add_option("--splits", splits, "split-KV parts");
-  app.add_option("--alloc", alloc, "allocation preset");
-  app.add_option("--algorithm", algo, "fa2 or pasa");
-  app.add_option("--threads", threads, "threads");
+  std::string max_memory;
+  using pasa_apps::unsigned_integer;
+  app.add_option("--batch", B, "sequences (one new token each)")->check(unsigned_integer(1));
+  app.add_option("--heads", Nq, "query heads Nq")->check(unsigned_integer(1));
+  app.add_option("--kv-heads", Nkv, "KV heads Nkv")->check(unsigned_integer(1));
+  app.add_option("--kv-seq", Skv, "context length (cached tokens + the new one)")->check(unsigned_integer(1));
+  app.add_option("--dim", D, "head dimension D")->check(unsigned_integer(1));
+  app.add_option("--block", block, "paged cache block size (tokens)")->check(unsigned_integer(1));
+  app.add_option("--s2", s2, "key tile of the kernel")->check(unsigned_integer(1));
+  app.add_option("--splits", splits, "split-KV parts")->check(unsigned_integer(1));
+  app.add_option("--alloc", alloc, "allocation preset")->check(pasa_apps::library_name(allocation_preset));
+  app.add_option("--algorithm", algo, "fa2 or pasa")->check(CLI::IsMember({"fa2", "pasa"}));
+  app.add_option("--threads", threads, "threads")->check(pasa_apps::thread_count());
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_flag("--skip-golden", skip_golden, "do not compute the golden");
-  CLI11_PARSE(app, argc, argv);
+  PASA_CLI_PARSE(app, argc, argv);
+  try {
 
   // The cache: K and V drawn like a (B, Nkv, Skv, D) uniform fp16 problem (generate_inputs' streams, head by
   // head, so that no dense copy of the cache is ever held), stored block by block at a permuted position
@@ -53,11 +63,31 @@ int main(int argc, char** argv) {
   ps.seed = 1;
   ps.q = ps.k = ps.v = TensorGen{GenKind::uniform, 0, 1};
   validate(ps);
+  // Size first (core/memory.hpp): the paged cache (K and V as floats, the last block of each sequence
+  // padded), Q twice, a (Skv, D) double head per thread, then the kernel's and the golden's own memory.
+  const std::size_t per_seq = (Skv + block - 1) / block;
+  {
+    AlgorithmSpec a;
+    a.name = algo;
+    a.alloc = allocation_preset(alloc);
+    a.s1 = 1;
+    a.s2 = s2;
+    a.splits = splits;
+    const Shape qs{B, Nq, 1, D}, kvs{B, Nkv, Skv, D};
+    GoldenOptions go;
+    go.threads = threads;
+    const std::size_t cache = sat_product(2 * sizeof(float), B, per_seq, Nkv, block, D);
+    const std::size_t need = sat_add(
+        sat_add(cache, sat_product(3 * sizeof(double), B, Nq, D)),
+        sat_add(sat_product(sizeof(double), static_cast<std::size_t>(threads), Skv, D),
+                std::max(attention_bytes(qs, kvs, format_by_name("fp16"), a, threads), skip_golden ? 0 : golden_bytes(qs, kvs, go))));
+    check_memory(need, max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory"), "this decode step",
+                 fmt::format("B {}, Nq {}, Nkv {}, Skv {}, D {}, block {}, {} threads", B, Nq, Nkv, Skv, D, block, threads));
+  }
   const Format fp16 = format_by_name(ps.format);
   auto t0 = std::chrono::steady_clock::now();
   const Tensor q = generate_tensor(ps.q, {B, Nq, 1, D}, fp16, ps.seed, "q", threads);
   PagedBatch pb;
-  const std::size_t per_seq = (Skv + block - 1) / block;
   pb.cache.num_blocks = B * per_seq;
   pb.cache.block_size = block;
   pb.cache.Nkv = Nkv;
@@ -134,4 +164,7 @@ int main(int argc, char** argv) {
               t_golden, c_golden, g.guaranteed_bits, t_golden < 5 ? "met" : "NOT met", load1(), shape_note);
   std::printf("rmse (Eq. 19) of the kernel: %.3e\n", compare_outputs(out.o, g.o).rmse);
   return 0;
+  } catch (...) {
+    return report_error("pasa-bench-decode");
+  }
 }

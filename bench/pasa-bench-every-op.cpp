@@ -8,13 +8,19 @@
 // Prints wall and CPU seconds (best of --reps), the speed-up over the F16C kernel and the load average;
 // with 2 threads the heads are split between them, as the attention engine splits its work.
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
+#include "../apps/library_names.hpp"
 #include "bench_clock.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/attention/gemm.hpp"
 #include "pasa/numeric/round.hpp"
 
@@ -45,12 +51,22 @@ int main(int argc, char** argv) {
   CLI::App app{"Time the every-op fp16 GEMM kernels on the GEMMs of a blocked attention"};
   std::size_t heads = 16, seq = 1280, dim = 128;
   int reps = 3;
-  app.add_option("--heads", heads, "heads N (B = 1)");
-  app.add_option("--seq", seq, "sequence length S (a multiple of 128)");
-  app.add_option("--dim", dim, "head dimension D");
-  app.add_option("--reps", reps, "repetitions (the best time counts)");
-  CLI11_PARSE(app, argc, argv);
+  std::string max_memory;
+  app.add_option("--heads", heads, "heads N (B = 1)")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--seq", seq, "sequence length S (a multiple of 128)")->check(pasa_apps::unsigned_integer(128));
+  app.add_option("--dim", dim, "head dimension D")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--reps", reps, "repetitions (the best time counts)")->check(pasa_apps::unsigned_integer(1, INT_MAX));
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  PASA_CLI_PARSE(app, argc, argv);
+  try {
   const std::size_t T = 128, tiles = seq / T;
+  if (seq % T != 0) throw InputError(fmt::format("--seq {}: must be a multiple of {}", seq, T));
+  // Size first: per tile operand set (fp16 and bf16 copies of Q, Kᵀ, P, V as floats) and, per thread, the
+  // double S and O tiles.
+  check_memory(sat_add(sat_mul(2 * sizeof(float), sat_add(sat_mul(3 * T, dim), T * T)),
+                       sat_mul(2 * sizeof(double), sat_add(T * T, sat_mul(T, dim)))),
+               max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory"), "this benchmark",
+               fmt::format("D {}", dim));
 
   // Inputs as the attention benchmark draws them (uniform in [0, 1], fp16), P = exp(−x) of such scores.
   const Format h = format_by_name("fp16");
@@ -120,5 +136,9 @@ int main(int argc, char** argv) {
       std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s  %.2fx the loop (CPU time)\n",
                   "every-op bf16, float registers", b.wall, b.cpu, gflop / b.wall, l.cpu / b.cpu);
     }
+  }
+  return 0;
+  } catch (...) {
+    return report_error("pasa-bench-every-op");
   }
 }

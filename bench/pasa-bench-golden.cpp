@@ -14,7 +14,10 @@
 #include <CLI/CLI.hpp>
 #include <mpfr.h>
 
+#include "../apps/library_names.hpp"
 #include "bench_clock.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/score_rows.hpp"
 #include "pasa/inputs/generators.hpp"
@@ -126,14 +129,17 @@ int main(int argc, char** argv) {
   double x0 = 30, am = 0.5;
   int threads = default_threads();
   bool mpfr = false;
-  app.add_option("--heads", heads, "heads N (B = 1)");
-  app.add_option("--seq", seq, "sequence length S");
-  app.add_option("--dim", dim, "head dimension D");
-  app.add_option("--x0", x0, "uniform generator centre (PASA Eq. 17)");
-  app.add_option("--am", am, "uniform generator half-width");
-  app.add_option("--threads", threads, "threads");
+  std::string max_memory;
+  app.add_option("--heads", heads, "heads N (B = 1)")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--seq", seq, "sequence length S")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--dim", dim, "head dimension D")->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--x0", x0, "uniform generator centre (PASA Eq. 17)")->check(pasa_apps::finite_number());
+  app.add_option("--am", am, "uniform generator half-width")->check(pasa_apps::finite_number());
+  app.add_option("--threads", threads, "threads")->check(pasa_apps::thread_count());
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_flag("--mpfr", mpfr, "also time the plain MPFR evaluation of one head");
-  CLI11_PARSE(app, argc, argv);
+  PASA_CLI_PARSE(app, argc, argv);
+  try {
 
   ProblemSpec spec;
   spec.Nq = spec.Nkv = heads;
@@ -141,6 +147,18 @@ int main(int argc, char** argv) {
   spec.D = dim;
   spec.q = spec.k = spec.v = TensorGen{GenKind::uniform, x0, am};
   spec.seed = 1;
+  validate(spec);
+  {
+    // Size first: the inputs, both goldens' outputs and working memory, and the baseline's per-thread rows.
+    GoldenOptions go;
+    go.threads = threads;
+    const Shape s{1, heads, seq, dim};
+    const std::size_t need =
+        sat_add(sat_add(inputs_bytes(spec), sat_mul(2, golden_bytes(s, s, go))),
+                sat_product(8 * sizeof(double), static_cast<std::size_t>(threads), sat_add(seq, dim)));
+    check_memory(need, max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory"), "this benchmark",
+                 fmt::format("(1, {}, {}, {}), {} threads", heads, seq, dim, threads));
+  }
   const AttentionInputs in = generate_inputs(spec, threads);
   GoldenOptions fast;
   fast.threads = threads;
@@ -181,4 +199,7 @@ int main(int argc, char** argv) {
               "relative difference %.2e\n", plain.precision_bits, t_plain, g1.guaranteed_bits,
               t_plain * static_cast<double>(heads) / t_fast, worst);
   return identical ? 0 : 1;
+  } catch (...) {
+    return report_error("pasa-bench-golden");
+  }
 }

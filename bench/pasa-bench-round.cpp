@@ -8,6 +8,7 @@
 // from two binades below the smallest subnormal to two above the largest finite (so subnormals, underflow
 // to zero and overflow all occur).
 #include <algorithm>
+#include <climits>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -20,6 +21,9 @@
 #include <boost/random/mersenne_twister.hpp>
 #include <fmt/format.h>
 
+#include "../apps/library_names.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/numeric/round.hpp"
 
@@ -66,9 +70,17 @@ int main(int argc, char** argv) {
   CLI::App app{"Rounding throughput against memcpy of the same float32 array"};
   std::size_t n = std::size_t(64) << 20;
   int reps = 5;
-  app.add_option("-n,--elements", n, "array length")->capture_default_str();
-  app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  std::string max_memory;
+  app.add_option("-n,--elements", n, "array length")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1, INT_MAX));
+  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  PASA_CLI_PARSE(app, argc, argv);
+  try {
+  // Size first: the input and output float32 arrays.
+  pasa::check_memory(pasa::sat_mul(2 * sizeof(float), n), max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory"),
+                     "this benchmark", fmt::format("{} float32 elements in and out", n));
 
   std::vector<float> out(n);
   std::memset(out.data(), 0, n * sizeof(float));  // fault the pages in before timing
@@ -104,4 +116,7 @@ int main(int argc, char** argv) {
   }
   fmt::print("all goals: {}\n", met ? "met" : "NOT met");
   return 0;
+  } catch (...) {
+    return pasa::report_error("pasa-bench-round");
+  }
 }

@@ -9,12 +9,16 @@
 #include <pybind11/stl.h>
 
 #include <cfloat>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,7 +28,9 @@
 #include "pasa/analysis/beta_solver.hpp"
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/allocation.hpp"
+#include "pasa/core/cancel.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
@@ -51,6 +57,101 @@ using pasa::InputError;
 namespace {
 
 py::module_ numpy() { return py::module_::import("numpy"); }
+
+std::string type_name(const py::handle& o) { return py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(); }
+
+// ---------------------------------------------------------------------------------------------------------
+// Ctrl-C during a long call. Python runs its SIGINT handler (KeyboardInterrupt) only on the main thread and
+// only when PyErr_CheckSignals runs there with the GIL; the library computes without it. So f() (library work
+// on C++ values, no Python objects) runs on a worker thread while the calling thread waits without the GIL
+// and polls for signals every 50 ms; on a signal it asks the library to stop (core/cancel.hpp: the golden
+// checks between rows and keys, sweeps between cases), waits for the worker to unwind (what the call leaves
+// is what an error leaves: a sweep's .partial rows stay for resume) and raises the signal's exception.
+template <class F>
+auto interruptible(F&& f) -> decltype(f()) {
+  using R = decltype(f());
+  std::optional<R> result;
+  std::exception_ptr error;
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false, interrupted = false;
+  {
+    py::gil_scoped_release nogil;
+    std::thread worker([&] {
+      try {
+        result.emplace(f());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(m);
+      finished = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(m);
+    while (!cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished; })) {
+      if (interrupted) continue;
+      lock.unlock();
+      {
+        py::gil_scoped_acquire gil;
+        interrupted = PyErr_CheckSignals() != 0;  // the handler's exception is now set
+      }
+      if (interrupted) pasa::request_cancel();
+      lock.lock();
+    }
+    lock.unlock();
+    worker.join();
+  }
+  if (interrupted) {
+    pasa::clear_cancel();
+    throw py::error_already_set();
+  }
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const pasa::Cancelled&) {  // another thread's Ctrl-C stopped this call too
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
+  }
+  return std::move(*result);
+}
+
+// An integer argument (a Python int or numpy integer, not a bool) in [lo, hi]: TypeError or ValueError naming
+// the argument (pybind11's own conversion answers a negative value with a list of signatures).
+std::uint64_t int_arg(const char* name, const py::handle& o, std::uint64_t lo = 0, std::uint64_t hi = UINT64_MAX) {
+  if (py::isinstance<py::bool_>(o) || !(py::isinstance<py::int_>(o) || py::isinstance(o, numpy().attr("integer"))))
+    throw py::type_error(fmt::format("{}: expected an integer, got {}", name, type_name(o)));
+  const py::int_ i(py::reinterpret_borrow<py::object>(o));
+  if (py::int_(lo) > i || i > py::int_(hi))
+    throw InputError(fmt::format("{}: {} is not an integer in [{}, {}]", name, py::repr(i).cast<std::string>(), lo, hi));
+  return i.cast<std::uint64_t>();
+}
+std::optional<std::uint64_t> opt_int_arg(const char* name, const py::handle& o, std::uint64_t lo = 0,
+                                         std::uint64_t hi = UINT64_MAX) {
+  if (o.is_none()) return std::nullopt;
+  return int_arg(name, o, lo, hi);
+}
+std::optional<std::size_t> opt_size_arg(const char* name, const py::handle& o) {
+  const auto v = opt_int_arg(name, o);
+  return v ? std::optional<std::size_t>(static_cast<std::size_t>(*v)) : std::nullopt;
+}
+// kv_len: None or a sequence of key counts.
+std::optional<std::vector<std::size_t>> kv_len_arg(const py::handle& o) {
+  if (o.is_none()) return std::nullopt;
+  if (!py::isinstance<py::sequence>(o) && !py::isinstance<py::array>(o))
+    throw py::type_error(fmt::format("kv_len: expected a list of integers, got {}", type_name(o)));
+  std::vector<std::size_t> v;
+  std::size_t i = 0;
+  for (const auto& x : o) v.push_back(static_cast<std::size_t>(int_arg(fmt::format("kv_len[{}]", i++).c_str(), x)));
+  return v;
+}
+
+// The most threads an argument accepts (the programs' --threads: apps/library_names.hpp).
+constexpr int kMaxThreads = 4096;
+int threads_arg(const py::handle& o) {
+  if (o.is_none()) return pasa::default_threads();
+  return static_cast<int>(int_arg("threads", o, 1, kMaxThreads));
+}
 
 // A library name passed as argument `arg`: an unknown one is reported with the argument's name, as the
 // programs report it with the option's ("format: unknown format \"fp17\"; known formats: ...").
@@ -220,7 +321,6 @@ py::array_t<double> lse_out(std::vector<double>&& lse, const pasa::Shape& s, std
   return to_numpy(std::move(lse), tail({s.B, s.N, s.S}, rank - 1));
 }
 
-int threads_or_default(const std::optional<int>& threads) { return threads ? *threads : pasa::default_threads(); }
 
 // ---------------------------------------------------------------------------------------------------------
 // Attention inputs: Q, K, V arrays with the mask options, as pasa-attn builds them from --q/--k/--v.
@@ -265,7 +365,14 @@ struct InputArrays {
     in.mask.kv_len = kv_len;
     in.mask.keep = keep;
     in.allow_nonfinite = allow_nonfinite;
-    pasa::validate(in);
+    try {
+      pasa::validate(in);
+    } catch (const InputError& e) {  // the library advises the programs' spelling; give Python's
+      std::string what = e.what();
+      const std::string cli = "--allow-nonfinite (pasa-attn) or \"allow_nonfinite\": true (problem JSON)";
+      if (const auto at = what.find(cli); at != std::string::npos) what.replace(at, cli.size(), "allow_nonfinite=True");
+      throw InputError(what);
+    }
     return in;
   }
 };
@@ -299,8 +406,17 @@ py::dict format_dict(const pasa::Format& f) {
 }
 
 py::object round_values(const py::object& x, const std::string& format, const std::string& mode,
-                        const std::string& overflow, bool flush_input, bool flush_output, std::uint64_t seed,
+                        const std::string& overflow, bool flush_input, bool flush_output, const py::object& seed_arg,
                         const py::object& out) {
+  const std::uint64_t seed = int_arg("seed", seed_arg);
+  // Numbers only: numpy would read None as nan and "1.5" as 1.5.
+  if (!py::isinstance<py::array>(x)) {
+    const py::array probe = numpy().attr("asarray")(x);
+    const char k = probe.dtype().kind();
+    if (py::isinstance<py::bool_>(x) || (k != 'f' && k != 'i' && k != 'u'))
+      throw py::type_error(fmt::format("x: expected a number, a sequence of numbers or a float array, got {}",
+                                       type_name(x)));
+  }
   const pasa::Format f = named("format", format, pasa::format_by_name);
   const pasa::RoundOptions opt{named("mode", mode, pasa::round_mode_by_name),
                                named("overflow", overflow, pasa::overflow_by_name), flush_input,
@@ -432,6 +548,8 @@ pasa::AlgorithmSpec algorithm_spec(const char* function, const py::object& spec,
                                    const std::optional<std::size_t>& s1, const std::optional<std::size_t>& s2,
                                    const std::optional<std::uint64_t>& seed, const char* default_algorithm,
                                    const char* default_alloc) {
+  if (beta && !std::isfinite(*beta))  // (JSON has no NaN: the library would be told "null")
+    throw InputError(fmt::format("beta: must be a finite number, got {}", *beta));
   if (!spec.is_none()) {
     if (algorithm || !alloc.is_none() || beta || s1 || s2 || seed)
       throw InputError("spec: give spec or the separate arguments (algorithm, alloc, beta, s1, s2, seed), not both");
@@ -448,42 +566,40 @@ pasa::AlgorithmSpec algorithm_spec(const char* function, const py::object& spec,
 }
 
 py::tuple attention(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& algorithm,
-                    const py::object& alloc, const std::optional<double>& beta, const std::optional<std::size_t>& s1,
-                    const std::optional<std::size_t>& s2, const std::optional<std::uint64_t>& seed, const py::object& spec,
+                    const py::object& alloc, const std::optional<double>& beta, const py::object& s1,
+                    const py::object& s2, const py::object& seed, const py::object& spec,
                     const std::optional<std::string>& format, double scale, bool causal,
-                    const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
-                    bool allow_nonfinite, const std::optional<int>& threads) {
+                    const py::object& kv_len, const py::object& mask,
+                    bool allow_nonfinite, const py::object& threads) {
   const pasa::AlgorithmSpec algo =
-      algorithm_spec("pasa.attention", spec, algorithm, alloc, beta, s1, s2, seed, "fa2", "fa_fp16_fp32");
-  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+      algorithm_spec("pasa.attention", spec, algorithm, alloc, beta, opt_size_arg("s1", s1), opt_size_arg("s2", s2),
+                     opt_int_arg("seed", seed), "fa2", "fa_fp16_fp32");
+  InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
   arrays.allow_nonfinite = allow_nonfinite;
-  pasa::AttentionOutput out;
+  const int t = threads_arg(threads);
   pasa::Shape shape;
-  {
-    py::gil_scoped_release nogil;
+  pasa::AttentionOutput out = interruptible([&] {
     const pasa::AttentionInputs in = arrays.inputs();
     shape = in.q.shape;
-    out = pasa::run_attention(in, algo, threads_or_default(threads));
-  }
+    return pasa::run_attention(in, algo, t);
+  });
   return py::make_tuple(tensor_out(std::move(out.o), arrays.rank()), lse_out(std::move(out.lse), shape, arrays.rank()));
 }
 
 py::dict golden(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& format,
-                double scale, bool causal, const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
-                int precision_bits, bool fast, const std::optional<int>& threads) {
-  const InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
-  pasa::Golden g;
+                double scale, bool causal, const py::object& kv_len, const py::object& mask,
+                const py::object& precision_bits, bool fast, const py::object& threads) {
+  const InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  pasa::GoldenOptions opt;
+  opt.precision_bits = static_cast<int>(int_arg("precision_bits", precision_bits, 106, 100000));
+  opt.fast = fast;
+  opt.threads = threads_arg(threads);
   pasa::Shape shape;
-  {
-    py::gil_scoped_release nogil;
+  pasa::Golden g = interruptible([&] {
     const pasa::AttentionInputs in = arrays.inputs();
     shape = in.q.shape;
-    pasa::GoldenOptions opt;
-    opt.precision_bits = precision_bits;
-    opt.fast = fast;
-    opt.threads = threads_or_default(threads);
-    g = pasa::golden_attention(in, opt);
-  }
+    return pasa::golden_attention(in, opt);
+  });
   py::dict d;
   d["out"] = tensor_out(std::move(g.o), arrays.rank());
   d["lse"] = lse_out(std::move(g.lse), shape, arrays.rank());
@@ -495,28 +611,22 @@ py::dict golden(const py::object& q, const py::object& k, const py::object& v, c
 
 py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, const py::object& v,
                                      const std::optional<std::string>& format, double scale, bool causal,
-                                     const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
-                                     const std::optional<int>& threads) {
-  const InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
-  pasa::Tensor b;
-  {
-    py::gil_scoped_release nogil;
-    b = pasa::uniform_baseline(arrays.inputs(), threads_or_default(threads));
-  }
+                                     const py::object& kv_len, const py::object& mask,
+                                     const py::object& threads) {
+  const InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  const int t = threads_arg(threads);
+  pasa::Tensor b = interruptible([&] { return pasa::uniform_baseline(arrays.inputs(), t); });
   return tensor_out(std::move(b), arrays.rank());
 }
 
 py::dict score_stats(const py::object& q, const py::object& k, const py::object& v, const std::string& score_format,
                      const std::optional<std::string>& format, double scale, bool causal,
-                     const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
-                     const std::optional<int>& threads) {
+                     const py::object& kv_len, const py::object& mask,
+                     const py::object& threads) {
   const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
-  const InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
-  pasa::ScoreStats st;
-  {
-    py::gil_scoped_release nogil;
-    st = pasa::score_stats(arrays.inputs(), sf, threads_or_default(threads));
-  }
+  const InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  const int t = threads_arg(threads);
+  const pasa::ScoreStats st = interruptible([&] { return pasa::score_stats(arrays.inputs(), sf, t); });
   return numbers_as_floats(pasa::to_json(st));
 }
 
@@ -533,13 +643,14 @@ py::dict metrics(const py::object& out, const py::object& golden, const py::obje
   return numbers_as_floats(pasa::to_json(m));
 }
 
-py::dict generate(const py::object& problem, const std::optional<int>& threads) {
+py::dict generate(const py::object& problem, const py::object& threads) {
   const pasa::ProblemSpec spec = pasa::problem_from_json(json_argument(problem, "problem"), "problem:");
-  pasa::AttentionInputs in;
-  {
-    py::gil_scoped_release nogil;
-    in = pasa::generate_inputs(spec, threads_or_default(threads));
-  }
+  const int t = threads_arg(threads);
+  // Size first, as pasa-attn --problem: the three tensors, before one element is drawn (core/memory.hpp).
+  pasa::check_memory(pasa::inputs_bytes(spec), 0, "problem",
+                     fmt::format("Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}) as float64", spec.B, spec.Nq, spec.Sq,
+                                 spec.D, spec.B, spec.Nkv, spec.Skv, spec.D));
+  pasa::AttentionInputs in = interruptible([&] { return pasa::generate_inputs(spec, t); });
   py::dict d;
   d["q"] = tensor_out(std::move(in.q), 4);
   d["k"] = tensor_out(std::move(in.k), 4);
@@ -551,8 +662,11 @@ py::dict generate(const py::object& problem, const std::optional<int>& threads) 
   return d;
 }
 
-py::object solve_beta(const py::object& beta0, long long n, const std::string& format, std::size_t sqrt_d, double tol,
-                      int max_iter) {
+py::object solve_beta(const py::object& beta0, const py::object& n_arg, const std::string& format,
+                      const py::object& sqrt_d_arg, double tol, const py::object& max_iter_arg) {
+  const long long n = static_cast<long long>(int_arg("n", n_arg, 0, INT64_MAX));  // 0: the block-size message below
+  const std::size_t sqrt_d = static_cast<std::size_t>(int_arg("sqrt_d", sqrt_d_arg));
+  const int max_iter = static_cast<int>(int_arg("max_iter", max_iter_arg, 1, INT32_MAX));
   const pasa::Format tp = named("format", format, pasa::format_by_name);
   if (n < 1) throw InputError(fmt::format("n {}: the block size must be at least 1", n));
   pasa::BetaOptions opt;
@@ -568,33 +682,32 @@ py::object solve_beta(const py::object& beta0, long long n, const std::string& f
 
 py::dict attribute(const py::object& problem, const py::object& q, const py::object& k, const py::object& v,
                    const std::optional<std::string>& format, double scale, bool causal,
-                   const std::optional<std::vector<std::size_t>>& kv_len, const py::object& mask,
+                   const py::object& kv_len, const py::object& mask,
                    const std::optional<std::string>& algorithm, const py::object& alloc, const std::optional<double>& beta,
-                   const std::optional<std::size_t>& s1, const std::optional<std::size_t>& s2,
-                   const std::optional<std::uint64_t>& seed, const py::object& spec, bool invariance,
-                   const std::optional<int>& threads) {
+                   const py::object& s1, const py::object& s2, const py::object& seed, const py::object& spec,
+                   bool invariance,
+                   const py::object& threads) {
   const pasa::AlgorithmSpec algo =
-      algorithm_spec("pasa.attribute", spec, algorithm, alloc, beta, s1, s2, seed, "pasa", "pasa_fp16");
+      algorithm_spec("pasa.attribute", spec, algorithm, alloc, beta, opt_size_arg("s1", s1), opt_size_arg("s2", s2),
+                     opt_int_arg("seed", seed), "pasa", "pasa_fp16");
   const bool arrays_given = !q.is_none() || !k.is_none() || !v.is_none();
   if (problem.is_none() == !arrays_given)
     throw InputError("problem: give either a problem (dict or JSON text) or the arrays q, k, v");
   std::optional<pasa::ProblemSpec> pspec;
   std::optional<InputArrays> arrays;
   if (!problem.is_none()) pspec = pasa::problem_from_json(json_argument(problem, "problem"), "problem:");
-  else arrays.emplace(q, k, v, format, scale, causal, kv_len, mask);
-  const int t = threads_or_default(threads);
-  std::vector<pasa::StageShare> rows;
+  else arrays.emplace(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  const int t = threads_arg(threads);
   std::optional<pasa::InvarianceView> view;
-  {
-    py::gil_scoped_release nogil;
+  const std::vector<pasa::StageShare> rows = interruptible([&] {
     const pasa::AttentionInputs in = pspec ? pasa::generate_inputs(*pspec, t) : arrays->inputs();
     pasa::GoldenOptions gopt;
     gopt.threads = t;
     const pasa::Golden g = pasa::golden_attention(in, gopt);
     // The invariance view first, as pasa-attribute does: it rejects a non-PASA algorithm before the long runs.
     if (invariance) view = pasa::invariance_view(in, algo, g, t);
-    rows = pasa::attribute_error(in, algo, g, t);
-  }
+    return pasa::attribute_error(in, algo, g, t);
+  });
   json j = {{"algorithm", pasa::to_json(algo)}, {"stages", json::array()}};
   if (pspec) j["problem"] = pasa::to_json(*pspec);
   for (const pasa::StageShare& r : rows) j["stages"].push_back(pasa::to_json(r));
@@ -602,28 +715,34 @@ py::dict attribute(const py::object& problem, const py::object& q, const py::obj
   return to_python(j);
 }
 
-py::dict sweep(const py::object& config, const py::object& out_dir, int threads, bool resume,
+py::dict sweep(const py::object& config, const py::object& out_dir, const py::object& threads, bool resume,
                const std::optional<std::string>& shard) {
   pasa::SweepConfig cfg;
-  if (py::isinstance<py::dict>(config))
+  // A str is JSON text when it starts with '{' (a file name hardly does), else a path.
+  const bool json_text = py::isinstance<py::str>(config) && [&] {
+    const std::string s = config.cast<std::string>();
+    const auto first = s.find_first_not_of(" \t\r\n");
+    return first != std::string::npos && s[first] == '{';
+  }();
+  if (py::isinstance<py::dict>(config) || json_text)
     cfg = pasa::parse_sweep_config(json_argument(config, "config"), "config");
   else if (py::isinstance<py::str>(config) || py::isinstance(config, py::module_::import("os").attr("PathLike")))
     cfg = pasa::load_sweep_config(py::str(py::module_::import("os").attr("fspath")(config)).cast<std::string>());
   else
-    throw InputError(fmt::format("config: expected a dict or the path of a JSON file, got {}",
+    throw py::type_error(fmt::format("config: expected a dict, its JSON text or the path of a JSON file, got {}",
                                  py::str(py::type::handle_of(config).attr("__name__")).cast<std::string>()));
   pasa::SweepOptions opt;
   if (!out_dir.is_none()) opt.out_dir = py::str(py::module_::import("os").attr("fspath")(out_dir)).cast<std::string>();
-  opt.threads = threads;
+  opt.threads = threads_arg(threads);
   opt.resume = resume;
   if (shard) pasa::parse_shard(*shard, opt.shard_index, opt.shard_count);
-  pasa::SweepReport r;
+  opt.progress = [](const pasa::SweepProgress&) { pasa::check_cancel(); };  // Ctrl-C: stop between cases
   std::string digest;
-  {
-    py::gil_scoped_release nogil;
-    r = pasa::run_sweep(cfg, pasa::library_backend(), opt);
-    digest = pasa::sweep_digest(cfg, r.csv);
-  }
+  const pasa::SweepReport r = interruptible([&] {
+    pasa::SweepReport rep = pasa::run_sweep(cfg, pasa::library_backend(), opt);
+    digest = pasa::sweep_digest(cfg, rep.csv);
+    return rep;
+  });
   py::dict d;
   d["csv"] = r.csv.string();
   d["summary"] = r.summary.empty() ? py::object(py::none()) : py::object(py::str(r.summary.string()));

@@ -96,5 +96,5 @@ def test_sweep_errors_as_pasa_sweep(tmp_path):
     with pytest.raises(ValueError) as e:
         pasa.sweep(bad, tmp_path / "x")
     assert str(e.value) == cli.replace(str(tmp_path / "bad.json"), "config")
-    with pytest.raises(ValueError, match=r"^config: expected a dict or the path of a JSON file, got int$"):
+    with pytest.raises(TypeError, match=r"^config: expected a dict, its JSON text or the path of a JSON file, got int$"):
         pasa.sweep(3)

@@ -40,6 +40,7 @@
 #include <mpfr.h>
 
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/core/cancel.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/exact/golden_nonfinite.hpp"
@@ -74,10 +75,15 @@ class MpVec {
   std::size_t n_;
 };
 
-// Bits guaranteed by a relative error bound e: 0 when the bound is >= 1, infinite or NaN (no guarantee).
-int bits_of(double e) {
-  if (!(e < 1)) return 0;
-  return static_cast<int>(std::floor(-std::log2(e)));
+// Bits guaranteed by a relative error bound e·2^-shift: 0 when the bound is >= 1, infinite or NaN (no
+// guarantee); at most 999, since 1000 means "no visible key" (golden.hpp) and no double needs more.
+// The MPFR path computes its bound in units of 2^-shift (shift = precision_bits - 900 beyond 900 bits), so
+// that u = 2^-precision_bits does not underflow to 0 (which gave log2(0) = -inf, cast to INT_MIN).
+constexpr int kMaxBits = 999;
+int bits_of(double e, int shift = 0) {
+  if (!(e < std::ldexp(1.0, shift))) return 0;
+  if (e <= 0) return kMaxBits;
+  return static_cast<int>(std::min<double>(kMaxBits, std::floor(-std::log2(e)) + shift));
 }
 
 struct Problem {
@@ -389,7 +395,8 @@ void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, st
 void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::size_t i1, BlockResult& res) {
   const AttentionInputs& in = P.in;
   const mpfr_prec_t prec = P.opt.precision_bits;
-  const double u = std::ldexp(1.0, -static_cast<int>(prec));
+  const int shift = std::max(0, static_cast<int>(prec) - 900);  // the bound is in units of 2^-shift
+  const double u = std::ldexp(1.0, shift - static_cast<int>(prec));
   const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
   const std::size_t hk = h / in.group();
   const double* K = in.k.head(b, hk);
@@ -407,6 +414,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
   for (std::size_t j = 0; j < Skv; ++j) knorm[j] = row_norm(K + j * D, D);
   std::vector<unsigned char> vis;
   for (std::size_t i = i0; i < i1; ++i) {
+    check_cancel();  // a row at 100000 bits takes seconds: stop between rows and keys when asked
     const std::size_t row = (b * in.q.shape.N + h) * Sq + i;
     const std::size_t n = visible_keys(in, b, i, vis);
     if (n == 0) {
@@ -421,6 +429,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     bool have_max = false;
     for (std::size_t j = 0; j < vis.size(); ++j) {
       if (!vis[j]) continue;
+      check_cancel();
       mpfr_set_zero(s[j], 1);
       for (std::size_t x = 0; x < D; ++x) {
         mpfr_set_d(acc, q[x], MPFR_RNDN);
@@ -445,6 +454,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     for (std::size_t x = 0; x < D; ++x) mpfr_set_zero(num[x], 1);
     for (std::size_t j = 0; j < vis.size(); ++j) {
       if (!vis[j]) continue;
+      check_cancel();
       mpfr_sub(s[j], s[j], m, MPFR_RNDN);
       dmax = std::max(dmax, u * std::abs(mpfr_get_d(s[j], MPFR_RNDN)));
       mpfr_exp(s[j], s[j], MPFR_RNDN);
@@ -464,8 +474,8 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     P.g.lse[row] = mpfr_get_d(l, MPFR_RNDN);
     const double nd = static_cast<double>(n);
     const double E = 2.2 * (1.01 * dmax + u) + 1.1 * (3 * nd + 2) * u;
-    res.bound = std::max(res.bound, E);
-    res.bits = std::min(res.bits, bits_of(E));
+    res.bound = std::max(res.bound, std::ldexp(E, -shift));
+    res.bits = std::min(res.bits, bits_of(E, shift));
   }
   res.mpfr = true;
 }
@@ -550,6 +560,7 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
     const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
+    check_cancel();
     std::vector<double> bound;
     if (fast) {
       const KeyInfo& kg = *key_info[bk];

@@ -8,6 +8,9 @@
 #include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/csv.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
+#include "pasa/study/sweep.hpp"
 
 namespace pasa {
 namespace {
@@ -61,6 +64,27 @@ std::pair<double, double> range_9999(const AttentionInputs& in) {
 }
 
 }  // namespace
+
+std::size_t fdpp_study_bytes(const std::vector<std::size_t>& lengths, int threads) {
+  std::size_t need = 0;
+  const Dist& d = distributions().front();  // the shapes do not depend on the distribution
+  for (std::size_t skv : lengths) {
+    if (skv == 0) throw InputError("--lengths: a KV length must be at least 1");
+    // The calibration (Sq 16): its inputs and every scaled score as a double; then the run (Sq 1): the
+    // golden first, then fa2 and fdpp (case_memory_bytes, as a sweep sizes a case).
+    const ProblemSpec cal = problem(d, skv, 16, 1), run = problem(d, skv, 1, 2);
+    const std::size_t calibration =
+        sat_add(inputs_bytes(cal), sat_product(sizeof(double), cal.B, cal.Nq, cal.Sq, cal.Skv));
+    AlgorithmSpec fa2;
+    fa2.name = "fa2";
+    fa2.alloc = allocation_preset("fa_fp16_fp32");
+    fa2.s1 = 1;
+    AlgorithmSpec fdpp = fa2;
+    fdpp.name = "fdpp";
+    need = std::max({need, calibration, case_memory_bytes(run, {fa2, fdpp}, GoldenOptions{128, threads}, true)});
+  }
+  return need;
+}
 
 std::vector<FdppRow> fdpp_study(const std::vector<std::size_t>& lengths, int threads) {
   std::vector<FdppRow> rows;

@@ -27,6 +27,8 @@ struct FdppRow {
 
 // The whole table: 3 distributions × the lengths × allocations (fa_fp16_fp32, fa_fp16) × 3 φ choices.
 std::vector<FdppRow> fdpp_study(const std::vector<std::size_t>& lengths, int threads = default_threads());
+// The peak memory of fdpp_study, in bytes (saturating, core/memory.hpp); InputError for a length of 0.
+std::size_t fdpp_study_bytes(const std::vector<std::size_t>& lengths, int threads = default_threads());
 
 std::vector<std::string> fdpp_csv_header();
 std::vector<std::string> fdpp_csv_row(const FdppRow&);

@@ -14,6 +14,7 @@
 #include "pasa/attention/gemm.hpp"
 #include "pasa/io/npy.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/attention_inputs.hpp"
@@ -104,10 +105,25 @@ std::vector<CaseInfo> read_manifest(const fs::path& file) {
   return out;
 }
 
-AttentionInputs load_case_inputs(const fs::path& dir, const CaseInfo& c, const std::string& kind) {
+AttentionInputs load_case_inputs(const fs::path& dir, const CaseInfo& c, const std::string& kind,
+                                 const HwAttentionOptions& opt) {
   const auto it = c.files.find(kind);
   if (it == c.files.end())
     throw InputError(fmt::format("case {}: manifest lists no \"{}\" input files", c.name, kind));
+  {
+    // Size first, from the headers (core/memory.hpp): each tensor's file bytes and doubles, the golden's
+    // memory, and three outputs of Q's size (the golden's, the emulator's, the GPU's) with the emulator's
+    // working copies counted as one more.
+    std::size_t need = 0, q_elements = 0;
+    for (int t = 0; t < 3; ++t) {
+      const NpyArray h = read_npy_header(dir / it->second[t]);
+      const std::size_t n = npy_element_count(h);
+      if (t == 0) q_elements = n;
+      need = sat_add(need, sat_add(sat_mul(n, npy_itemsize(h.dtype)), sat_mul(n, sizeof(double))));
+    }
+    need = sat_add(need, sat_product(4 * sizeof(double), q_elements));
+    check_memory(need, opt.max_memory, "case " + c.name, (dir / it->second[0]).string() + " and its K, V");
+  }
   const Format f = format_by_name(kind);
   AttentionInputs in;
   Tensor* dst[3] = {&in.q, &in.k, &in.v};
@@ -172,7 +188,7 @@ std::vector<HwAttentionRow> compare_attention(const HwAttentionOptions& opt) {
       }
       auto it = by_input.find(cfg.input);
       if (it == by_input.end()) {
-        AttentionInputs in = load_case_inputs(dir, c, cfg.input);
+        AttentionInputs in = load_case_inputs(dir, c, cfg.input, opt);
         GoldenOptions go;
         go.threads = opt.threads;
         Golden g = golden_attention(in, go);
@@ -203,6 +219,17 @@ std::vector<HwAttentionRow> compare_attention(const HwAttentionOptions& opt) {
 }
 
 HwGemmResult compare_gemm(const HwGemmOptions& o) {
+  {
+    // Size first, from the headers (core/memory.hpp): each file's bytes and its doubles, the emulated C and
+    // the GPU's C as tensors, and one transposed B.
+    std::size_t need = 0;
+    for (const fs::path* p : {&o.a, &o.b, &o.c}) {
+      const NpyArray h = read_npy_header(*p);
+      const std::size_t n = npy_element_count(h);
+      need = sat_add(need, sat_add(sat_mul(n, npy_itemsize(h.dtype)), sat_mul(n, sizeof(double) * (p == &o.c ? 3 : 1))));
+    }
+    check_memory(need, o.max_memory, "this comparison", o.a.string() + ", " + o.b.string() + ", " + o.c.string());
+  }
   const NpyArray na = read_npy(o.a), nb = read_npy(o.b), nc = read_npy(o.c);
   auto dims = [](const NpyArray& x, const fs::path& p) {
     if (x.shape.size() != 3)

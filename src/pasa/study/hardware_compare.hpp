@@ -56,6 +56,7 @@ struct HwAttentionRow {
 struct HwAttentionOptions {
   std::filesystem::path gpu_dir, configs_dir;
   int threads = default_threads();
+  std::size_t max_memory = 0;  // the memory a case may use (0: MemAvailable); checked from the .npy headers
 };
 // One row per (case, label) in manifest order × label order (sorted file stems). A missing out_<label>.npy
 // gives a row with status "missing <file>" (and NaN figures). Errors (InputError) name the file and problem.
@@ -73,6 +74,7 @@ struct HwGemmOptions {
   GemmModel model;
   std::optional<std::pair<Format, RoundOptions>> convert;  // the inputs' conversion before the GEMM
   std::size_t max_mismatches = 0;                           // listed, in output order
+  std::size_t max_memory = 0;  // the memory the comparison may use (0: MemAvailable); checked from the headers
 };
 struct HwGemmMismatch {
   std::size_t q = 0, i = 0, j = 0;
