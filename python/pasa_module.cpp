@@ -24,6 +24,7 @@
 #include "pasa/analysis/beta_solver.hpp"
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/allocation.hpp"
+#include "pasa/attention/gemm.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/exact/baseline.hpp"
@@ -42,6 +43,7 @@
 #include "pasa/io/user_tensors.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/numeric/round.hpp"
+#include "pasa/study/hardware_compare.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
 
@@ -616,6 +618,40 @@ py::dict generate(const py::object& problem, const std::optional<int>& threads) 
   return d;
 }
 
+// C = A·B under a GEMM model, as pasa-gemm computes it (study/hardware_compare.hpp batched_gemm).
+py::array_t<double> gemm_values(const py::object& a, const py::object& b, const std::optional<std::string>& a_format,
+                                const std::optional<std::string>& b_format, const std::string& acc,
+                                const std::string& out, const py::object& model) {
+  const TensorArg ta(a, "a"), tb(b, "b");
+  for (const TensorArg* t : {&ta, &tb})
+    if (t->shape.size() != 2 && t->shape.size() != 3)
+      throw InputError(fmt::format("{}: {} dimensions; expected (rows, columns) or (batch, rows, columns)", t->where,
+                                   t->shape.size()));
+  if (ta.shape.size() != tb.shape.size()) throw InputError("a, b: one is batched, the other not");
+  std::unique_ptr<pasa::Format> fa, fb;
+  if (a_format) fa = std::make_unique<pasa::Format>(named("a_format", *a_format, pasa::format_by_name));
+  if (b_format) fb = std::make_unique<pasa::Format>(named("b_format", *b_format, pasa::format_by_name));
+  else if (fa) fb = std::make_unique<pasa::Format>(*fa);
+  const pasa::StageSpec sacc{named("acc", acc, pasa::format_by_name)}, sout{named("out", out, pasa::format_by_name)};
+  const std::string model_text = py::isinstance<py::str>(model) ? model.cast<std::string>()
+                                                                 : json_argument(model, "model").dump();
+  std::vector<double> c;
+  pasa::Shape sa, sb;
+  {
+    py::gil_scoped_release nogil;
+    const pasa::Tensor A = ta.tensor(fa.get()), B = tb.tensor(fb.get());
+    sa = A.shape, sb = B.shape;
+    if (sa.N != sb.N || sa.D != sb.S)
+      throw InputError(fmt::format("a, b: shapes {} x {} x {} and {} x {} x {} are not (batch, M, K) and (batch, K, N)",
+                                   sa.N, sa.S, sa.D, sb.N, sb.S, sb.D));
+    const pasa::GemmSpec spec{A.format, B.format, sacc, sout, pasa::gemm_model_by_name(model_text, A.format, "model")};
+    c = pasa::batched_gemm(spec, sa.N, sa.S, sb.D, sa.D, A.data, B.data);
+  }
+  std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(sa.S), static_cast<py::ssize_t>(sb.D)};
+  if (ta.shape.size() == 3) shape.insert(shape.begin(), static_cast<py::ssize_t>(sa.N));
+  return to_numpy(std::move(c), shape);
+}
+
 py::object solve_beta(const py::object& beta0, long long n, const std::string& format, std::size_t sqrt_d, double tol,
                       int max_iter) {
   const pasa::Format tp = named("format", format, pasa::format_by_name);
@@ -882,6 +918,20 @@ Seeded inputs from a problem description (a dict or its JSON text: {"shape": {"B
 Returns {"q", "k", "v" (float64 (B, N, S, D), values of "format"), "format", "scale", "causal", "kv_len",
 "pse" (float64 (B or 1, Nq, Sq, Skv) or None), "select" (bool (B, Sq, Skv) or None), "select_value",
 "allow_nonfinite"}: pass it on as pasa.attention(**inputs, algorithm=...), pasa.golden(**inputs).)doc");
+
+  m.def("gemm", &gemm_values, arg("a"), arg("b"), py::kw_only(), arg("a_format") = py::none(),
+        arg("b_format") = py::none(), arg("acc") = "fp32", arg("out") = "fp32", arg("model") = "ordered",
+        R"doc(gemm(a, b, *, a_format=None, b_format=None, acc="fp32", out="fp32", model="ordered") -> float64 array
+
+C = A·B under a GEMM model (docs/tensor-cores.md), as pasa-gemm computes it: each C[i, j] accumulated over k
+in order as the model says, then rounded once to `out` (nearest even).
+a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N). float16/32/64 arrays hold values (rounded to a_format /
+   b_format when given); uint8/uint16 arrays hold bit patterns of a_format / b_format (b_format: a_format's).
+acc: the accumulator format (ordered, chunked, every_op). out: the output format.
+model: "ordered", "chunked", "every_op", "h100" (the H100 tensor-core model of a's format, as the _h100
+   presets: fp8 inputs get the FP8 model), a tensor-core model name ("h100_fp16", "h100_e4m3", "exact", ...),
+   or the allocation's "gemm" object (dict or JSON text).
+Returns C (float64, (M, N) or (batch, M, N)), values of `out`.)doc");
 
   m.def("table3_initial_betas", &pasa::table3_initial_betas,
         "table3_initial_betas() -> list of float\n\nThe initial betas of the paper's Table 3.");
