@@ -10,8 +10,9 @@ combine kernel then merges, in fp32,
 The toolkit's "merge" stage (docs/decode.md) instead keeps the UNNORMALISED Õ_t, m_t, l_t and rounds those.
 
 What it does
-  Draws Q (B, Nq, 1, D), K, V (B, Nkv, Skv, D) with torch on the GPU in float64 (uniform x0 ± 1, the PASA
-  Eq. 17 generator), rounds them to fp16, and for every (x0, parts, partial format) runs
+  Draws Q (B, Nq, 1, D), K, V (B, Nkv, Skv, D) with NumPy (default_rng(seed·1000 + x0), float64, uniform
+  x0 ± 1: the PASA Eq. 17 generator) and rounds them to fp16, so that the CPU side makes the same inputs
+  without copying 270 MB back (--inputs-only); then on the GPU, for every (x0, parts, partial format), runs
     * each part under FA-FP16/FP32 [PASA Fig. 2] (attention_ports.py fa2 with s_dtype fp16; KV blocks of 128
       inside the part), GQA by repeating K/V heads;
     * the combine above, with O_t stored in fp16 or fp32 and lse_t in fp32;
@@ -20,7 +21,8 @@ What it does
   Grid: B 4, Nq 32, Nkv 8, Skv 8192, D 128; x0 in {0, 10}; parts in {4, 16, 64}; partials fp16 and fp32.
 
 Files written to OUT (default $OUT):
-  x0_<x0>/q.npy, k.npy, v.npy           float16 inputs (B, Nq, 1, D), (B, Nkv, Skv, D)
+  x0_<x0>/q.npy, k.npy, v.npy           float16 inputs (B, Nq, 1, D), (B, Nkv, Skv, D) (only with --save-inputs
+                                        or --inputs-only: 135 MB per x0)
   x0_<x0>/ref64.npy                     float64 reference output (B, Nq, 1, D)
   x0_<x0>/out_p<parts>_<fp16|fp32>.npy  float16 outputs of the ported kernel
   x0_<x0>/lse_p<parts>_<fp16|fp32>.npy  float32 final lse (B, Nq, 1)
@@ -29,6 +31,8 @@ Files written to OUT (default $OUT):
 
 How to run (GPU machine, about a minute):
   python3 experiments/gpu/split_kv_ports.py --out "$OUT" [--seed 1] [--device cuda]
+and on the CPU machine the same inputs (no torch needed):
+  python3 experiments/gpu/split_kv_ports.py --out DIR --inputs-only
 Then on the CPU machine, the toolkit on the same inputs (e.g. pasa-attn --q x0_0/q.npy --k x0_0/k.npy --v
 x0_0/v.npy --algo-json with "splits": 64 and the merge model) against the golden, and the ratio of the two
 RMSEs per point (the issue's target: 0.95-1.05).
@@ -40,14 +44,17 @@ import math
 import os
 
 import numpy as np
-import torch
 
-F16, F32, F64 = torch.float16, torch.float32, torch.float64
+try:
+    import torch
+    F16, F32, F64 = torch.float16, torch.float32, torch.float64
+except ImportError:  # --inputs-only runs without torch
+    torch = F16 = F32 = F64 = None
 S2 = 128
 SHAPE = dict(B=4, Nq=32, Nkv=8, Skv=8192, D=128)
 X0S = (0, 10)
 PARTS = (4, 16, 64)
-PARTIALS = {"fp16": F16, "fp32": F32}
+PARTIALS = ("fp16", "fp32")  # the format each part's O_t is stored in
 
 
 def part_fa2(q, k, v):
@@ -110,32 +117,54 @@ def rmse(o, ref):
     return float(e), 100.0 * float((~fin).sum()) / o.numel()
 
 
+def make_inputs(seed, x0):
+    """Q, K, V as float16 numpy arrays: uniform x0 ± 1 drawn in float64, rounded to fp16 (nearest even)."""
+    B, Nq, Nkv, Skv, D = (SHAPE[x] for x in ("B", "Nq", "Nkv", "Skv", "D"))
+    rng = np.random.default_rng(seed * 1000 + x0)
+    draw = lambda *s: (x0 + rng.uniform(-1.0, 1.0, s)).astype(np.float16)
+    return draw(B, Nq, 1, D), draw(B, Nkv, Skv, D), draw(B, Nkv, Skv, D)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.environ.get("OUT"), help="output folder (default $OUT)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--save-inputs", action="store_true", help="also write q/k/v.npy (135 MB per x0)")
+    ap.add_argument("--inputs-only", action="store_true", help="write q/k/v.npy and stop (CPU, no torch)")
     a = ap.parse_args()
     if not a.out:
         raise SystemExit("split_kv_ports: give --out or set $OUT")
+    if a.inputs_only:
+        for x0 in X0S:
+            d = os.path.join(a.out, f"x0_{x0}")
+            os.makedirs(d, exist_ok=True)
+            for name, t in zip("qkv", make_inputs(a.seed, x0)):
+                np.save(os.path.join(d, f"{name}.npy"), t)
+        return
+    if torch is None:
+        raise SystemExit("split_kv_ports: needs torch (or --inputs-only)")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     os.makedirs(a.out, exist_ok=True)
-    B, Nq, Nkv, Skv, D = (SHAPE[x] for x in ("B", "Nq", "Nkv", "Skv", "D"))
     rows = []
     for x0 in X0S:
-        g = torch.Generator(device=a.device).manual_seed(a.seed * 1000 + x0)
-        draw = lambda *s: (x0 + 2 * torch.rand(*s, generator=g, device=a.device, dtype=F64) - 1).to(F16)
-        q, k, v = draw(B, Nq, 1, D), draw(B, Nkv, Skv, D), draw(B, Nkv, Skv, D)
+        arrays = make_inputs(a.seed, x0)
+        q, k, v = (torch.from_numpy(t).to(a.device) for t in arrays)
         d = os.path.join(a.out, f"x0_{x0}")
         os.makedirs(d, exist_ok=True)
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            np.save(os.path.join(d, f"{name}.npy"), t.cpu().numpy())
+        if a.save_inputs:
+            for name, t in zip("qkv", arrays):
+                np.save(os.path.join(d, f"{name}.npy"), t)
+        # input digests, so that the CPU side can check it regenerated the same inputs
+        rows_digest = {n: int(np.frombuffer(t.tobytes(), np.uint16).astype(np.uint64).sum()) for n, t in zip("qkv", arrays)}
+        with open(os.path.join(d, "inputs_digest.json"), "w") as f:
+            json.dump(rows_digest, f)
         ref = reference64(q, k, v)
         np.save(os.path.join(d, "ref64.npy"), ref.cpu().numpy())
         for parts in PARTS:
-            for pname, pdtype in PARTIALS.items():
-                o, lse = flash_decode(q, k, v, parts, pdtype)
+            for pname in PARTIALS:
+                o, lse = flash_decode(q, k, v, parts, F16 if pname == "fp16" else F32)
                 np.save(os.path.join(d, f"out_p{parts}_{pname}.npy"), o.cpu().numpy())
                 np.save(os.path.join(d, f"lse_p{parts}_{pname}.npy"), lse.cpu().numpy())
                 e, nan = rmse(o, ref)
