@@ -24,6 +24,7 @@
 #include "pasa/io/metrics_json.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/io/npy.hpp"
+#include "pasa/io/user_tensors.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/study/sweep.hpp"
 
@@ -92,6 +93,18 @@ int main(int argc, char** argv) {
           ->check(pasa_apps::finite_number()),
       app.add_option("--noise", gen.noise, "resonance: Gaussian noise std")->check(pasa_apps::finite_number())};
   for (auto* o : gen_opts) o->excludes(o_problem)->excludes(o_q);
+  // The user's decode tensors ([IFA] pse, atten_mask, kv_len), with .npy or generated Q/K/V (with --problem:
+  // its "pse"/"select"/"kv_len" {"npy": file} keys)
+  std::string pse_file, select_file, kv_len_file;
+  double select_value = ProblemSpec{}.select_value;
+  auto* o_pse = app.add_option("--pse", pse_file, "position bias from .npy: (B or 1, Nq, Sq, Skv) float values");
+  auto* o_select = app.add_option("--select", select_file,
+                                  "select mask from .npy: bool (B, Sq, Skv) or (B, Nq, Sq, Skv), True = score replaced");
+  auto* o_select_value = app.add_option("--select-value", select_value, "the score of a selected key (default -1e12)")
+                             ->check(pasa_apps::finite_number());
+  auto* o_kv_len = app.add_option("--kv-len", kv_len_file, "valid keys per batch from .npy: integers (B,)");
+  o_select_value->needs(o_select);
+  for (auto* o : {o_pse, o_select, o_select_value, o_kv_len}) o->excludes(o_problem);
   double scale = 0;
   bool causal = false;
   auto* o_scale = app.add_option("--scale", scale, "softmax scale (default 1/sqrt(D))")->check(pasa_apps::finite_number());
@@ -170,12 +183,22 @@ int main(int argc, char** argv) {
       in.scale = scale;
       in.mask.causal = causal;
       in.allow_nonfinite = allow_nonfinite;
+      const UserTensorDims dims{in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S};
+      if (!pse_file.empty()) in.pse = load_pse_npy(pse_file, dims, "--pse");
+      if (!select_file.empty()) in.mask.select = load_select_npy(select_file, dims, "--select");
+      if (!kv_len_file.empty()) in.mask.kv_len = load_kv_len_npy(kv_len_file, dims, "--kv-len");
+      in.mask.select_value = select_value;
       validate(in);
       problem_json = {{"q", q_file}, {"k", k_file}, {"v", v_file}, {"format", in.q.format.name},
                       {"rounded", lq.rounded + lk.rounded + lv.rounded}, {"scale", scale}, {"causal", causal}};
+      if (!pse_file.empty()) problem_json["pse"] = pse_file;
+      if (!select_file.empty()) problem_json["select"] = {{"npy", select_file}, {"value", select_value}};
+      if (!kv_len_file.empty()) problem_json["kv_len"] = kv_len_file;
     } else {
       if (!problem_file.empty()) {
-        spec = problem_from_json(read_json_file(problem_file), problem_file + ":");
+        // Relative .npy names inside it are resolved against its folder.
+        spec = problem_from_json(read_json_file(problem_file), problem_file + ":",
+                                 std::filesystem::path(problem_file).parent_path());
       } else {
         if (app.count("--kv-heads") == 0) spec.Nkv = spec.Nq;
         if (app.count("--kv-seq") == 0) spec.Skv = spec.Sq;
@@ -185,6 +208,21 @@ int main(int argc, char** argv) {
         spec.k.phase_deg = gen.phase_deg + phase_lag;
         spec.scale = scale;
         spec.causal = causal;
+        validate(spec);  // (the shape, before the tensors are checked against it)
+        const UserTensorDims dims{spec.B, spec.Nq, spec.Sq, spec.Skv};
+        if (!pse_file.empty()) {
+          spec.pse_user = std::make_shared<const Tensor>(load_pse_npy(pse_file, dims, "--pse"));
+          spec.pse_file = pse_file;
+        }
+        if (!select_file.empty()) {
+          spec.select_user = std::make_shared<const std::vector<std::uint8_t>>(load_select_npy(select_file, dims, "--select"));
+          spec.select_file = select_file;
+          spec.select_value = select_value;
+        }
+        if (!kv_len_file.empty()) {
+          spec.kv_len = load_kv_len_npy(kv_len_file, dims, "--kv-len");
+          spec.kv_len_file = kv_len_file;
+        }
       }
       if (allow_nonfinite) spec.allow_nonfinite = true;
       validate(spec);

@@ -38,17 +38,24 @@ int main(int argc, char** argv) {
   conv->add_option("--threads", copt.threads, "worker threads (results do not depend on it)")
       ->capture_default_str()
       ->check(pasa_apps::thread_count());
-  auto* gm = app.add_subcommand("gemm", "a GPU GEMM's outputs vs the GEMM model; prints one CSV row");
+  auto* gm = app.add_subcommand("gemm", "a GPU GEMM's outputs vs the GEMM model; prints one CSV row: elements, "
+                                        "identical, ulp_1, ulp_2_4, ulp_over_4, nan_mismatch, max_ulp (ulps of the "
+                                        "output format; across a sign change counted through zero, so a sign error "
+                                        "gives a max_ulp near the format's value count)");
   pasa::HwGemmOptions gopt;
-  std::string a_fmt, b_fmt, out_fmt, gemm_json = R"({"model": "tensor_core"})", convert, convert_mode = "rne";
-  gm->add_option("--a", gopt.a, "A (batch, M, K) .npy")->required();
-  gm->add_option("--b", gopt.b, "Bt (batch, N, K) .npy")->required();
-  gm->add_option("--c", gopt.c, "the GPU's C (batch, M, N) .npy")->required();
+  std::string a_fmt, b_fmt, out_fmt, gemm_json = "h100", convert, convert_mode = "rne";
+  gm->add_option("--a", gopt.a, "A (batch, M, K) or (M, K) .npy")->required();
+  gm->add_option("--b", gopt.b, "Bt (batch, N, K) or (N, K) .npy")->required();
+  gm->add_option("--c", gopt.c, "the GPU's C (batch, M, N) or (M, N) .npy")->required();
   gm->add_option("--a-format", a_fmt, "format of A's values")->required()->check(pasa_apps::library_name(pasa::format_by_name));
   gm->add_option("--b-format", b_fmt, "format of Bt's values (default: A's)")
       ->check(pasa_apps::library_name(pasa::format_by_name));
   gm->add_option("--out-format", out_fmt, "format of C")->required()->check(pasa_apps::library_name(pasa::format_by_name));
-  gm->add_option("--gemm", gemm_json, "the GEMM model as the allocation's \"gemm\" JSON")->capture_default_str();
+  gm->add_option("--gemm", gemm_json,
+                 "the GEMM model: h100 (the H100 tensor-core model of the input format, as the _h100 presets: "
+                 "fp8 inputs get the FP8 model), ordered, chunked, every_op, a tensor-core model name "
+                 "(h100_fp16, h100_e4m3, exact, ...) or the allocation's \"gemm\" JSON")
+      ->capture_default_str();
   gm->add_option("--convert", convert, "round the inputs to this format first (cuBLAS's float32 -> tf32)");
   gm->add_option("--convert-mode", convert_mode, "rounding of --convert (rne, rz, ...)")->capture_default_str();
   gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr")
@@ -61,15 +68,10 @@ int main(int argc, char** argv) {
       gopt.a_format = pasa::format_by_name(a_fmt);
       gopt.b_format = pasa::format_by_name(b_fmt.empty() ? a_fmt : b_fmt);
       gopt.out_format = pasa::format_by_name(out_fmt);
-      nlohmann::json gemm;
-      try {
-        gemm = nlohmann::json::parse(gemm_json);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw pasa::InputError(std::string("--gemm: invalid JSON: ") + e.what());
-      }
-      gopt.model = pasa::gemm_model_from_json(gemm, "--gemm");
       if (!convert.empty())
         gopt.convert = {pasa::format_by_name(convert), pasa::RoundOptions{pasa::round_mode_by_name(convert_mode)}};
+      // The model of the format the tensor cores see: the inputs', or --convert's (float32 -> tf32).
+      gopt.model = pasa::gemm_model_by_name(gemm_json, gopt.convert ? gopt.convert->first : gopt.a_format, "--gemm");
       const auto r = pasa::compare_gemm(gopt);
       const auto& h = r.ulps;
       std::cout << fmt::format("{},{},{},{},{},{},{}\n", h.elements, h.identical, h.ulp1, h.ulp2_4, h.ulp_over4,

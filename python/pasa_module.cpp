@@ -29,6 +29,7 @@
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/allocation.hpp"
 #include "pasa/core/cancel.hpp"
+#include "pasa/attention/gemm.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
@@ -45,8 +46,10 @@
 #include "pasa/io/npy.hpp"
 #include "pasa/io/problem_json.hpp"
 #include "pasa/io/tensor_io.hpp"
+#include "pasa/io/user_tensors.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/numeric/round.hpp"
+#include "pasa/study/hardware_compare.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
 
@@ -134,16 +137,6 @@ std::optional<std::uint64_t> opt_int_arg(const char* name, const py::handle& o, 
 std::optional<std::size_t> opt_size_arg(const char* name, const py::handle& o) {
   const auto v = opt_int_arg(name, o);
   return v ? std::optional<std::size_t>(static_cast<std::size_t>(*v)) : std::nullopt;
-}
-// kv_len: None or a sequence of key counts.
-std::optional<std::vector<std::size_t>> kv_len_arg(const py::handle& o) {
-  if (o.is_none()) return std::nullopt;
-  if (!py::isinstance<py::sequence>(o) && !py::isinstance<py::array>(o))
-    throw py::type_error(fmt::format("kv_len: expected a list of integers, got {}", type_name(o)));
-  std::vector<std::size_t> v;
-  std::size_t i = 0;
-  for (const auto& x : o) v.push_back(static_cast<std::size_t>(int_arg(fmt::format("kv_len[{}]", i++).c_str(), x)));
-  return v;
 }
 
 // The most threads an argument accepts (the programs' --threads: apps/library_names.hpp).
@@ -298,6 +291,38 @@ struct TensorArg {
   }
 };
 
+// A decode input (pse, select mask, kv_len): a C-contiguous native-order array of any dtype the .npy reader
+// knows, handed to io/user_tensors.hpp (the checks and messages of the problem JSON and pasa-attn) once the
+// problem's dimensions are known.
+struct UserArray {
+  py::array array;
+  pasa::NpyDtype dtype = pasa::NpyDtype::f64;
+  std::vector<std::size_t> shape;
+
+  UserArray(const py::handle& obj, const char* where) : array(c_native(as_array(obj))) {
+    const char kind = array.dtype().kind();
+    const auto size = array.itemsize();
+    using D = pasa::NpyDtype;
+    if (kind == 'f' && size == 2) dtype = D::f16;
+    else if (kind == 'f' && size == 4) dtype = D::f32;
+    else if (kind == 'f' && size == 8) dtype = D::f64;
+    else if (kind == 'b' && size == 1) dtype = D::b1;
+    else if (kind == 'u' && size == 1) dtype = D::u8;
+    else if (kind == 'u' && size == 2) dtype = D::u16;
+    else if (kind == 'u' && size == 4) dtype = D::u32;
+    else if (kind == 'u' && size == 8) dtype = D::u64;
+    else if (kind == 'i' && size == 4) dtype = D::i32;
+    else if (kind == 'i' && size == 8) dtype = D::i64;
+    else
+      throw InputError(fmt::format("{}: dtype {} not accepted (float16/32/64, bool, int32/64, uint8/16/32/64)", where,
+                                   dtype_name(array)));
+    for (py::ssize_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<std::size_t>(array.shape(i)));
+  }
+  std::span<const unsigned char> bytes() const {
+    return {static_cast<const unsigned char*>(array.data()), static_cast<std::size_t>(array.nbytes())};
+  }
+};
+
 // A vector of doubles as a numpy float64 array that owns it (no copy).
 py::array_t<double> to_numpy(std::vector<double>&& v, const std::vector<py::ssize_t>& shape) {
   auto* owned = new std::vector<double>(std::move(v));
@@ -332,17 +357,17 @@ struct InputArrays {
   std::optional<std::string> format;
   double scale = 0;
   bool causal = false;
-  std::vector<std::size_t> kv_len;
+  std::optional<UserArray> kv_len, pse, select;  // read by io/user_tensors.hpp, as pasa-attn reads its .npy
+  double select_value = pasa::Mask{}.select_value;
   std::vector<std::uint8_t> keep;
   bool allow_nonfinite = false;
   std::size_t rank() const { return q.shape.size(); }
 
   InputArrays(const py::handle& q_, const py::handle& k_, const py::handle& v_, std::optional<std::string> format_,
-              double scale_, bool causal_, const std::optional<std::vector<std::size_t>>& kv_len_,
-              const py::object& mask)
+              double scale_, bool causal_, const py::object& kv_len_, const py::object& mask)
       : q(q_, "q"), k(k_, "k"), v(v_, "v"), format(std::move(format_)),
         scale(scale_), causal(causal_) {
-    if (kv_len_) kv_len = *kv_len_;
+    if (!kv_len_.is_none()) kv_len.emplace(kv_len_, "kv_len");
     if (!mask.is_none()) {
       const py::array m = c_native(as_array(mask));
       if (m.dtype().kind() != 'b')
@@ -362,7 +387,11 @@ struct InputArrays {
     in.v = v.tensor(f.get());
     in.scale = scale;
     in.mask.causal = causal;
-    in.mask.kv_len = kv_len;
+    const pasa::UserTensorDims dims{in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S};
+    if (kv_len) in.mask.kv_len = pasa::kv_len_from_array(kv_len->dtype, kv_len->shape, kv_len->bytes(), dims, "kv_len");
+    if (pse) in.pse = pasa::pse_from_array(pse->dtype, pse->shape, pse->bytes(), dims, "pse");
+    if (select) in.mask.select = pasa::select_from_array(select->dtype, select->shape, select->bytes(), dims, "select");
+    in.mask.select_value = select_value;
     in.mask.keep = keep;
     in.allow_nonfinite = allow_nonfinite;
     try {
@@ -374,6 +403,14 @@ struct InputArrays {
       throw InputError(what);
     }
     return in;
+  }
+  // The decode inputs and allow_nonfinite (arguments of every function that takes q, k, v).
+  InputArrays& decode(const py::object& pse_, const py::object& select_, double select_value_, bool allow_nonfinite_) {
+    if (!pse_.is_none()) pse.emplace(pse_, "pse");
+    if (!select_.is_none()) select.emplace(select_, "select");
+    select_value = select_value_;
+    allow_nonfinite = allow_nonfinite_;
+    return *this;
   }
 };
 
@@ -569,13 +606,14 @@ py::tuple attention(const py::object& q, const py::object& k, const py::object& 
                     const py::object& alloc, const std::optional<double>& beta, const py::object& s1,
                     const py::object& s2, const py::object& seed, const py::object& spec,
                     const std::optional<std::string>& format, double scale, bool causal,
-                    const py::object& kv_len, const py::object& mask,
+                    const py::object& kv_len, const py::object& mask, const py::object& pse,
+                    const py::object& select, double select_value,
                     bool allow_nonfinite, const py::object& threads) {
   const pasa::AlgorithmSpec algo =
       algorithm_spec("pasa.attention", spec, algorithm, alloc, beta, opt_size_arg("s1", s1), opt_size_arg("s2", s2),
                      opt_int_arg("seed", seed), "fa2", "fa_fp16_fp32");
-  InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
-  arrays.allow_nonfinite = allow_nonfinite;
+  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   pasa::Shape shape;
   pasa::AttentionOutput out = interruptible([&] {
@@ -587,9 +625,11 @@ py::tuple attention(const py::object& q, const py::object& k, const py::object& 
 }
 
 py::dict golden(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& format,
-                double scale, bool causal, const py::object& kv_len, const py::object& mask,
+                double scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
+                const py::object& select, double select_value, bool allow_nonfinite,
                 const py::object& precision_bits, bool fast, const py::object& threads) {
-  const InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  arrays.decode(pse, select, select_value, allow_nonfinite);
   pasa::GoldenOptions opt;
   opt.precision_bits = static_cast<int>(int_arg("precision_bits", precision_bits, 106, 100000));
   opt.fast = fast;
@@ -611,9 +651,11 @@ py::dict golden(const py::object& q, const py::object& k, const py::object& v, c
 
 py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, const py::object& v,
                                      const std::optional<std::string>& format, double scale, bool causal,
-                                     const py::object& kv_len, const py::object& mask,
+                                     const py::object& kv_len, const py::object& mask, const py::object& pse,
+                                     const py::object& select, double select_value, bool allow_nonfinite,
                                      const py::object& threads) {
-  const InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   pasa::Tensor b = interruptible([&] { return pasa::uniform_baseline(arrays.inputs(), t); });
   return tensor_out(std::move(b), arrays.rank());
@@ -621,10 +663,12 @@ py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, c
 
 py::dict score_stats(const py::object& q, const py::object& k, const py::object& v, const std::string& score_format,
                      const std::optional<std::string>& format, double scale, bool causal,
-                     const py::object& kv_len, const py::object& mask,
+                     const py::object& kv_len, const py::object& mask, const py::object& pse,
+                     const py::object& select, double select_value, bool allow_nonfinite,
                      const py::object& threads) {
   const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
-  const InputArrays arrays(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   const pasa::ScoreStats st = interruptible([&] { return pasa::score_stats(arrays.inputs(), sf, t); });
   return numbers_as_floats(pasa::to_json(st));
@@ -659,7 +703,54 @@ py::dict generate(const py::object& problem, const py::object& threads) {
   d["scale"] = in.scale;
   d["causal"] = in.mask.causal;
   d["kv_len"] = in.mask.kv_len.empty() ? py::object(py::none()) : py::cast(in.mask.kv_len);
+  // The decode inputs too (issue 25: dropping them gave attention(**inputs) another problem than pasa-attn's).
+  d["pse"] = in.pse.data.empty() ? py::object(py::none()) : py::object(tensor_out(std::move(in.pse), 4));
+  if (in.mask.select.empty()) {
+    d["select"] = py::none();
+  } else {
+    py::array_t<bool> sel({static_cast<py::ssize_t>(spec.B), static_cast<py::ssize_t>(spec.Sq),
+                           static_cast<py::ssize_t>(spec.Skv)});
+    bool* out = sel.mutable_data();
+    for (std::size_t i = 0; i < in.mask.select.size(); ++i) out[i] = in.mask.select[i] != 0;
+    d["select"] = sel;
+  }
+  d["select_value"] = in.mask.select_value;
+  d["allow_nonfinite"] = in.allow_nonfinite;
   return d;
+}
+
+// C = A·B under a GEMM model, as pasa-gemm computes it (study/hardware_compare.hpp batched_gemm).
+py::array_t<double> gemm_values(const py::object& a, const py::object& b, const std::optional<std::string>& a_format,
+                                const std::optional<std::string>& b_format, const std::string& acc,
+                                const std::string& out, const py::object& model) {
+  const TensorArg ta(a, "a"), tb(b, "b");
+  for (const TensorArg* t : {&ta, &tb})
+    if (t->shape.size() != 2 && t->shape.size() != 3)
+      throw InputError(fmt::format("{}: {} dimensions; expected (rows, columns) or (batch, rows, columns)", t->where,
+                                   t->shape.size()));
+  if (ta.shape.size() != tb.shape.size()) throw InputError("a, b: one is batched, the other not");
+  std::unique_ptr<pasa::Format> fa, fb;
+  if (a_format) fa = std::make_unique<pasa::Format>(named("a_format", *a_format, pasa::format_by_name));
+  if (b_format) fb = std::make_unique<pasa::Format>(named("b_format", *b_format, pasa::format_by_name));
+  else if (fa) fb = std::make_unique<pasa::Format>(*fa);
+  const pasa::StageSpec sacc{named("acc", acc, pasa::format_by_name)}, sout{named("out", out, pasa::format_by_name)};
+  const std::string model_text = py::isinstance<py::str>(model) ? model.cast<std::string>()
+                                                                 : json_argument(model, "model").dump();
+  std::vector<double> c;
+  pasa::Shape sa, sb;
+  {
+    py::gil_scoped_release nogil;
+    const pasa::Tensor A = ta.tensor(fa.get()), B = tb.tensor(fb.get());
+    sa = A.shape, sb = B.shape;
+    if (sa.N != sb.N || sa.D != sb.S)
+      throw InputError(fmt::format("a, b: shapes {} x {} x {} and {} x {} x {} are not (batch, M, K) and (batch, K, N)",
+                                   sa.N, sa.S, sa.D, sb.N, sb.S, sb.D));
+    const pasa::GemmSpec spec{A.format, B.format, sacc, sout, pasa::gemm_model_by_name(model_text, A.format, "model")};
+    c = pasa::batched_gemm(spec, sa.N, sa.S, sb.D, sa.D, A.data, B.data);
+  }
+  std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(sa.S), static_cast<py::ssize_t>(sb.D)};
+  if (ta.shape.size() == 3) shape.insert(shape.begin(), static_cast<py::ssize_t>(sa.N));
+  return to_numpy(std::move(c), shape);
 }
 
 py::object solve_beta(const py::object& beta0, const py::object& n_arg, const std::string& format,
@@ -682,7 +773,8 @@ py::object solve_beta(const py::object& beta0, const py::object& n_arg, const st
 
 py::dict attribute(const py::object& problem, const py::object& q, const py::object& k, const py::object& v,
                    const std::optional<std::string>& format, double scale, bool causal,
-                   const py::object& kv_len, const py::object& mask,
+                   const py::object& kv_len, const py::object& mask, const py::object& pse,
+                   const py::object& select, double select_value, bool allow_nonfinite,
                    const std::optional<std::string>& algorithm, const py::object& alloc, const std::optional<double>& beta,
                    const py::object& s1, const py::object& s2, const py::object& seed, const py::object& spec,
                    bool invariance,
@@ -696,7 +788,7 @@ py::dict attribute(const py::object& problem, const py::object& q, const py::obj
   std::optional<pasa::ProblemSpec> pspec;
   std::optional<InputArrays> arrays;
   if (!problem.is_none()) pspec = pasa::problem_from_json(json_argument(problem, "problem"), "problem:");
-  else arrays.emplace(q, k, v, format, scale, causal, kv_len_arg(kv_len), mask);
+  else arrays.emplace(q, k, v, format, scale, causal, kv_len, mask).decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   std::optional<pasa::InvarianceView> view;
   const std::vector<pasa::StageShare> rows = interruptible([&] {
@@ -853,11 +945,12 @@ The result can be edited and passed back as alloc= to attention().)doc");
   m.def("attention", &attention, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("algorithm") = py::none(),
         arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
         arg("seed") = py::none(), arg("spec") = py::none(), arg("format") = py::none(), arg("scale") = 0.0,
-        arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("allow_nonfinite") = false,
+        arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("pse") = py::none(),
+        arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false,
         arg("threads") = py::none(),
         R"doc(attention(q, k, v, *, algorithm="fa2", alloc="fa_fp16_fp32", beta=0.984497, s1=128, s2=128, seed=0,
-          spec=None, format=None, scale=0, causal=False, kv_len=None, mask=None, allow_nonfinite=False,
-          threads=None) -> (out, lse)
+          spec=None, format=None, scale=0, causal=False, kv_len=None, mask=None, pse=None, select=None,
+          select_value=-1e12, allow_nonfinite=False, threads=None) -> (out, lse)
 
 Run one blocked attention algorithm under a precision allocation, as pasa-attn does on .npy inputs.
 
@@ -871,7 +964,11 @@ beta, s1, s2, seed: PASA's shift coefficient, the query and key/value block size
 spec: instead of the five arguments above, a whole algorithm description (dict or JSON text, the form of
    pasa-attn --algo-json: {"name", "alloc", "s1", "s2", "seed", "pasa": {...}}).
 scale: the softmax scale (0: 1/sqrt(D)). causal: causal mask aligned to the end. kv_len: valid keys per
-   batch. mask: a boolean (B, Sq, Skv) array, True = visible.
+   batch (a list or an integer array (B,)). mask: a boolean (B, Sq, Skv) array, True = visible.
+pse: a position bias [IFA] (B or 1, Nq, Sq, Skv), float values added exactly to the scaled scores.
+select: [IFA]'s atten_mask, boolean (B, Sq, Skv) or (B, Nq, Sq, Skv) with the same mask for every head,
+   True = the score is replaced by select_value (docs/decode.md). generate() returns all of these, so
+   attention(**pasa.generate(problem)) is pasa-attn --problem's problem.
 allow_nonfinite: accept NaN/inf input elements (else ValueError naming the first), to follow them through.
 threads: worker threads (default: all cores); the result does not depend on it.
 
@@ -880,9 +977,10 @@ without D; natural log, -inf for rows that see no key).)doc");
 
   m.def("golden", &golden, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
         arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
-        arg("precision_bits") = 128, arg("fast") = true, arg("threads") = py::none(),
-        R"doc(golden(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, precision_bits=128,
-       fast=True, threads=None) -> dict
+        arg("pse") = py::none(), arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value,
+        arg("allow_nonfinite") = false, arg("precision_bits") = 128, arg("fast") = true, arg("threads") = py::none(),
+        R"doc(golden(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, pse=None, select=None,
+       select_value=-1e12, allow_nonfinite=False, precision_bits=128, fast=True, threads=None) -> dict
 
 The MPFR-certified attention of the exact input values (arguments as in attention()), rounded to float64 only
 at the end. Returns {"out", "lse" (arrays as attention() returns them), "guaranteed_bits" (the bound: every
@@ -892,17 +990,20 @@ posteriori bound, MPFR where the bound is too weak. Inputs must be finite.)doc")
 
   m.def("uniform_baseline", &uniform_baseline, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
         arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
-        arg("threads") = py::none(),
-        R"doc(uniform_baseline(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, threads=None)
+        arg("pse") = py::none(), arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value,
+        arg("allow_nonfinite") = false, arg("threads") = py::none(),
+        R"doc(uniform_baseline(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, pse=None,
+                 select=None, select_value=-1e12, allow_nonfinite=False, threads=None)
 
 The output that ignores the scores: every row the mean of V over the keys it sees (float64, q's shape).
 Passed to metrics() as baseline= it gives the skill score.)doc");
 
   m.def("score_stats", &score_stats, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("score_format") = "fp16",
         arg("format") = py::none(), arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(),
-        arg("mask") = py::none(), arg("threads") = py::none(),
+        arg("mask") = py::none(), arg("pse") = py::none(), arg("select") = py::none(),
+        arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false, arg("threads") = py::none(),
         R"doc(score_stats(q, k, v, *, score_format="fp16", format=None, scale=0, causal=False, kv_len=None, mask=None,
-            threads=None) -> dict
+            pse=None, select=None, select_value=-1e12, allow_nonfinite=False, threads=None) -> dict
 
 Range of the exact scores QKᵀ and scale·QKᵀ over the visible entries, and how many exceed score_format's
 largest finite value or round to inf/NaN in it (FA-FP16/FP32's overflow), as pasa-attn prints them.)doc");
@@ -920,9 +1021,26 @@ The keys and values of pasa-attn --json's "metrics"; NaN and infinities as float
 
 Seeded inputs from a problem description (a dict or its JSON text: {"shape": {"B", "Nq", "Nkv", "Sq", "Skv",
 "D"}, "format", "scale", "causal", "kv_len", "seed", "generator": {"kind": "uniform"|"hybrid"|"resonance",
-"x0", "am", ...}, "q"/"k"/"v": {...}}; docs/inputs-golden-metrics.md), the same bits as pasa-attn --problem.
-Returns {"q", "k", "v" (float64 (B, N, S, D), values of "format"), "format", "scale", "causal", "kv_len"}:
-pass it on as pasa.attention(**inputs, algorithm=...), pasa.golden(**inputs).)doc");
+"x0", "am", ...}, "q"/"k"/"v": {...},
+"pse": {generator keys} or {"npy": file}, "select": {"p", "value"} or {"npy": file, "value"}, "kv_len": [...] or
+{"npy": file}; relative file names from the working directory), the same bits as pasa-attn --problem.
+Returns {"q", "k", "v" (float64 (B, N, S, D), values of "format"), "format", "scale", "causal", "kv_len",
+"pse" (float64 (B or 1, Nq, Sq, Skv) or None), "select" (bool (B, Sq, Skv) or None), "select_value",
+"allow_nonfinite"}: pass it on as pasa.attention(**inputs, algorithm=...), pasa.golden(**inputs).)doc");
+
+  m.def("gemm", &gemm_values, arg("a"), arg("b"), py::kw_only(), arg("a_format") = py::none(),
+        arg("b_format") = py::none(), arg("acc") = "fp32", arg("out") = "fp32", arg("model") = "ordered",
+        R"doc(gemm(a, b, *, a_format=None, b_format=None, acc="fp32", out="fp32", model="ordered") -> float64 array
+
+C = A·B under a GEMM model (docs/tensor-cores.md), as pasa-gemm computes it: each C[i, j] accumulated over k
+in order as the model says, then rounded once to `out` (nearest even).
+a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N). float16/32/64 arrays hold values (rounded to a_format /
+   b_format when given); uint8/uint16 arrays hold bit patterns of a_format / b_format (b_format: a_format's).
+acc: the accumulator format (ordered, chunked, every_op). out: the output format.
+model: "ordered", "chunked", "every_op", "h100" (the H100 tensor-core model of a's format, as the _h100
+   presets: fp8 inputs get the FP8 model), a tensor-core model name ("h100_fp16", "h100_e4m3", "exact", ...),
+   or the allocation's "gemm" object (dict or JSON text).
+Returns C (float64, (M, N) or (batch, M, N)), values of `out`.)doc");
 
   m.def("table3_initial_betas", &pasa::table3_initial_betas,
         "table3_initial_betas() -> list of float\n\nThe initial betas of the paper's Table 3.");
@@ -938,11 +1056,13 @@ entries of M/sqrt(D) (Eq. 10). solve_beta(table3_initial_betas()) is the paper's
 
   m.def("attribute", &attribute, arg("problem") = py::none(), py::kw_only(), arg("q") = py::none(),
         arg("k") = py::none(), arg("v") = py::none(), arg("format") = py::none(), arg("scale") = 0.0,
-        arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("algorithm") = py::none(),
+        arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("pse") = py::none(),
+        arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false,
+        arg("algorithm") = py::none(),
         arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
         arg("seed") = py::none(), arg("spec") = py::none(), arg("invariance") = false, arg("threads") = py::none(),
         R"doc(attribute(problem=None, *, q=None, k=None, v=None, format=None, scale=0, causal=False, kv_len=None,
-          mask=None, algorithm="pasa", alloc="pasa_fp16", beta=0.984497, s1=128, s2=128, seed=0, spec=None,
+          mask=None, pse=None, select=None, select_value=-1e12, allow_nonfinite=False, algorithm="pasa", alloc="pasa_fp16", beta=0.984497, s1=128, s2=128, seed=0, spec=None,
           invariance=False, threads=None) -> dict
 
 Which rounding stage of the allocation makes the error (docs/attribution.md), as pasa-attribute --json:

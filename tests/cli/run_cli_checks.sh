@@ -190,7 +190,7 @@ if grep -q "recomputed" <<<"$out"; then
   echo "FAIL: pasa-fdpp computed before refusing its --out"
   failures=$((failures + 1))
 fi
-expect 1 "--out nodir/a.csv: the folder .*nodir does not exist" pasa-hwcompare attention --gpu-dir . --configs . --out nodir/a.csv
+expect 2 "--out nodir/a.csv: the folder .*nodir does not exist" pasa-hwcompare attention --gpu-dir . --configs . --out nodir/a.csv
 expect 2 "no-such-hw.csv: cannot open for reading" pasa-tables --repo "$repo" --out tables-out --hardware no-such-hw.csv
 absent tables-out
 

@@ -208,7 +208,7 @@ TEST_CASE("npy reports each kind of malformed file", "[npy]") {
   expect_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", two), "unexpected header key 'x'");
   expect_error(npy_bytes("[1, 2]", two), "malformed .npy header");
   // Unsupported dtypes: the message lists the supported ones.
-  expect_error(npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", two), "unsupported .npy dtype '<i4'");
+  expect_error(npy_bytes("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }", two), "unsupported .npy dtype '<i2'");
   expect_error(npy_bytes("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", two), "supported: '<f2' (float16)");
   expect_error(npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", two), "quoted string");
   expect_error(npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", two), "Fortran order");

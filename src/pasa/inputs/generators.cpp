@@ -113,7 +113,8 @@ void validate(const TensorGen& g, const std::string& path) {
 
 std::size_t inputs_bytes(const ProblemSpec& p) {
   const std::size_t q = sat_product(p.B, p.Nq, p.Sq, p.D), kv = sat_product(p.B, p.Nkv, p.Skv, p.D);
-  const std::size_t pse = p.has_pse ? sat_product(p.B, p.Nq, p.Sq, p.Skv) : 0;  // the position bias
+  // the position bias (a user's too: generate_inputs copies it into the inputs)
+  const std::size_t pse = p.has_pse || p.pse_user ? sat_product(p.B, p.Nq, p.Sq, p.Skv) : 0;
   return sat_mul(sizeof(double), sat_add(sat_add(q, sat_mul(2, kv)), pse));
 }
 
@@ -145,6 +146,19 @@ void validate(const ProblemSpec& p) {
     throw InputError(fmt::format("/select/p: a probability in [0, 1] expected, got {}", p.select_p));
   if (!std::isfinite(p.select_value))
     throw InputError(fmt::format("/select/value: must be finite, got {}", p.select_value));
+  if (p.pse_user) {
+    const Shape& s = p.pse_user->shape;
+    if (p.has_pse) throw InputError("/pse: give a generator or a user tensor, not both");
+    if ((s.B != 1 && s.B != p.B) || s.N != p.Nq || s.S != p.Sq || s.D != p.Skv || p.pse_user->data.size() != s.size())
+      throw InputError(fmt::format("/pse: the user tensor has shape ({}, {}, {}, {}), expected (B or 1, Nq, Sq, Skv) = "
+                                   "({} or 1, {}, {}, {})", s.B, s.N, s.S, s.D, p.B, p.Nq, p.Sq, p.Skv));
+  }
+  if (p.select_user) {
+    if (p.select_p > 0) throw InputError("/select: give a probability p or a user mask, not both");
+    if (p.select_user->size() != p.B * p.Sq * p.Skv)
+      throw InputError(fmt::format("/select: the user mask has {} entries, expected B*Sq*Skv = {}",
+                                   p.select_user->size(), p.B * p.Sq * p.Skv));
+  }
 }
 
 
@@ -178,8 +192,11 @@ AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
   in.scale = p.scale;
   in.mask.causal = p.causal;
   in.mask.kv_len = p.kv_len;
-  if (p.has_pse) in.pse = generate_tensor(p.pse, {p.B, p.Nq, p.Sq, p.Skv}, fmt, p.seed, "pse", threads);
-  if (p.select_p > 0) {
+  if (p.pse_user) in.pse = *p.pse_user;
+  else if (p.has_pse) in.pse = generate_tensor(p.pse, {p.B, p.Nq, p.Sq, p.Skv}, fmt, p.seed, "pse", threads);
+  if (p.select_user) {
+    in.mask.select = *p.select_user;
+  } else if (p.select_p > 0) {
     boost::random::mt19937_64 eng(stream_seed(p.seed, "select", 0, 0));
     boost::random::bernoulli_distribution<double> bern(p.select_p);
     in.mask.select.resize(p.B * p.Sq * p.Skv);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,13 @@ struct ProblemSpec {
   TensorGen pse;
   double select_p = 0;
   double select_value = -1e12;
+  // The same tensors as the user has them (io/user_tensors.hpp reads them from .npy), used instead of the
+  // drawn ones: pse (B or 1, Nq, Sq, Skv) as AttentionInputs::pse holds it, the select flags (B, Sq, Skv).
+  // Shared, so that copies of a spec (sweep grids) do not copy them. The *_file fields name where they (and
+  // kv_len) came from, for to_json; empty: not from a file.
+  std::shared_ptr<const Tensor> pse_user;
+  std::shared_ptr<const std::vector<std::uint8_t>> select_user;
+  std::string pse_file, select_file, kv_len_file;
 };
 
 std::string gen_kind_name(GenKind);

@@ -33,7 +33,9 @@ struct DtypeInfo {
 };
 constexpr DtypeInfo kDtypes[] = {
     {NpyDtype::f16, "<f2", "<f2", 2}, {NpyDtype::f32, "<f4", "<f4", 4}, {NpyDtype::f64, "<f8", "<f8", 8},
-    {NpyDtype::u8, "|u1", "<u1", 1},  {NpyDtype::u16, "<u2", "<u2", 2},
+    {NpyDtype::u8, "|u1", "<u1", 1},  {NpyDtype::u16, "<u2", "<u2", 2}, {NpyDtype::b1, "|b1", "<b1", 1},
+    {NpyDtype::i32, "<i4", "<i4", 4}, {NpyDtype::i64, "<i8", "<i8", 8}, {NpyDtype::u32, "<u4", "<u4", 4},
+    {NpyDtype::u64, "<u8", "<u8", 8},
 };
 
 const DtypeInfo& info(NpyDtype d) {
@@ -169,10 +171,13 @@ std::uint32_t le(const unsigned char* p, int n) {
 }  // namespace
 
 std::size_t npy_itemsize(NpyDtype d) { return info(d).size; }
+bool npy_is_integer(NpyDtype d) {
+  return d == NpyDtype::b1 || d == NpyDtype::i32 || d == NpyDtype::i64 || d == NpyDtype::u32 || d == NpyDtype::u64;
+}
 std::string npy_descr(NpyDtype d) { return info(d).descr; }
 std::string npy_supported_dtypes() {
   return "'<f2' (float16), '<f4' (float32), '<f8' (float64), '|u1' (uint8 bit patterns), '<u2' (uint16 bit "
-         "patterns), little-endian, C order";
+         "patterns), and for masks and lengths '|b1' (bool), '<i4', '<i8', '<u4', '<u8'; little-endian, C order";
 }
 std::size_t npy_element_count(const NpyArray& a) {
   std::size_t n = 1;
@@ -332,6 +337,25 @@ std::vector<double> npy_values(NpyDtype dtype, std::span<const unsigned char> by
       }
       break;
     }
+    case NpyDtype::b1:
+    case NpyDtype::i32:
+    case NpyDtype::i64:
+    case NpyDtype::u32:
+    case NpyDtype::u64: {
+      const std::size_t w = npy_itemsize(dtype);
+      const bool is_signed = dtype == NpyDtype::i32 || dtype == NpyDtype::i64;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint64_t u = 0;
+        for (std::size_t b = 0; b < w; ++b) u |= static_cast<std::uint64_t>(p[w * i + b]) << (8 * b);
+        if (dtype == NpyDtype::b1 && u > 1) throw InputError(fmt::format("element {}: bool byte {} is neither 0 nor 1", i, u));
+        const bool neg = is_signed && (u >> (8 * w - 1)) != 0;
+        const std::uint64_t mag = neg ? (w == 8 ? ~u + 1 : (std::uint64_t{1} << 32) - u) : u;
+        if (mag > (std::uint64_t{1} << 53))
+          throw InputError(fmt::format("element {}: |value| {} exceeds 2^53 (not exact as a double)", i, mag));
+        v[i] = neg ? -static_cast<double>(mag) : static_cast<double>(mag);
+      }
+      break;
+    }
   }
   return v;
 }
@@ -376,6 +400,23 @@ NpyArray make_npy(std::span<const double> values, std::vector<std::size_t> shape
       const Format& f = bits_format_for(dtype, bits_format);
       const int w = static_cast<int>(npy_itemsize(dtype));
       for (std::size_t i = 0; i < n; ++i) put(i, encode_checked(i, f), w);
+      break;
+    }
+    case NpyDtype::b1:
+    case NpyDtype::i32:
+    case NpyDtype::i64:
+    case NpyDtype::u32:
+    case NpyDtype::u64: {
+      const int w = static_cast<int>(npy_itemsize(dtype));
+      const bool is_signed = dtype == NpyDtype::i32 || dtype == NpyDtype::i64;
+      const double hi = dtype == NpyDtype::b1 ? 1 : std::ldexp(1.0, 8 * w - (is_signed ? 1 : 0));
+      const double lo = is_signed ? -hi : 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double x = values[i];
+        if (!(x == std::floor(x) && x >= lo && (dtype == NpyDtype::b1 ? x <= hi : x < hi)))
+          throw InputError(fmt::format("make_npy: element {} = {} is not a {} value", i, x, npy_descr(dtype)));
+        put(i, x < 0 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(x)) : static_cast<std::uint64_t>(x), w);
+      }
       break;
     }
   }

@@ -1,6 +1,7 @@
 // NumPy .npy files (format versions 1.0-3.0, C order, little-endian), so tensors and rounded values can be
 // exchanged bit-exactly with Python. Supported dtypes: float16, float32, float64, and uint8/uint16 holding
-// storage bit patterns of a low-precision Format (see round.hpp encode/decode).
+// storage bit patterns of a low-precision Format (see round.hpp encode/decode); for masks and lengths
+// (io/user_tensors.hpp) also bool and int32/int64/uint32/uint64, whose values are integers.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,10 @@
 
 namespace pasa {
 
-enum class NpyDtype { f16, f32, f64, u8, u16 };
+// u8/u16: bit patterns of a format (tensors) or plain integers (masks, lengths); b1 .. u64: integer values.
+enum class NpyDtype { f16, f32, f64, u8, u16, b1, i32, i64, u32, u64 };
+// Whether the elements are integers (bool and the int/uint dtypes, not u8/u16 bit patterns).
+bool npy_is_integer(NpyDtype);
 
 // C order, little-endian raw data; bytes.size() == product(shape) * npy_itemsize(dtype).
 struct NpyArray {
@@ -23,7 +27,7 @@ struct NpyArray {
 };
 
 std::size_t npy_itemsize(NpyDtype);
-std::string npy_descr(NpyDtype);          // "<f2", "<f4", "<f8", "|u1", "<u2"
+std::string npy_descr(NpyDtype);          // "<f2", "<f4", "<f8", "|u1", "<u2", "|b1", "<i4", "<i8", "<u4", "<u8"
 std::string npy_supported_dtypes();        // for error messages
 std::size_t npy_element_count(const NpyArray&);
 
@@ -40,7 +44,8 @@ void write_npy(const std::filesystem::path&, const NpyArray&);
 // The bytes write_npy writes (to write several files all or none with write_files_atomic, output_file.hpp).
 std::string npy_file_bytes(const NpyArray&);
 
-// Exact decode of every element to double; u8/u16 are bit patterns of `bits_format` (required for them).
+// Exact decode of every element to double; u8/u16 are bit patterns of `bits_format` (required for them);
+// integer dtypes give their values (InputError beyond 2^53, where a double would round them).
 std::vector<double> npy_values(const NpyArray&, const Format* bits_format = nullptr);
 // The same for data held elsewhere (a numpy buffer): n elements of dtype, C order, little-endian.
 std::vector<double> npy_values(NpyDtype dtype, std::span<const unsigned char> bytes, std::size_t n,

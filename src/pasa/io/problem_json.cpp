@@ -7,6 +7,7 @@
 
 #include "pasa/core/error.hpp"
 #include "pasa/io/json_check.hpp"
+#include "pasa/io/user_tensors.hpp"
 
 namespace pasa {
 namespace {
@@ -25,9 +26,26 @@ void read_gen(const nlohmann::json& j, const std::string& path, TensorGen& g) {
   read_number(j, "noise", path, g.noise);
 }
 
+// A file name (a JSON string), resolved against base_dir when relative.
+std::string resolved(const nlohmann::json& v, const std::string& path, const std::filesystem::path& base_dir) {
+  const std::filesystem::path f = as_string(v, path);
+  if (f.empty()) json_fail(path, "empty file name");
+  return (f.is_relative() && !base_dir.empty() ? base_dir / f : f).lexically_normal().string();
+}
+
+// {"npy": "file.npy"} (the only key): the file's path, resolved against base_dir when relative.
+bool npy_ref(const nlohmann::json& j, const std::string& path, const std::filesystem::path& base_dir,
+             std::string& file) {
+  if (!j.is_object() || !j.contains("npy")) return false;
+  check_keys(j, {"npy"}, path);
+  file = resolved(j.at("npy"), path + "/npy", base_dir);
+  return true;
+}
+
 }  // namespace
 
-ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path) {
+ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path,
+                              const std::filesystem::path& base_dir) {
   const std::string& root = json_path;
   check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "allow_nonfinite", "generator", "q", "k", "v",
                  "pse", "select"},
@@ -50,8 +68,12 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   read_bool(j, "causal", root, p.causal);
   read_u64(j, "seed", root, p.seed);
   read_bool(j, "allow_nonfinite", root, p.allow_nonfinite);
-  if (auto it = j.find("kv_len"); it != j.end()) {
-    if (!it->is_array()) json_fail(root + "/kv_len", "expected an array, got " + json_type_text(*it));
+  const UserTensorDims dims{p.B, p.Nq, p.Sq, p.Skv};
+  if (auto it = j.find("kv_len"); it != j.end() && npy_ref(*it, root + "/kv_len", base_dir, p.kv_len_file)) {
+    p.kv_len = load_kv_len_npy(p.kv_len_file, dims, json_where(root + "/kv_len/npy"));
+  } else if (it != j.end()) {
+    if (!it->is_array())
+      json_fail(root + "/kv_len", "expected an array or {\"npy\": file}, got " + json_type_text(*it));
     for (std::size_t b = 0; b < it->size(); ++b) p.kv_len.push_back(as_size((*it)[b], fmt::format("{}/kv_len/{}", root, b)));
   }
   TensorGen shared;
@@ -65,14 +87,25 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   TensorGen* gens[] = {&p.q, &p.k, &p.v};
   for (int t = 0; t < 3; ++t)
     if (auto it = j.find(names[t]); it != j.end()) read_gen(*it, root + "/" + names[t], *gens[t]);
-  if (auto it = j.find("pse"); it != j.end()) {  // its own generator (not the shared one)
-    p.has_pse = true;
-    read_gen(*it, root + "/pse", p.pse);
+  if (auto it = j.find("pse"); it != j.end()) {
+    if (npy_ref(*it, root + "/pse", base_dir, p.pse_file)) {  // the user's tensor
+      p.pse_user = std::make_shared<const Tensor>(load_pse_npy(p.pse_file, dims, json_where(root + "/pse/npy")));
+    } else {  // its own generator (not the shared one)
+      p.has_pse = true;
+      read_gen(*it, root + "/pse", p.pse);
+    }
   }
   if (auto it = j.find("select"); it != j.end()) {
-    check_keys(*it, {"p", "value"}, root + "/select");
-    read_number(*it, "p", root + "/select", p.select_p);
-    read_number(*it, "value", root + "/select", p.select_value);
+    const std::string sp = root + "/select";
+    check_keys(*it, {"p", "value", "npy"}, sp);
+    if (it->contains("npy")) {
+      if (it->contains("p")) json_fail(sp, "give \"p\" (a drawn mask) or \"npy\" (the user's mask), not both");
+      p.select_file = resolved(it->at("npy"), sp + "/npy", base_dir);
+      p.select_user = std::make_shared<const std::vector<std::uint8_t>>(
+          load_select_npy(p.select_file, dims, json_where(sp + "/npy")));
+    }
+    read_number(*it, "p", sp, p.select_p);
+    read_number(*it, "value", sp, p.select_value);
   }
   try {
     validate(p);
@@ -100,9 +133,12 @@ nlohmann::json to_json(const ProblemSpec& p) {
                       {"q", to_json(p.q)},
                       {"k", to_json(p.k)},
                       {"v", to_json(p.v)}};
-  if (!p.kv_len.empty()) j["kv_len"] = p.kv_len;
-  if (p.has_pse) j["pse"] = to_json(p.pse);
-  if (p.select_p > 0 || p.select_value != ProblemSpec{}.select_value)
+  if (!p.kv_len_file.empty()) j["kv_len"] = {{"npy", p.kv_len_file}};
+  else if (!p.kv_len.empty()) j["kv_len"] = p.kv_len;
+  if (p.pse_user) j["pse"] = {{"npy", p.pse_file}};
+  else if (p.has_pse) j["pse"] = to_json(p.pse);
+  if (p.select_user) j["select"] = {{"npy", p.select_file}, {"value", p.select_value}};
+  else if (p.select_p > 0 || p.select_value != ProblemSpec{}.select_value)
     j["select"] = {{"p", p.select_p}, {"value", p.select_value}};
   if (p.allow_nonfinite) j["allow_nonfinite"] = true;
   return j;

@@ -1,6 +1,7 @@
 // ProblemSpec (inputs/generators.hpp) to and from JSON.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -15,9 +16,15 @@ namespace pasa {
 //  "q"/"k"/"v": {the same keys}  (override the shared generator's keys for one tensor),
 //  "pse": {generator keys}  (a position bias (B, Nq, Sq, Skv), [IFA]; its own generator, default keys),
 //  "select": {"p": probability a key is masked by select, "value": the masked score (default −1e12)}}
+// The user's own tensors instead of drawn ones (io/user_tensors.hpp; read when the JSON is read, the .npy
+// header checked against the shape first): "pse": {"npy": file} (B or 1, Nq, Sq, Skv) float values,
+// "select": {"npy": file, "value"} a bool mask (B, Sq, Skv) or (B, Nq, Sq, Skv), True = masked,
+// "kv_len": {"npy": file} integers (B,). Relative file names are resolved against base_dir (the folder of
+// the JSON file; empty: the working directory).
 // Unknown keys, wrong types and impossible values are InputErrors naming json_path + the JSON path.
-ProblemSpec problem_from_json(const nlohmann::json&, const std::string& json_path);
-nlohmann::json to_json(const ProblemSpec&);   // explicit per-tensor form; problem_from_json reads it back
+ProblemSpec problem_from_json(const nlohmann::json&, const std::string& json_path,
+                              const std::filesystem::path& base_dir = {});
+nlohmann::json to_json(const ProblemSpec&);   // explicit per-tensor form (user tensors as {"npy": resolved file}); problem_from_json reads it back
 nlohmann::json to_json(const TensorGen&);
 
 }  // namespace pasa

@@ -31,6 +31,9 @@ LoadedTensor tensor_from_npy(const NpyArray& a, const Format* format, const std:
 
 LoadedTensor tensor_from_array(NpyDtype dtype, const std::vector<std::size_t>& d, std::span<const unsigned char> bytes,
                                const Format* format, const std::string& where) {
+  if (npy_is_integer(dtype))
+    throw InputError(fmt::format("{}: dtype {} holds integers, not tensor values; give float16/32/64 values or "
+                                 "uint8/uint16 bit patterns", where, npy_descr(dtype)));
   const bool bits = dtype == NpyDtype::u8 || dtype == NpyDtype::u16;
   if (bits && format == nullptr)
     throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3fn)",

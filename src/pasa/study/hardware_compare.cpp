@@ -19,6 +19,7 @@
 #include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/allocation_json.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/io/tensor_io.hpp"
@@ -232,9 +233,10 @@ HwGemmResult compare_gemm(const HwGemmOptions& o) {
   }
   const NpyArray na = read_npy(o.a), nb = read_npy(o.b), nc = read_npy(o.c);
   auto dims = [](const NpyArray& x, const fs::path& p) {
+    if (x.shape.size() == 2) return std::vector<std::size_t>{1, x.shape[0], x.shape[1]};  // one product
     if (x.shape.size() != 3)
-      throw InputError(fmt::format("{}: expected a (batch, rows, columns) array, got {} dimensions", p.string(),
-                                   x.shape.size()));
+      throw InputError(fmt::format("{}: expected a (rows, columns) or (batch, rows, columns) array, got {} dimensions",
+                                   p.string(), x.shape.size()));
     return x.shape;
   };
   const auto sa = dims(na, o.a), sb = dims(nb, o.b), sc = dims(nc, o.c);
@@ -267,6 +269,43 @@ HwGemmResult compare_gemm(const HwGemmOptions& o) {
     if (!(emu.data[x] == Cg[x] || (std::isnan(emu.data[x]) && std::isnan(Cg[x]))))
       r.mismatches.push_back({x / (M * N), x / N % M, x % N, Cg[x], emu.data[x]});
   return r;
+}
+
+std::vector<double> batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                                 const std::vector<double>& A, const std::vector<double>& B) {
+  if (A.size() != batch * m * k || B.size() != batch * k * n)
+    throw std::invalid_argument("batched_gemm: operand sizes do not match the shape");
+  std::vector<double> C(batch * m * n);
+  RandomBits rng(0);  // stochastic rounding of the accumulator or output: one stream, in product order
+  for (std::size_t q = 0; q < batch; ++q)
+    gemm(spec, m, n, k, A.data() + q * m * k, k, B.data() + q * k * n, n, C.data() + q * m * n, n, &rng);
+  return C;
+}
+
+GemmModel h100_gemm_model(const Format& input) {
+  const std::string& f = input.name;
+  std::string preset;
+  if (f == "fp16" || f == "bf16" || f == "tf32") preset = "h100_" + f;
+  else if (f == "fp8_e4m3fn") preset = "h100_e4m3";
+  else if (f == "fp8_e5m2") preset = "h100_e5m2";
+  else
+    throw InputError(fmt::format("no H100 tensor-core model for {} inputs (known: fp16, bf16, tf32, fp8_e4m3fn, "
+                                 "fp8_e5m2); name the model", f));
+  return GemmModel{GemmKind::tensor_core, 16, tensor_core_preset(preset)};
+}
+
+GemmModel gemm_model_by_name(const std::string& name, const Format& input, const std::string& where) {
+  const auto first = name.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && name[first] == '{') return gemm_model_from_json(parse_json_text(name, where), where);
+  if (name == "ordered") return GemmModel{GemmKind::ordered};
+  if (name == "chunked") return GemmModel{GemmKind::chunked};
+  if (name == "every_op") return GemmModel{GemmKind::every_op};
+  if (name == "h100") return at_place(where, [&] { return h100_gemm_model(input); });
+  const auto names = tensor_core_preset_names();
+  if (std::find(names.begin(), names.end(), name) != names.end())
+    return GemmModel{GemmKind::tensor_core, 16, tensor_core_preset(name)};
+  throw InputError(fmt::format("{}: unknown GEMM model \"{}\"; known: ordered, chunked, every_op, h100 (by the input "
+                               "format), {}, or a \"gemm\" JSON object", where, name, fmt::join(names, ", ")));
 }
 
 std::string hw_attention_csv(const std::vector<HwAttentionRow>& rows) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "pasa/attention/allocation.hpp"
+#include "pasa/attention/gemm.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/inputs/tensor.hpp"
 #include "pasa/numeric/format.hpp"
@@ -33,6 +34,9 @@ namespace pasa {
 
 // Distance between two outputs element by element, in ulps of their format: the number of representable
 // values between them (±0 count as one value, so +0 vs −0 is "identical"; inf is one step past max_finite).
+// Across a sign change the distance runs through zero: −x vs +y is ord(x) + ord(y), where ord counts the
+// values from 0 (e.g. ∓min_subnormal are 2 ulps apart; −1 vs +1 in fp16 is 2·15360 = 30720), so a sign
+// error shows as a max_ulp of the order of the format's value count, never as a small number.
 struct UlpHistogram {
   std::size_t elements = 0;
   std::size_t identical = 0;     // equal values, or both NaN
@@ -63,9 +67,23 @@ struct HwAttentionOptions {
 std::vector<HwAttentionRow> compare_attention(const HwAttentionOptions&);
 std::string hw_attention_csv(const std::vector<HwAttentionRow>&);
 
+// C = A·B under a GEMM model, for the front ends (pasa-gemm, pasa.gemm): `batch` products of row-major
+// A (m × k) and B (k × n) (consecutive in A and B), their values those of spec.a_format / spec.b_format;
+// returns C (batch × m × n), values of spec.out. The same bits as gemm() (attention/gemm.hpp) per product.
+std::vector<double> batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                                 const std::vector<double>& A, const std::vector<double>& B);
+// The tensor-core model an H100 applies to inputs of this format, as the "_h100" presets choose it
+// (allocation.hpp): fp16, bf16, tf32, fp8_e4m3fn (h100_e4m3), fp8_e5m2 (h100_e5m2). InputError for others.
+GemmModel h100_gemm_model(const Format& input);
+// A GEMM model named by the front ends: "ordered", "chunked", "every_op", a tensor-core model name
+// (tensor_core_preset_names(): "h100_fp16", "exact", ...), "h100" (h100_gemm_model of `input`), or the JSON
+// text of the allocation's "gemm" object ('{...}'). Errors name `where`.
+GemmModel gemm_model_by_name(const std::string& name, const Format& input, const std::string& where);
+
 // A GPU GEMM against the tensor-core model (experiments/gpu/tc_probe.py, tc_random.py): A (nb, M, K) and Bt
 // (nb, N, K) .npy as the GPU multiplied them (storage of their formats: float16, float32, or uint16/uint8 bit
-// patterns of bf16 / fp8), C (nb, M, N) the GPU's outputs in out_format. The model computes every C[q] =
+// patterns of bf16 / fp8), C (nb, M, N) the GPU's outputs in out_format; 2-D arrays (M, K), (N, K), (M, N) are
+// one product (nb = 1). The model computes every C[q] =
 // A[q]·Bt[q]ᵀ with the accumulator `acc` (fp32) and rounds to out_format (RNE); inputs are first rounded to
 // `convert` (e.g. float32 → tf32 inside cuBLAS) when given.
 struct HwGemmOptions {

@@ -307,7 +307,18 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
 }
 
 SweepConfig load_sweep_config(const std::filesystem::path& file) {
-  return parse_sweep_config(read_json_file(file), file.string());
+  nlohmann::json j = read_json_file(file);
+  // The user's tensors in the problem ({"npy": name}, io/problem_json.hpp) are named relative to the config's
+  // folder, as in a problem file (a "$placeholder" is left to the grid).
+  if (auto p = j.find("problem"); p != j.end() && p->is_object() && !file.parent_path().empty())
+    for (const char* key : {"pse", "select", "kv_len"})
+      if (auto t = p->find(key); t != p->end() && t->is_object())
+        if (auto n = t->find("npy"); n != t->end() && n->is_string()) {
+          const std::filesystem::path f = n->get<std::string>();
+          if (f.is_relative() && !f.empty() && !n->get<std::string>().starts_with('$'))
+            *n = (file.parent_path() / f).lexically_normal().string();
+        }
+  return parse_sweep_config(j, file.string());
 }
 
 // The headline in a minute on 2 cores: at x0 = 30 the fp16 scores of FA-FP16/FP32 overflow (|S| ~ 30·30·128
