@@ -118,7 +118,21 @@ for f in "${files[@]}"; do
       fence_line=$((i + 1))
       body=()
       ((i++))
-      while ((i < n)) && [[ ! ${lines[i]} =~ ^[[:space:]]*${fence}[[:space:]]*$ ]]; do body+=("${lines[i]}"); ((i++)); done
+      unclosed=0
+      while ((i < n)) && [[ ! ${lines[i]} =~ ^[[:space:]]*${fence}[[:space:]]*$ ]]; do
+        # A fence of the same length with an info string inside a block can only be the next block's
+        # opening line: this block's closing fence is missing.
+        if [[ ${lines[i]} =~ ^[[:space:]]*${fence}[A-Za-z] ]]; then unclosed=1; break; fi
+        body+=("${lines[i]}")
+        ((i++))
+      done
+      if ((i >= n || unclosed)); then
+        # An unclosed fence swallows the rest of the page: renderers show prose as code and every block
+        # after it would silently go untested.
+        echo "$rel:$fence_line: the code fence opened here is never closed" >&2
+        failures=$((failures + 1))
+        break
+      fi
       ((i++))
       block_opts=$opts
       opts=""

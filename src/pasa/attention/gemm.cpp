@@ -708,8 +708,8 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   const std::size_t promote = static_cast<std::size_t>(tc.promote);
   // An fp32 accumulator with IEEE overflow and no flushing: the hardware conversion double → float in the
   // block's rounding direction is that one rounding (IEEE 754 §5.4.2; overflow as §7.4, as pasa::round's ieee)
-  const bool native_fp32 = tcf == fp32() && block_opt.overflow == Overflow::ieee && !block_opt.flush_input &&
-                           !block_opt.flush_output;
+  [[maybe_unused]] const bool native_fp32 = tcf == fp32() && block_opt.overflow == Overflow::ieee &&
+                                           !block_opt.flush_input && !block_opt.flush_output;
 #if defined(__AVX512F__)
   if (float_lanes && native_fp32 && block_opt.mode == RoundMode::toward_zero && tc.acc_in_block && block <= group &&
       (promote == 0 || native(g.acc, fp32()))) {

@@ -95,7 +95,10 @@ struct KeyInfo {
   }
 };
 
-// Eight doubles (GCC vector extensions: lowered to whatever the target has).
+// Eight doubles (GCC vector extensions: lowered to whatever the target has). Without AVX-512 GCC warns that
+// passing them by value has another ABI; these helpers are inline in one translation unit each, so no call
+// crosses an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
 typedef double v8d __attribute__((vector_size(64)));
 // a·b − c with one rounding per lane (the exact error of a rounded product when c = RN(a·b)).
 inline v8d fms(v8d a, v8d b, v8d c) {

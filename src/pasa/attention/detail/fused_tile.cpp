@@ -154,7 +154,7 @@ void round_floats(const StageSpec& sp, float* x, std::size_t n) {
 // A GEMM that the fused path runs through gemm() (the tensor-core and every-op models, any accumulator):
 // deterministic roundings (no random stream is handed to it) and an output format whose values, subnormals
 // included, are floats, so that the tile holds them exactly (the general path's doubles hold the same values).
-bool general_gemm_in_floats(const GemmSpec& g) {
+[[maybe_unused]] bool general_gemm_in_floats(const GemmSpec& g) {
   const Format& f = g.out.format;
   const bool floats = f.p <= 24 && f.emax <= 127 && f.emin() - (f.p - 1) >= -149;
   return floats && g.out.round.mode != RoundMode::stochastic && g.acc.round.mode != RoundMode::stochastic;
