@@ -77,16 +77,18 @@ awk '/^threads [0-9]+: OpenBLAS sgemm baseline/ { t = $2; sub(":", "", t); print
 echo "== golden at (1, $heads, $seq, $dim): pasa-attn --threads T"
 for t in "${threads[@]}"; do
   "$dir/pasa-attn" --algorithm fa2 --alloc fa_fp32 --s1 128 --s2 128 --batch 1 --heads "$heads" --seq "$seq" --dim "$dim" \
-    --threads "$t" | tee "$out/pasa-attn-$t.log" | head -3
+    --threads "$t" >"$out/pasa-attn-$t.log"
+  head -3 "$out/pasa-attn-$t.log" >&2
   awk -v t="$t" '/^algorithm/ { for (i = 1; i <= NF; ++i) if ($i == "s" || $i == "s,") a = $(i - 1) }
                  /^golden/ { for (i = 1; i <= NF; ++i) if ($i == "s" || $i == "s,") g = $(i - 1) }
-                 END { printf "pasa-attn,FA-FP32 (run_attention with input conversion),%s,%s,\n", t, a
+                 END { printf "pasa-attn,FA-FP32 (pasa-attn),%s,%s,\n", t, a
                        printf "pasa-attn,golden,%s,%s,\n", t, g }' "$out/pasa-attn-$t.log"
 done | sort -t, -k2,2 -s | add_rows
 
 echo "== decode step and its golden: pasa-bench-decode --threads T"
 for t in "${threads[@]}"; do
-  "$dir/pasa-bench-decode" --threads "$t" | tee "$out/bench-decode-$t.log"
+  "$dir/pasa-bench-decode" --threads "$t" >"$out/bench-decode-$t.log"
+  grep -E '^(emulated kernel|golden):' "$out/bench-decode-$t.log" >&2
   awk -v t="$t" '/^emulated kernel:/ { printf "decode,FA-FP16/FP32 decode step,%s,%s,\n", t, $3 }
                  /^golden:/ { printf "decode,golden of the decode step,%s,%s,\n", t, $2 }' "$out/bench-decode-$t.log"
 done | sort -t, -k2,2 -s | add_rows
