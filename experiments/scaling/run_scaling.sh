@@ -46,7 +46,7 @@ reps=${REPS:-1}
 list=$(IFS=,; echo "${threads[*]}")
 csv=$out/scaling.csv
 echo "program,item,threads,seconds,speedup,efficiency,ratio_to_baseline" >"$csv.tmp"
-echo "host $(hostname), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1 /proc/loadavg)" | tee "$out/machine.txt"
+echo "host $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1 /proc/loadavg)" | tee "$out/machine.txt"
 
 # Rows "program,item,threads,seconds,ratio" (ratio may be empty) on stdin; appends speed-up and efficiency
 # over the first thread count of each (program, item).
