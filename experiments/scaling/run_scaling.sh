@@ -15,7 +15,8 @@
 #   experiments/scaling/run_scaling.sh DIR                         run from DIR (a build folder or a kit);
 #       writes $OUT/scaling.csv (OUT defaults to ./scaling-out) and the programs' logs next to it
 # Environment: THREADS (default "1 2 4 8 16"), REPS (attention bench repetitions, default 1),
-#              SHAPE (default "64 2048 128": heads, sequence, head dimension).
+#              SHAPE (default "64 2048 128": heads, sequence, head dimension), PARTS (default
+#              "attention golden decode": which of the three to run, e.g. to split the run in two calls).
 # About 6 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each).
 set -euo pipefail
 
@@ -59,6 +60,8 @@ add_rows() {
   }' >>"$csv.tmp"
 }
 
+parts=" ${PARTS:-attention golden decode} "
+if [[ $parts == *" attention "* ]]; then
 echo "== blocked engines: pasa-bench-attention --threads $list"
 "$dir/pasa-bench-attention" --heads "$heads" --seq "$seq" --dim "$dim" --reps "$reps" --threads "$list" | tee "$out/bench-attention.log"
 # Lines "threads T: OpenBLAS sgemm baseline X s, ..." then "  LABEL   X s  R GFLOP/s  Q of BLAS ...".
@@ -73,7 +76,9 @@ awk '/^threads [0-9]+: OpenBLAS sgemm baseline/ { t = $2; sub(":", "", t); print
        gsub(/,/, ";", label)
        printf "attention,%s,%s,%s,%s\n", label, t, f[1], ratio
      }' "$out/bench-attention.log" | add_rows
+fi
 
+if [[ $parts == *" golden "* ]]; then
 echo "== golden at (1, $heads, $seq, $dim): pasa-attn --threads T"
 for t in "${threads[@]}"; do
   "$dir/pasa-attn" --algorithm fa2 --alloc fa_fp32 --s1 128 --s2 128 --batch 1 --heads "$heads" --seq "$seq" --dim "$dim" \
@@ -84,7 +89,9 @@ for t in "${threads[@]}"; do
                  END { printf "pasa-attn,FA-FP32 (pasa-attn),%s,%s,\n", t, a
                        printf "pasa-attn,golden,%s,%s,\n", t, g }' "$out/pasa-attn-$t.log"
 done | sort -t, -k2,2 -s | add_rows
+fi
 
+if [[ $parts == *" decode "* ]]; then
 echo "== decode step and its golden: pasa-bench-decode --threads T"
 for t in "${threads[@]}"; do
   "$dir/pasa-bench-decode" --threads "$t" >"$out/bench-decode-$t.log"
@@ -92,6 +99,7 @@ for t in "${threads[@]}"; do
   awk -v t="$t" '/^emulated kernel:/ { printf "decode,FA-FP16/FP32 decode step,%s,%s,\n", t, $3 }
                  /^golden:/ { printf "decode,golden of the decode step,%s,%s,\n", t, $2 }' "$out/bench-decode-$t.log"
 done | sort -t, -k2,2 -s | add_rows
+fi
 
 mv "$csv.tmp" "$csv"
 echo "== $csv"
