@@ -40,11 +40,14 @@ int main(int argc, char** argv) {
   CLI::App app{"Sweep attention algorithms over a grid of inputs (grid x seeds x algorithms) into CSV + JSON summary"};
   app.require_subcommand(0, 1);
   std::string config_path, out, shard;
-  int threads = pasa::default_threads();
+  int threads = pasa::default_threads(), jobs = 1;
   bool resume = false, print_default = false;
   app.add_option("config", config_path, "sweep config (JSON); none: the built-in default")->check(CLI::ExistingFile);
   app.add_option("--out", out, "output folder (default: the config's outputs.dir, or sweep-out/<name>)");
-  app.add_option("--threads", threads, "threads inside each case (results do not depend on it)")
+  app.add_option("--threads", threads, "threads in all, split between the --jobs problems (results do not depend on it)")
+      ->capture_default_str()
+      ->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--jobs", jobs, "problems run side by side, each on max(1, threads / jobs) threads (same table)")
       ->capture_default_str()
       ->check(pasa_apps::thread_count());
   std::string max_memory;
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
     pasa::SweepOptions opt;
     opt.out_dir = out;
     opt.threads = threads;
+    opt.jobs = jobs;
     opt.resume = resume;
     if (!max_memory.empty()) opt.max_memory = pasa::parse_byte_size(max_memory, "--max-memory");
     if (!shard.empty()) pasa::parse_shard(shard, opt.shard_index, opt.shard_count);

@@ -5,6 +5,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace pasa::bench {
 
@@ -25,6 +28,29 @@ inline double cpu_seconds() {
 inline double load1() {
   double l[1] = {0};
   return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+// "1,2,4": the thread counts of a scaling table (issue 27), each a whole number in [1, 4096]; throws
+// std::invalid_argument naming the bad entry.
+inline std::vector<int> parse_threads_list(const std::string& text) {
+  std::vector<int> list;
+  std::size_t pos = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::size_t used = 0;
+    long v = 0;
+    try {
+      v = item.empty() || item[0] == '-' || item[0] == '+' ? 0 : std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 1 || v > 4096)
+      throw std::invalid_argument("--threads " + text + ": \"" + item + "\" is not a thread count in [1, 4096] (a list: 1,2,4)");
+    list.push_back(static_cast<int>(v));
+    if (comma == std::string::npos) return list;
+    pos = comma + 1;
+  }
 }
 
 }  // namespace pasa::bench

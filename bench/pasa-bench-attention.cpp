@@ -6,7 +6,9 @@
 // sgemm under each candidate core type in a child process, re-executes itself with the fastest and prints
 // it with the rate of OpenBLAS's own choice. Goals (issue 11): fp32-accumulate ≥ 0.6 of the best BLAS rate,
 // round-every-op ≥ 0.2; the H100 tensor-core model (fa_fp16_fp32_h100, pasa_fp16_h100) ≥ 1/4 of the same
-// allocation under the ordered model.
+// allocation under the ordered model. --threads LIST (default 1,2) runs the whole set at each thread count
+// and ends with a scaling table: each kernel's rate as a ratio to the sgemm at the same thread count, and its
+// speed-up and parallel efficiency over the first count (issue 27).
 #include <algorithm>
 #include <climits>
 #include <chrono>
@@ -104,7 +106,17 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   bool probe = false;
   app.add_flag("--blas-probe", probe, "only time the OpenBLAS baseline (1 and 2 threads) and print it")->group("");
+  std::string threads_text = "1,2";
+  app.add_option("--threads", threads_text, "thread counts, e.g. 1,2,4,8,16 (a scaling table at the end)")
+      ->capture_default_str();
   PASA_CLI_PARSE(app, argc, argv);
+  std::vector<int> thread_list;
+  try {
+    thread_list = parse_threads_list(threads_text);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "pasa-bench-attention: %s\n", e.what());
+    return 2;
+  }
   try {
   // Size first (core/memory.hpp): the inputs, the largest kernel's memory, and the BLAS baseline's float
   // copies (Q, K, V, O and the S x S scores).
@@ -123,7 +135,8 @@ int main(int argc, char** argv) {
       AlgorithmSpec spec;
       spec.name = "fa2";
       spec.alloc = allocation_preset(a);
-      need = std::max(need, attention_bytes(s, s, format_by_name("fp16"), spec, 2));
+      need = std::max(need, attention_bytes(s, s, format_by_name("fp16"), spec,
+                                            *std::max_element(thread_list.begin(), thread_list.end())));
     }
     need = sat_add(sat_add(need, inputs_bytes(ps)),
                    sat_mul(sizeof(float), sat_add(sat_mul(4, sat_mul(seq, dim)), sat_mul(seq, seq))));
@@ -232,7 +245,9 @@ int main(int argc, char** argv) {
 #endif
   std::printf("shape (1, %zu, %zu, %zu): %.2f GFLOP per run; best of %d\n", heads, seq, dim, gflop, reps);
   bool met = true;
-  for (int threads : {1, 2}) {
+  std::vector<double> blas_rates;                 // per thread count
+  std::vector<std::vector<double>> kernel_times;  // per thread count, per kernel
+  for (int threads : thread_list) {
     double blas_rate = 0, blas_cpu = 0;
 #ifdef PASA_HAVE_CBLAS
     openblas_set_num_threads(threads);
@@ -244,7 +259,8 @@ int main(int argc, char** argv) {
 #else
     std::printf("\nthreads %d: no OpenBLAS found at build time; no baseline\n", threads);
 #endif
-    std::vector<double> times;
+    std::vector<double>& times = kernel_times.emplace_back();
+    blas_rates.push_back(blas_rate);
     for (const auto& kr : kernels) {
       const double t = best_of(reps, [&] { run_attention(in, kr.spec, threads); });
       // The same ratio by CPU time (both sides' threads together): what the goal reads on a loaded machine.
@@ -268,6 +284,26 @@ int main(int argc, char** argv) {
           std::printf("  %-36s %7.3f s  %6.2f GFLOP/s  %.3f of BLAS%s\n", kr.label, t, rate, ratio, cpu.c_str());
       }
     }
+  }
+  if (thread_list.size() > 1) {
+    std::printf("\nscaling: rate / OpenBLAS sgemm rate at the same thread count; speed-up over %d thread(s) "
+                "(parallel efficiency = speed-up / thread ratio)\n%-38s", thread_list[0], "threads");
+    for (int t : thread_list) std::printf(" %19d", t);
+    std::printf("\n");
+    for (std::size_t k = 0; k < kernels.size(); ++k) {
+      std::printf("  %-36s", kernels[k].label);
+      for (std::size_t i = 0; i < thread_list.size(); ++i) {
+        const double ratio = blas_rates[i] > 0 ? (gflop / kernel_times[i][k]) / blas_rates[i] : 0;
+        const double speedup = kernel_times[0][k] / kernel_times[i][k];
+        std::printf("  %6.3f %5.2fx %4.2f", ratio, speedup, speedup * thread_list[0] / thread_list[i]);
+      }
+      std::printf("\n");
+    }
+    std::printf("  %-36s", "OpenBLAS sgemm (GFLOP/s, speed-up)");
+    for (std::size_t i = 0; i < blas_rates.size(); ++i)
+      std::printf("  %6.1f %5.2fx %4.2f", blas_rates[i], blas_rates[0] > 0 ? blas_rates[i] / blas_rates[0] : 0,
+                  blas_rates[0] > 0 ? blas_rates[i] / blas_rates[0] * thread_list[0] / thread_list[i] : 0);
+    std::printf("\n  (each cell: ratio to BLAS, speed-up, efficiency)\n");
   }
   std::printf("\nall goals: %s\n", met ? "met" : "NOT met");
   return 0;

@@ -2,12 +2,18 @@
 // Nkv KV heads, Skv cached tokens in blocks of `block` tokens at shuffled cache blocks; the emulated kernel
 // under an allocation preset, and the golden of the same step. Goal (issue 9): B = 8, Nq = 32, Nkv = 8,
 // Skv = 32768, D = 128, block 16 under FA-FP16/FP32 in < 1 s on 2 cores, its golden in < 5 s.
+// --threads LIST (e.g. 1,2,4): the step and its golden at each count, then a scaling table (issue 27).
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 
 #include <CLI/CLI.hpp>
@@ -30,7 +36,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Time one decode step over a paged KV cache (emulated kernel and golden)"};
   std::size_t B = 8, Nq = 32, Nkv = 8, Skv = 32768, D = 128, block = 16, s2 = 128, splits = 1;
   std::string alloc = "fa_fp16_fp32", algo = "fa2";
-  int threads = default_threads();
+  std::string threads_text = std::to_string(default_threads());
   bool skip_golden = false;
   std::string max_memory;
   using pasa_apps::unsigned_integer;
@@ -44,10 +50,18 @@ int main(int argc, char** argv) {
   app.add_option("--splits", splits, "split-KV parts")->check(unsigned_integer(1));
   app.add_option("--alloc", alloc, "allocation preset")->check(pasa_apps::library_name(allocation_preset));
   app.add_option("--algorithm", algo, "fa2 or pasa")->check(CLI::IsMember({"fa2", "pasa"}));
-  app.add_option("--threads", threads, "threads")->check(pasa_apps::thread_count());
+  app.add_option("--threads", threads_text, "thread counts, e.g. 2 or 1,2,4 (a scaling table)")->capture_default_str();
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_flag("--skip-golden", skip_golden, "do not compute the golden");
   PASA_CLI_PARSE(app, argc, argv);
+  std::vector<int> thread_list;
+  try {
+    thread_list = parse_threads_list(threads_text);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "pasa-bench-decode: %s\n", e.what());
+    return 2;
+  }
+  int threads = *std::max_element(thread_list.begin(), thread_list.end());  // the set-up's threads
   try {
 
   // The cache: K and V drawn like a (B, Nkv, Skv, D) uniform fp16 problem (generate_inputs' streams, head by
@@ -129,40 +143,59 @@ int main(int argc, char** argv) {
   // Baseline timed in the same run (the machine is shared: ratios travel, seconds do not): one pass reading
   // the K and V blocks the step reads (an XOR of their bits per block, vectorised), the memory floor of any
   // decode kernel.
-  t0 = std::chrono::steady_clock::now();
-  std::vector<std::uint32_t> block_xor(pb.cache.num_blocks);
-  parallel_for(pb.cache.num_blocks, threads, [&](std::size_t blk) {
-    const std::size_t n = Nkv * block * D;
-    const float *k = pb.cache.k.data() + blk * n, *v = pb.cache.v.data() + blk * n;
-    std::uint32_t x = 0;
-    for (std::size_t i = 0; i < n; ++i) x ^= std::bit_cast<std::uint32_t>(k[i]) ^ std::bit_cast<std::uint32_t>(v[i]);
-    block_xor[blk] = x;
-  });
-  const double t_read = seconds_since(t0);
-  std::uint32_t checksum = 0;
-  for (std::uint32_t x : block_xor) checksum ^= x;
-  std::printf("baseline: reading the cache once %.3f s wall (checksum %08x)\n", t_read, checksum);
-  t0 = std::chrono::steady_clock::now();
-  double c0 = cpu_seconds();
-  const AttentionOutput out = unified_attention(pb, spec, threads);
-  const double t_kernel = seconds_since(t0), c_kernel = cpu_seconds() - c0;
-  const bool goal_shape = B == 8 && Nq == 32 && Nkv == 8 && Skv == 32768 && D == 128 && block == 16 && threads == 2 &&
-                          alloc == "fa_fp16_fp32" && algo == "fa2";
-  const char* shape_note = goal_shape ? "" : ", not the goal's shape/allocation/2 threads";
-  std::printf("emulated kernel: %.3f s wall, %.3f CPU-s, %.1fx the baseline (goal < 1 s wall on 2 idle cores: %s; "
-              "load %.2f%s)\n", t_kernel, c_kernel, t_kernel / t_read, t_kernel < 1 ? "met" : "NOT met", load1(),
-              shape_note);
-  if (skip_golden) return 0;
-  GoldenOptions go;
-  go.threads = threads;
-  t0 = std::chrono::steady_clock::now();
-  c0 = cpu_seconds();
-  const Golden g = unified_golden(pb, go);
-  const double t_golden = seconds_since(t0), c_golden = cpu_seconds() - c0;
-  std::printf("golden: %.3f s wall, %.3f CPU-s, %d guaranteed bits (goal < 5 s wall on 2 idle cores: %s; "
-              "load %.2f%s)\n",
-              t_golden, c_golden, g.guaranteed_bits, t_golden < 5 ? "met" : "NOT met", load1(), shape_note);
-  std::printf("rmse (Eq. 19) of the kernel: %.3e\n", compare_outputs(out.o, g.o).rmse);
+  std::vector<std::array<double, 2>> walls;  // per thread count: kernel, golden
+  for (int count : thread_list) {
+    threads = count;
+    std::printf("-- %d thread(s)\n", threads);
+    t0 = std::chrono::steady_clock::now();
+    std::vector<std::uint32_t> block_xor(pb.cache.num_blocks);
+    parallel_for(pb.cache.num_blocks, threads, [&](std::size_t blk) {
+      const std::size_t n = Nkv * block * D;
+      const float *k = pb.cache.k.data() + blk * n, *v = pb.cache.v.data() + blk * n;
+      std::uint32_t x = 0;
+      for (std::size_t i = 0; i < n; ++i) x ^= std::bit_cast<std::uint32_t>(k[i]) ^ std::bit_cast<std::uint32_t>(v[i]);
+      block_xor[blk] = x;
+    });
+    const double t_read = seconds_since(t0);
+    std::uint32_t checksum = 0;
+    for (std::uint32_t x : block_xor) checksum ^= x;
+    std::printf("baseline: reading the cache once %.3f s wall (checksum %08x)\n", t_read, checksum);
+    t0 = std::chrono::steady_clock::now();
+    double c0 = cpu_seconds();
+    const AttentionOutput out = unified_attention(pb, spec, threads);
+    const double t_kernel = seconds_since(t0), c_kernel = cpu_seconds() - c0;
+    const bool goal_shape = B == 8 && Nq == 32 && Nkv == 8 && Skv == 32768 && D == 128 && block == 16 && threads == 2 &&
+                            alloc == "fa_fp16_fp32" && algo == "fa2";
+    const char* shape_note = goal_shape ? "" : ", not the goal's shape/allocation/2 threads";
+    std::printf("emulated kernel: %.3f s wall, %.3f CPU-s, %.1fx the baseline (goal < 1 s wall on 2 idle cores: %s; "
+                "load %.2f%s)\n", t_kernel, c_kernel, t_kernel / t_read, t_kernel < 1 ? "met" : "NOT met", load1(),
+                shape_note);
+    walls.push_back({t_kernel, 0.0});
+    if (skip_golden) continue;
+    GoldenOptions go;
+    go.threads = threads;
+    t0 = std::chrono::steady_clock::now();
+    c0 = cpu_seconds();
+    const Golden g = unified_golden(pb, go);
+    const double t_golden = seconds_since(t0), c_golden = cpu_seconds() - c0;
+    std::printf("golden: %.3f s wall, %.3f CPU-s, %d guaranteed bits (goal < 5 s wall on 2 idle cores: %s; "
+                "load %.2f%s)\n",
+                t_golden, c_golden, g.guaranteed_bits, t_golden < 5 ? "met" : "NOT met", load1(), shape_note);
+    std::printf("rmse (Eq. 19) of the kernel: %.3e\n", compare_outputs(out.o, g.o).rmse);
+    walls.back()[1] = t_golden;
+  }
+  if (thread_list.size() > 1) {  // speed-up and parallel efficiency over the first count
+    std::printf("\nscaling (wall s, speed-up, efficiency over %d thread(s)):\n%-9s %-26s %s\n", thread_list[0], "threads",
+                "kernel", skip_golden ? "" : "golden");
+    for (std::size_t i = 0; i < thread_list.size(); ++i) {
+      const double r = static_cast<double>(thread_list[0]) / thread_list[i];
+      std::printf("%-9d %7.3f %5.2fx %4.2f        ", thread_list[i], walls[i][0], walls[0][0] / walls[i][0],
+                  walls[0][0] / walls[i][0] * r);
+      if (!skip_golden)
+        std::printf("%7.3f %5.2fx %4.2f", walls[i][1], walls[0][1] / walls[i][1], walls[0][1] / walls[i][1] * r);
+      std::printf("\n");
+    }
+  }
   return 0;
   } catch (...) {
     return report_error("pasa-bench-decode");

@@ -6,12 +6,15 @@
 // reached by labelling bf16 values with p = 9), all in the same run, on the GEMMs of a blocked attention at (1, heads, seq, dim)
 // with 128 × 128 tiles: per pair of tiles one S = Q·Kᵀ (128 × 128 × dim) and one P·V (128 × dim × 128).
 // Prints wall and CPU seconds (best of --reps), the speed-up over the F16C kernel and the load average;
-// with 2 threads the heads are split between them, as the attention engine splits its work.
+// with several threads (--threads LIST, default 1,2) the heads are dealt to them, as the attention engine
+// deals its work; with more than one count a scaling table ends the output (issue 27).
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <thread>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +25,7 @@
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/attention/gemm.hpp"
+#include "pasa/core/parallel.hpp"
 #include "pasa/numeric/round.hpp"
 
 using namespace pasa;
@@ -57,7 +61,16 @@ int main(int argc, char** argv) {
   app.add_option("--dim", dim, "head dimension D")->check(pasa_apps::unsigned_integer(1));
   app.add_option("--reps", reps, "repetitions (the best time counts)")->check(pasa_apps::unsigned_integer(1, INT_MAX));
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  std::string threads_text = "1,2";
+  app.add_option("--threads", threads_text, "thread counts, e.g. 1,2,4 (a scaling table)")->capture_default_str();
   PASA_CLI_PARSE(app, argc, argv);
+  std::vector<int> thread_list;
+  try {
+    thread_list = bench::parse_threads_list(threads_text);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "pasa-bench-every-op: %s\n", e.what());
+    return 2;
+  }
   try {
   const std::size_t T = 128, tiles = seq / T;
   if (seq % T != 0) throw InputError(fmt::format("--seq {}: must be a multiple of {}", seq, T));
@@ -111,17 +124,16 @@ int main(int argc, char** argv) {
   };
   auto timed = [&](const GemmSpec& g, int threads) {
     return best_of(reps, [&] {
-      if (threads == 1) return run(g, 0, heads);
-      std::thread other([&] { run(g, heads / 2, heads); });
-      run(g, 0, heads / 2);
-      other.join();
+      parallel_for(heads, threads, [&](std::size_t hd) { run(g, hd, hd + 1); });
     });
   };
   const double gflop = 4.0 * static_cast<double>(seq) * seq * dim * heads / 1e9;
   std::printf("every-op fp16 GEMMs of a blocked attention at (1, %zu, %zu, %zu), tiles %zu: %.2f GFLOP; best of %d\n",
               heads, seq, dim, T, gflop, reps);
-  for (int threads : {1, 2}) {
+  std::vector<std::array<Timing, 3>> rows;  // per thread count: FMA GEMM, F16C, float registers
+  for (int threads : thread_list) {
     const Timing r = timed(reg, threads), c = timed(f16c, threads), o = timed(fma, threads);
+    rows.push_back({o, c, r});
     std::printf("threads %d (load %.2f):\n", threads, bench::load1());
     std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s\n", "fp32 FMA GEMM (ordered model)", o.wall, o.cpu,
                 gflop / o.wall);
@@ -129,12 +141,23 @@ int main(int argc, char** argv) {
                 c.cpu, gflop / c.wall);
     std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s  %.2fx F16C (CPU time), %.3f of the FMA GEMM\n",
                 "every-op fp16, float registers", r.wall, r.cpu, gflop / r.wall, c.cpu / r.cpu, o.cpu / r.cpu);
-    if (threads == 1) {  // bf16: the same inputs rounded to bf16
+    if (threads == thread_list[0]) {  // bf16: the same inputs rounded to bf16
       const Timing l = timed(loop_bf, 1), b = timed(reg_bf, 1);
       std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s\n", "every-op bf16, round_span loop", l.wall,
                   l.cpu, gflop / l.wall);
       std::printf("  %-34s %7.3f s wall %7.3f s CPU  %6.2f GFLOP/s  %.2fx the loop (CPU time)\n",
                   "every-op bf16, float registers", b.wall, b.cpu, gflop / b.wall, l.cpu / b.cpu);
+    }
+  }
+  if (thread_list.size() > 1) {
+    std::printf("\nscaling (wall): rate / FMA GEMM rate at the same thread count; speed-up, efficiency over %d thread(s)\n",
+                thread_list[0]);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const double r = static_cast<double>(thread_list[0]) / thread_list[i];
+      const Timing &o = rows[i][0], &reg_t = rows[i][2];
+      std::printf("  threads %-3d every-op fp16 (float registers) %.3f of the FMA GEMM, %5.2fx %4.2f; FMA GEMM %5.2fx %4.2f\n",
+                  thread_list[i], o.wall / reg_t.wall, rows[0][2].wall / reg_t.wall, rows[0][2].wall / reg_t.wall * r,
+                  rows[0][0].wall / o.wall, rows[0][0].wall / o.wall * r);
     }
   }
   return 0;

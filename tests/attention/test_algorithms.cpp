@@ -230,7 +230,39 @@ TEST_CASE("results do not depend on the thread count", "[algorithms]") {
   }
 }
 
+TEST_CASE("set-up on several threads: inputs rounded in chunks, non-finite inputs named as by one thread",
+          "[algorithms]") {
+  // fp64 inputs of more than one 65536-element chunk (2 x 560 x 64 = 71680 per tensor) rounded to the q, k,
+  // v stages: round toward zero (rounded chunk by chunk on the threads) and stochastic (one stream in tensor
+  // order, so on one thread).
+  AttentionInputs in = make_inputs(1, 2, 2, 560, 560, 64, {true, 0.0, 3.0, 0.05}, 23);
+  boost::random::mt19937_64 eng(5);
+  boost::random::uniform_real_distribution<double> jitter(-1e-4, 1e-4);
+  for (Tensor* t : {&in.q, &in.k, &in.v}) {
+    t->format = format_by_name("fp64");
+    for (double& x : t->data) x += jitter(eng);  // values no longer fp16
+  }
+  for (RoundMode mode : {RoundMode::toward_zero, RoundMode::stochastic})
+    for (const char* name : {"fa2", "pasa"}) {
+      AlgorithmSpec spec = spec_of(name, std::string(name) == "pasa" ? "pasa_fp16" : "fa_fp16_fp32", 128, 128);
+      for (const char* st : {"q", "k", "v"}) spec.alloc.spec(st).round.mode = mode;
+      spec.seed = 3;
+      INFO(name << ", mode " << static_cast<int>(mode));
+      const AttentionOutput one = run_attention(in, spec, 1);
+      CHECK(same_bits(one.o, run_attention(in, spec, 2).o));
+      CHECK(same_bits(one.o, run_attention(in, spec, 3).o));
+    }
+  // Two non-finite values in different chunks of K: the error names the first, whatever the threads.
+  in.k.data[70000] = std::nan("");
+  in.k.data[1000] = INFINITY;
+  for (int threads : {1, 2, 3})
+    CHECK_THROWS_WITH(run_attention(in, spec_of("fa2", "fa_fp16_fp32"), threads),
+                      Catch::Contains("K has a non-finite element inf at (b=0, n=0, s=15, d=40)"));
+}
+
 namespace {
+
+// The GEMM referencenamespace {
 
 // The GEMM reference: each model's steps on exact MPFR values (2400 bits hold every sum here exactly),
 // each rounding done by MPFR to the accumulator format (precision p, emin/emax, subnormalize), nothing

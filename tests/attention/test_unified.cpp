@@ -142,6 +142,23 @@ TEST_CASE("unified attention: a mixed paged batch equals the dense golden in fp6
   }
 }
 
+TEST_CASE("unified golden: sequences side by side on many threads give the same bits", "[unified]") {
+  // Nkv = 2 and at most 7 query rows: one work item per KV head, so 4 and 8 threads run 2 and 3 sequences at
+  // once (unified_golden), each on its share of the threads.
+  const Case c = make_case(16, 21);
+  const Golden one = unified_golden(c.pb);
+  for (int threads : {2, 4, 8}) {
+    GoldenOptions go;
+    go.threads = threads;
+    const Golden g = unified_golden(c.pb, go);
+    INFO(threads << " threads");
+    CHECK(std::memcmp(g.o.data.data(), one.o.data.data(), one.o.data.size() * sizeof(double)) == 0);
+    CHECK(g.lse == one.lse);
+    CHECK(g.guaranteed_bits == one.guaranteed_bits);
+    CHECK(g.error_bound == one.error_bound);
+  }
+}
+
 TEST_CASE("unified attention under low precision stays within the dense engine's error", "[unified]") {
   const Case c = make_case(16, 7);
   const Tensor g = dense_golden(c);
@@ -228,6 +245,9 @@ TEST_CASE("unified attention names the first non-finite cache value in cache ord
     for (int threads : {1, 2}) CHECK_THROWS_WITH(unified_attention(c.pb, spec_of(name, "fa_fp16_fp32", 16, 1), threads),
                                                  Catch::Contains(what));
   CHECK_THROWS_WITH(unified_golden(c.pb), Catch::Contains(what));
+  GoldenOptions eight;  // sequences 0 to 2 side by side: still the first sequence's error
+  eight.threads = 8;
+  CHECK_THROWS_WITH(unified_golden(c.pb, eight), Catch::Contains(what));
   PagedBatch wide = c.pb;
   wide.cache.format = format_by_name("fp64");
   CHECK_THROWS_WITH(unified_attention(wide, spec_of("fa2", "fp64", 16, 1)),

@@ -128,6 +128,19 @@ expect 2 "--seed: .*not an integer" pasa-attn "${small[@]}" --seed -1
 expect 2 "--seed: .*not an integer" pasa-attn "${small[@]}" --seed 1e23
 expect 2 "--threads: .*not an integer" pasa-attn "${small[@]}" --threads 0
 expect 2 "--threads: .*not an integer" pasa-sweep --threads -1
+expect 2 "--jobs: .*not an integer" pasa-sweep --jobs 0
+# pasa-sweep --jobs: problems side by side give the table of one at a time (the timing columns aside)
+cat >jobs.json <<'J'
+{"problem": {"shape": {"Nq": 2, "Sq": 64, "D": 16}, "seed": "$seed", "generator": {"kind": "uniform", "x0": "$x0"}}, "grid": {"x0": [1, 5, 9]}, "seeds": [1, 2], "algorithms": [{"name": "fa2", "alloc": "fa_fp16_fp32", "s1": 16, "s2": 16}, {"name": "pasa", "alloc": "pasa_fp16", "s1": 16, "s2": 16}]}
+J
+expect 0 "12 cases run" pasa-sweep jobs.json --out jobs1 --jobs 1 --threads 1
+expect 0 "12 cases run" pasa-sweep jobs.json --out jobs3 --jobs 3 --threads 3
+expect 0 "same 13 lines" python3 -c '
+import csv, sys
+t = [[r for r in csv.reader(open(d + "/results.csv"))] for d in sys.argv[1:]]
+keep = [i for i, h in enumerate(t[0][0]) if h not in ("golden_time_s", "time_s")]
+a, b = ([[r[i] for i in keep] for r in x] for x in t)
+print("same %d lines" % len(a) if a == b and len(a) == 13 else "tables differ")' jobs1 jobs3
 expect 2 "--with-sqrt-d: .*not an integer" pasa-beta --beta 0.9 --with-sqrt-d 0
 printf '{"shape": {"Sq": 16, "Sq": 32}}\n' >dup.json
 expect 2 "key \"Sq\" appears twice" pasa-attn --problem dup.json

@@ -77,14 +77,14 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
     if (!(q.fmax > 0 && std::isfinite(q.fmax))) throw InputError(fmt::format("quant: fmax must be a positive number, got {}", q.fmax));
     if (q.p_offset < -64 || q.p_offset > 64) throw InputError(fmt::format("quant: p_offset must be in [-64, 64], got {}", q.p_offset));
   }
-  validate(in);
+  validate(in, threads);
   // A block longer than the sequence is the whole sequence (the engines already cut every block at S):
   // clamping changes no result, only the size of the per-block buffers (s2 = 4e6 on 256 keys allocated
   // s1 × s2 doubles per work item).
   AlgorithmSpec clamped = spec;
   clamped.s1 = std::min(spec.s1, in.q.shape.S);
   clamped.s2 = std::min(spec.s2, in.k.shape.S);
-  detail::Run run(in, clamped);
+  detail::Run run(in, clamped, nullptr, threads);
   AttentionOutput out;
   out.o = Tensor(in.q.shape, run.stage(Stage::out).format);
   out.lse.assign(run.B * run.Nq * run.Sq, detail::kNegInf);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <utility>
 
@@ -111,18 +112,24 @@ void reshape(Tensor& t, std::size_t n, std::size_t S, std::size_t D, const Forma
   t.data.resize(t.shape.size());
 }
 
-// Keys [j0, j1) of sequence s gathered through the block table into k and v: (1, Nkv, j1 − j0, D).
-void gather(const PagedBatch& pb, std::size_t s, std::size_t j0, std::size_t j1, Tensor& k, Tensor& v) {
+// Keys [j0, j1) of sequence s gathered through the block table into k and v: (1, Nkv, j1 − j0, D), the KV
+// heads on `threads` threads. A non-finite value is named as a serial gather meets it first (head, token).
+void gather(const PagedBatch& pb, std::size_t s, std::size_t j0, std::size_t j1, Tensor& k, Tensor& v, int threads) {
   const PagedCache& c = pb.cache;
   reshape(k, c.Nkv, j1 - j0, c.D, c.format);
   reshape(v, c.Nkv, j1 - j0, c.D, c.format);
-  for (std::size_t h = 0; h < c.Nkv; ++h)
+  std::vector<std::uint8_t> bad(c.Nkv, 0);
+  parallel_for(c.Nkv, threads, [&](std::size_t h) {
     for (std::size_t j = j0; j < j1; ++j) {
       const std::size_t src = cache_row(pb, s, h, j);
       std::copy_n(c.k.data() + src, c.D, k.head(0, h) + (j - j0) * c.D);
       std::copy_n(c.v.data() + src, c.D, v.head(0, h) + (j - j0) * c.D);
-      check_finite(pb, s, h, j);
+      if (!all_finite(c.k.data() + src, c.D) || !all_finite(c.v.data() + src, c.D)) bad[h] = 1;
     }
+  });
+  if (std::find(bad.begin(), bad.end(), 1) != bad.end())
+    for (std::size_t h = 0; h < c.Nkv; ++h)
+      for (std::size_t j = j0; j < j1; ++j) check_finite(pb, s, h, j);
 }
 
 Tensor sequence_q(const PagedBatch& pb, std::size_t s) {
@@ -143,9 +150,9 @@ void scatter(const Tensor& o, const std::vector<double>& lse, std::size_t off, T
 }
 
 // Sequence s as dense causal inputs, in `in` (its K and V memory reused). pb validated.
-void gathered_inputs(const PagedBatch& pb, std::size_t s, AttentionInputs& in) {
+void gathered_inputs(const PagedBatch& pb, std::size_t s, AttentionInputs& in, int threads = 1) {
   in.q = sequence_q(pb, s);
-  gather(pb, s, 0, pb.seqs[s].ctx_len, in.k, in.v);
+  gather(pb, s, 0, pb.seqs[s].ctx_len, in.k, in.v, threads);
   in.scale = pb.scale;
   in.mask.causal = true;
 }
@@ -272,12 +279,12 @@ AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spe
           in->k.format = in->v.format = c.format;
           w.tiles.push_back(std::make_unique<PagedTiles>(pb, s, j0));
         } else {
-          gather(pb, s, j0, j1, in->k, in->v);
+          gather(pb, s, j0, j1, in->k, in->v, threads);
         }
         in->scale = pb.scale;
         in->mask.causal = j1 == sq.ctx_len;  // new token i sees new tokens 0..i (Sq = Skv = q_len)
         in->allow_nonfinite = true;  // Q checked by validate(pb), K and V where they are read
-        w.runs.push_back(std::make_unique<detail::Run>(*in, spec, in_place ? w.tiles.back().get() : nullptr));
+        w.runs.push_back(std::make_unique<detail::Run>(*in, spec, in_place ? w.tiles.back().get() : nullptr, threads));
         if (pasa) detail::pasa_prepare(*w.runs.back(), threads);
         w.ins.push_back(std::move(in));
       }
@@ -333,14 +340,36 @@ Golden unified_golden(const PagedBatch& pb, const GoldenOptions& opt) {
   g.o = Tensor(pb.q.shape, format_by_name("fp64"));
   g.lse.assign(pb.q.shape.N * pb.q.shape.S, 0.0);
   g.guaranteed_bits = 1000;
-  AttentionInputs in;  // one sequence at a time, in the same memory
-  for (std::size_t s = 0; s < pb.seqs.size(); ++s) {
-    gathered_inputs(pb, s, in);
-    const Golden gs = golden_attention(in, opt);
-    scatter(gs.o, gs.lse, q_offset(pb, s), g.o, g.lse);
-    g.guaranteed_bits = std::min(g.guaranteed_bits, gs.guaranteed_bits);
-    g.error_bound = std::max(g.error_bound, gs.error_bound);
-    g.used_mpfr = g.used_mpfr || gs.used_mpfr;
+  // A sequence's golden has one work item per (KV head, block of 32 query rows): a decode step (one row per
+  // head) only Nkv of them. With more threads than that, several sequences run side by side, each on its
+  // share of the threads (each sequence's result is the same whatever its threads: golden_attention).
+  const std::size_t n = pb.seqs.size();
+  std::size_t max_q = 1;
+  for (const auto& sq : pb.seqs) max_q = std::max(max_q, sq.q_len);
+  const std::size_t items = pb.cache.Nkv * ((max_q + 31) / 32), threads = static_cast<std::size_t>(std::max(1, opt.threads));
+  const std::size_t at_once = std::clamp<std::size_t>(threads / std::max<std::size_t>(1, items), 1, std::max<std::size_t>(1, n));
+  GoldenOptions inner = opt;
+  inner.threads = static_cast<int>(std::max<std::size_t>(1, threads / at_once));
+  std::vector<AttentionInputs> ins(at_once);  // the gathered sequences, their memory reused round to round
+  for (std::size_t s0 = 0; s0 < n; s0 += at_once) {
+    const std::size_t m = std::min(at_once, n - s0);
+    std::vector<Golden> gs(m);
+    std::vector<std::exception_ptr> errors(m);  // the first sequence's error is reported, as one at a time
+    parallel_for(m, static_cast<int>(m), [&](std::size_t i) {
+      try {
+        gathered_inputs(pb, s0 + i, ins[i], inner.threads);
+        gs[i] = golden_attention(ins[i], inner);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+    for (std::size_t i = 0; i < m; ++i) {
+      if (errors[i]) std::rethrow_exception(errors[i]);
+      scatter(gs[i].o, gs[i].lse, q_offset(pb, s0 + i), g.o, g.lse);
+      g.guaranteed_bits = std::min(g.guaranteed_bits, gs[i].guaranteed_bits);
+      g.error_bound = std::max(g.error_bound, gs[i].error_bound);
+      g.used_mpfr = g.used_mpfr || gs[i].used_mpfr;
+    }
   }
   return g;
 }

@@ -98,7 +98,9 @@ AttentionInputs sequence_inputs(const PagedBatch&, std::size_t s);
 AttentionOutput unified_attention(const PagedBatch&, const AlgorithmSpec&, int threads = default_threads());
 
 // The golden of the whole batch (every sequence's golden, concatenated like unified_attention's output);
-// guaranteed_bits and error_bound are the worst over the sequences.
+// guaranteed_bits and error_bound are the worst over the sequences. Each sequence is gathered into dense
+// K and V; when the threads outnumber a sequence's work items (Nkv per 32 query rows), several sequences
+// are gathered and run at once (memory: that many gathered sequences), the same bits.
 Golden unified_golden(const PagedBatch&, const GoldenOptions& = {});
 
 template <class T>

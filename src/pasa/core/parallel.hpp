@@ -1,8 +1,11 @@
-// Deterministic parallel loop: items [0, n) dealt round-robin over `threads` std::threads.
-// Each item must write only its own outputs, so results never depend on the thread count.
+// Deterministic parallel loop: items [0, n) dealt to `threads` std::threads, each taking the next item from
+// a shared counter as it becomes free (dynamic dealing: a thread slowed by another process or given longer
+// items, e.g. causal rows, holds up nobody). Each item must write only its own outputs (and draw from its
+// own random stream), so results never depend on the thread count or on which thread ran an item.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <mutex>
@@ -22,16 +25,22 @@ void parallel_for(std::size_t n, int threads, F&& f) {
   }
   std::exception_ptr error;
   std::mutex m;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    try {
+      for (std::size_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1, std::memory_order_relaxed)) < n;)
+        f(i);
+    } catch (...) {
+      failed = true;  // the others stop after their current item
+      std::lock_guard<std::mutex> lock(m);
+      if (!error) error = std::current_exception();
+    }
+  };
   std::vector<std::thread> pool;
-  for (std::size_t w = 0; w < t; ++w)
-    pool.emplace_back([&, w] {
-      try {
-        for (std::size_t i = w; i < n; i += t) f(i);  // interleaved: balances uneven items (causal rows)
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(m);
-        if (!error) error = std::current_exception();
-      }
-    });
+  pool.reserve(t - 1);
+  for (std::size_t w = 1; w < t; ++w) pool.emplace_back(work);
+  work();  // the calling thread is one of the t workers
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
 }

@@ -8,7 +8,7 @@
 namespace pasa {
 
 Tensor uniform_baseline(const AttentionInputs& in, int threads) {
-  validate(in);
+  validate(in, threads);
   const Shape& qs = in.q.shape;
   const std::size_t D = qs.D;
   Tensor out(qs, format_by_name("fp64"));

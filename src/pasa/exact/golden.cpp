@@ -512,7 +512,7 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& o
 }
 
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
-  validate(in);
+  validate(in, opt.threads);
   if (opt.precision_bits < 106 || opt.precision_bits > 100000)
     throw InputError(fmt::format("golden precision_bits must be in [106, 100000], got {}", opt.precision_bits));
   if (in.allow_nonfinite)
@@ -538,7 +538,16 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
     P.scale_dd.lo = mpfr_get_d(tmp, MPFR_RNDN);
     mpfr_clears(x, tmp, static_cast<mpfr_ptr>(nullptr));
   }
-  for (double x : in.v.data) P.max_abs_v = std::max(P.max_abs_v, std::abs(x));
+  {  // max |V| per (batch, KV head) on the threads, then the max of those (a max in any order is the same)
+    const std::size_t heads = in.v.shape.B * in.v.shape.N, per_head = in.v.shape.S * in.v.shape.D;
+    std::vector<double> head_max(heads, 0.0);
+    parallel_for(heads, opt.threads, [&](std::size_t h) {
+      double mx = 0;
+      for (std::size_t i = h * per_head; i < (h + 1) * per_head; ++i) mx = std::max(mx, std::abs(in.v.data[i]));
+      head_max[h] = mx;
+    });
+    for (double x : head_max) P.max_abs_v = std::max(P.max_abs_v, x);
+  }
   const std::size_t blocks = (qs.S + kRowBlock - 1) / kRowBlock;
   std::vector<BlockResult> results(qs.B * qs.N * blocks);
   const std::size_t G = in.group(), Nkv = in.k.shape.N, Skv = in.k.shape.S, D = qs.D;

@@ -422,7 +422,7 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
 }
 
 ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, int threads) {
-  validate(in);
+  validate(in, threads);
   const Shape& qs = in.q.shape;
   const std::size_t Skv = in.k.shape.S, D = qs.D;
   const double scale = in.effective_scale();

@@ -1,11 +1,15 @@
 #include "pasa/inputs/attention_inputs.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
+#include "pasa/core/parallel.hpp"
 
 namespace pasa {
 
@@ -30,7 +34,7 @@ double AttentionInputs::effective_scale() const {
   return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.shape.D));
 }
 
-void validate(const AttentionInputs& in) {
+void validate(const AttentionInputs& in, int threads) {
   const Shape &q = in.q.shape, &k = in.k.shape, &v = in.v.shape;
   const std::string all = fmt::format("Q {}, K {}, V {}", shape_str(q), shape_str(k), shape_str(v));
   if (q.D == 0 || k.D == 0) throw InputError("head dimension D = 0 (" + all + ")");
@@ -75,7 +79,18 @@ void validate(const AttentionInputs& in) {
                                      idx / (p.N * p.S * p.D), idx / (p.S * p.D) % p.N, idx / p.D % p.S, idx % p.D));
   }
   if (!in.allow_nonfinite)
-    for (int t = 0; t < 3; ++t) check_finite(*ts[t], names[t]);
+    for (int t = 0; t < 3; ++t) {
+      // Chunks on the threads; a chunk holding NaN/inf sends the serial scan to name the first one.
+      const std::vector<double>& x = ts[t]->data;
+      constexpr std::size_t kChunk = std::size_t{1} << 16;
+      std::vector<std::uint8_t> bad((x.size() + kChunk - 1) / kChunk, 0);
+      parallel_for(bad.size(), threads, [&](std::size_t c) {
+        std::uint8_t any = 0;  // (an or-reduction over the chunk: vectorised)
+        for (std::size_t i = c * kChunk; i < std::min(x.size(), (c + 1) * kChunk); ++i) any |= !std::isfinite(x[i]);
+        bad[c] = any;
+      });
+      if (std::find(bad.begin(), bad.end(), 1) != bad.end()) check_finite(*ts[t], names[t]);
+    }
 }
 
 const double* pse_row(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i) {

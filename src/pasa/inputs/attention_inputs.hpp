@@ -44,8 +44,8 @@ struct AttentionInputs {
 // Throws InputError naming the problem: shape mismatch between Q, K and V, D = 0, empty sequences,
 // N_q not a multiple of N_kv, data size != shape, bad mask sizes or kv_len > Skv, a pse of the wrong shape
 // or with non-finite values, a non-finite select_value, non-finite scale,
-// NaN/inf elements (with their tensor and index) unless allow_nonfinite.
-void validate(const AttentionInputs&);
+// NaN/inf elements (with their tensor and index) unless allow_nonfinite (scanned on `threads` threads).
+void validate(const AttentionInputs&, int threads = 1);
 
 // The pse row (Skv values) of query row i of head h in batch b, or nullptr without pse.
 const double* pse_row(const AttentionInputs&, std::size_t b, std::size_t h, std::size_t i);

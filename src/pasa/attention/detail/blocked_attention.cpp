@@ -25,6 +25,31 @@ bool floats_only(const double* x, std::size_t n, int bits = 24) {
   return bad == 0;
 }
 
+// x rounded in place to f: in chunks on `threads` threads, except for stochastic rounding, whose random
+// stream runs in element order (every other mode rounds each element on its own: the same bits).
+void round_in_place(std::span<double> x, const Format& f, const RoundOptions& o, RandomBits* rng, int threads) {
+  constexpr std::size_t kChunk = std::size_t{1} << 16;
+  if (o.mode == RoundMode::stochastic || threads <= 1 || x.size() <= kChunk) {
+    round_span(std::span<const double>(x), x, f, o, rng);
+    return;
+  }
+  parallel_for((x.size() + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
+    const std::span<double> part = x.subspan(c * kChunk, std::min(kChunk, x.size() - c * kChunk));
+    round_span(std::span<const double>(part), part, f, o, rng);
+  });
+}
+
+// dst[i] = float(src[i]) (exact: the values are floats), in chunks on `threads` threads; each chunk's pages
+// are first touched by the thread that writes them.
+void to_floats(const std::vector<double>& src, uninit_vector<float>& dst, int threads) {
+  constexpr std::size_t kChunk = std::size_t{1} << 16;
+  dst.resize(src.size());
+  parallel_for((src.size() + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
+    const std::size_t i0 = c * kChunk, i1 = std::min(src.size(), i0 + kChunk);
+    for (std::size_t i = i0; i < i1; ++i) dst[i] = static_cast<float>(src[i]);
+  });
+}
+
 bool plain_fp64(const StageSpec& s) {
   return s.format == format_by_name("fp64") && s.round.mode == RoundMode::nearest_even &&
          s.round.overflow == Overflow::ieee && !s.round.flush_input && !s.round.flush_output;
@@ -32,10 +57,10 @@ bool plain_fp64(const StageSpec& s) {
 
 // A tensor rounded to a stage's format: t itself when it already holds that format, else a rounded copy
 // in own.
-const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Tensor& own) {
+const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Tensor& own, int threads) {
   if (plain_fp64(s) || (t.format == s.format && s.round.mode != RoundMode::stochastic)) return t;
   own = t;
-  round_span(std::span<const double>(own.data), std::span<double>(own.data), s.format, s.round, &rng);
+  round_in_place(std::span<double>(own.data), s.format, s.round, &rng, threads);
   own.format = s.format;
   return own;
 }
@@ -46,8 +71,8 @@ const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Ten
 // transformed values are rounded to the stage as they are.
 const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOptions& qo, bool transform,
                               std::size_t rows, RandomBits& rng, Tensor& own, std::vector<double>& scales,
-                              Tensor* before = nullptr) {
-  if (qo.scales == QuantScale::none && !(transform && qo.hadamard)) return to_stage(t, s, rng, own);
+                              int threads, Tensor* before = nullptr) {
+  if (qo.scales == QuantScale::none && !(transform && qo.hadamard)) return to_stage(t, s, rng, own, threads);
   own = t;
   const std::size_t B = t.shape.B, N = t.shape.N, S = t.shape.S, D = t.shape.D;
   if (transform && qo.hadamard) hadamard_rows(own.data.data(), B * N * S, D, hadamard_signs(D, qo.hadamard_seed));
@@ -55,7 +80,7 @@ const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOp
   own.format = s.format;
   if (qo.scales == QuantScale::none) {
     const std::span<double> all(own.data);  // the transformed values, rounded to the stage
-    if (!plain_fp64(s)) round_span(all, all, s.format, s.round, &rng);
+    if (!plain_fp64(s)) round_in_place(all, s.format, s.round, &rng, threads);
     return own;
   }
   scales = quantise_groups(own.data.data(), B * N, S, D, rows, qo, s, &rng);
@@ -78,15 +103,18 @@ Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& 
 
 }  // namespace
 
-Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* tiles_)
+Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* tiles_, int threads)
     : in(in_),
       spec(spec_),
       alloc(effective_allocation(in_, spec_)),
+      setup_threads_(std::max(1, threads)),
       setup_rng_(spec_.seed),
-      q(quantised_input(in_.q, alloc.spec(Stage::q), spec_.quant, true, spec_.s1, setup_rng_, q_own_, q_scale_)),
+      q(quantised_input(in_.q, alloc.spec(Stage::q), spec_.quant, true, spec_.s1, setup_rng_, q_own_, q_scale_,
+                        setup_threads_)),
       k(quantised_input(in_.k, alloc.spec(Stage::k), spec_.quant, true, spec_.s2, setup_rng_, k_own_, k_scale_,
-                        spec_.quant.shift_first ? &k_pre_ : nullptr)),
-      v(quantised_input(in_.v, alloc.spec(Stage::v), spec_.quant, false, spec_.s2, setup_rng_, v_own_, v_scale_)),
+                        setup_threads_, spec_.quant.shift_first ? &k_pre_ : nullptr)),
+      v(quantised_input(in_.v, alloc.spec(Stage::v), spec_.quant, false, spec_.s2, setup_rng_, v_own_, v_scale_,
+                        setup_threads_)),
       tiles(tiles_) {
   quantised = spec.quant.scales != QuantScale::none;
   B = in.q.shape.B;
@@ -107,7 +135,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   }
   qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm};
   pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm};
-  if (gemm_uses_floats(qk)) q_f32.assign(q.data.begin(), q.data.end());
+  if (gemm_uses_floats(qk)) to_floats(q.data, q_f32, setup_threads_);
   scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
   // [IFA]: the constant the select writes into masked scores, held in the score (scale) format (drawn after
@@ -116,8 +144,8 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   biased = !in.pse.data.empty() || !in.mask.select.empty();
   set_keys_t_format(k.format);  // (decides float_tiles)
   const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
-  for (std::size_t b = 0; b < B && !shifts_keys && !tiles; ++b)
-    for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
+  if (!shifts_keys && !tiles)  // (each (batch, head) writes its own part of the key buffers)
+    parallel_for(B * Nkv, setup_threads_, [&](std::size_t bh) { set_keys_t(bh / Nkv, bh % Nkv, k.head(bh / Nkv, bh % Nkv)); });
 }
 
 void Run::set_keys_t_format(const Format& f) {
@@ -138,7 +166,7 @@ void Run::set_keys_t_format(const Format& f) {
   if (float_pv && v_panels.empty()) {  // V packed once, as fused_pv's GEMM reads it
     const std::size_t P = (D + 31) / 32;
     v_panels.resize(B * Nkv * P * 32 * Skv);
-    for (std::size_t bh = 0; bh < B * Nkv; ++bh)
+    parallel_for(B * Nkv, setup_threads_, [&](std::size_t bh) {
       for (std::size_t p = 0; p < P; ++p) {
         float* dst = v_panels.data() + (bh * P + p) * 32 * Skv;
         const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
@@ -148,8 +176,9 @@ void Run::set_keys_t_format(const Format& f) {
           for (std::size_t c = w; c < 32; ++c) dst[32 * j + c] = 0.0f;
         }
       }
+    });
   }
-  if (!float_pv && gemm_uses_floats(pv) && !tiles && v_f32.empty()) v_f32.assign(v.data.begin(), v.data.end());
+  if (!float_pv && gemm_uses_floats(pv) && !tiles && v_f32.empty()) to_floats(v.data, v_f32, setup_threads_);
 }
 
 void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {

@@ -66,6 +66,7 @@ struct Run {
     }
   }
 
+  int setup_threads_ = 1;     // threads for the set-up loops (first, as the inputs' rounding uses it)
   RandomBits setup_rng_;      // stochastic rounding of the inputs and the scale, in tensor order
   // [FA3, §3.3] the fp32 scales of the quantisation groups (QuantOptions): per (batch, head) the groups of
   // s1 (Q) or s2 (K, V) rows in order; empty without scales
@@ -121,7 +122,9 @@ struct Run {
     return v_scale_.empty() ? 1.0 : v_scale_[(b * Nkv + hk) * ((Skv + spec.s2 - 1) / spec.s2) + j0 / spec.s2];
   }
 
-  Run(const AttentionInputs& in, const AlgorithmSpec& spec, const KvTiles* tiles = nullptr);
+  // threads: for the set-up (input rounding, key transposes, float copies and panels), results do not
+  // depend on it.
+  Run(const AttentionInputs& in, const AlgorithmSpec& spec, const KvTiles* tiles = nullptr, int threads = 1);
   const StageSpec& stage(Stage s) const { return alloc.spec(s); }
   bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
   // The stage's reductions accumulate in plain RNE fp32 (a float addition rounds each step).

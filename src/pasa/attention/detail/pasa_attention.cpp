@@ -82,7 +82,8 @@ void shift_then_quantise(Run& run, const std::vector<double>& M_full, const std:
   RandomBits qrng(run.spec.seed ^ 0x5851F42D4C957F2Dull);
   std::vector<double> scales =
       quantise_groups(shifted.data(), run.B * run.Nkv, S, D, s2, qo, run.stage(Stage::k_shift), &qrng);
-  for (std::size_t bh = 0; bh < run.B * run.Nkv; ++bh) run.set_keys_t(bh / run.Nkv, bh % run.Nkv, shifted.data() + bh * S * D);
+  parallel_for(run.B * run.Nkv, threads,
+               [&](std::size_t bh) { run.set_keys_t(bh / run.Nkv, bh % run.Nkv, shifted.data() + bh * S * D); });
   run.set_k_scales(std::move(scales));
 }
 
