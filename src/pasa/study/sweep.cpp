@@ -208,6 +208,9 @@ SweepBackend library_backend() {
   for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
   b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
   b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
+  b.check_case = [](const json& problem, const json& algorithm, const std::string& path) {
+    validate_case(problem_from_json(problem, "/problem"), algorithm_from_json(algorithm, path));
+  };
   b.memory_bytes = [](const PlannedProblem& p, const SweepConfig& cfg, int threads) {
     std::vector<AlgorithmSpec> algs;
     for (std::size_t a = 0; a < p.algorithms.size(); ++a)
@@ -356,6 +359,19 @@ std::size_t validate_with_backend(const SweepConfig& cfg, const SweepBackend& ba
     check(backend.check_problem, p.problem, "/problem");
     for (std::size_t a = 0; a < cfg.algorithms.size(); ++a)
       check(backend.check_algorithm, p.algorithms[a], "/algorithms/" + std::to_string(a));
+    if (backend.check_case)
+      for (std::size_t a = 0; a < cfg.algorithms.size(); ++a) {
+        // validate_case's messages start with a pointer inside the algorithm ("/quant/hadamard: ...").
+        const std::string path = "/algorithms/" + std::to_string(a);
+        check([&](const json& j, const std::string&) {
+          try {
+            backend.check_case(j[0], j[1], path);
+          } catch (const InputError& e) {
+            const std::string msg = e.what();
+            throw InputError(msg.starts_with('/') && !msg.starts_with(path) && !msg.starts_with("/problem") ? path + msg : msg);
+          }
+        }, json::array({p.problem, p.algorithms[a]}), path);
+      }
     if (backend.memory_bytes && checked.size() != before) peak = std::max(peak, backend.memory_bytes(p, cfg, threads));
   }
   return peak;
