@@ -74,52 +74,51 @@ def write_npy(path, shape, dtype="<f2"):
 
 def main():
     build = os.path.abspath(sys.argv[1])
-    long_run = "--long" in sys.argv[2:]
-    k = 4 if long_run else 1  # the long run's shapes are larger
+    k = 4 if "--long" in sys.argv[2:] else 1  # the long run's shapes are 4x longer
     cases = []
     with tempfile.TemporaryDirectory() as cwd:
         gen = ["--format", "fp16", "--x0", "1", "--am", "0.5"]
-        cases.append(("prefill fa2 (1, 8, %d, 128)" % (1024 * k),
-                      attn_case(build, cwd, gen + ["--heads", "8", "--seq", str(1024 * k), "--dim", "128"])))
-        cases.append(("prefill pasa (1, 8, %d, 128)" % (1024 * k),
-                      attn_case(build, cwd, gen + ["--heads", "8", "--seq", str(1024 * k), "--dim", "128",
-                                                   "--algorithm", "pasa", "--alloc", "pasa_fp16"])))
-        cases.append(("decode Sq 1, Skv %d, GQA 32/8" % (250000 * k),
-                      attn_case(build, cwd, gen + ["--heads", "32", "--kv-heads", "8", "--seq", "1", "--kv-seq",
-                                                   str(250000 * k), "--dim", "128"])))
-        cases.append(("decode Sq 1, Skv %d, 1 head" % (1000000 * k),
-                      attn_case(build, cwd, gen + ["--heads", "1", "--seq", "1", "--kv-seq", str(1000000 * k),
-                                                   "--dim", "128"])))
+
+        def attn(name, args):
+            cases.append((name, attn_case(build, cwd, gen + args)))
+
+        def shape(nq, sq, d, nkv=None, skv=None):
+            return ["--heads", str(nq), "--kv-heads", str(nkv or nq), "--seq", str(sq), "--kv-seq", str(skv or sq),
+                    "--dim", str(d)]
+
+        attn(f"prefill fa2 (1, 8, {1024 * k}, 128)", shape(8, 1024 * k, 128))
+        attn(f"prefill pasa (1, 8, {1024 * k}, 128)", shape(8, 1024 * k, 128) + ["--algorithm", "pasa", "--alloc", "pasa_fp16"])
+        attn(f"prefill fa2 (1, 2, {4096 * k}, 16)", shape(2, 4096 * k, 16))
+        attn(f"decode Sq 1, Skv {300000 * k}, D 8", shape(1, 1, 8, skv=300000 * k))
+        attn(f"decode Sq 1, Skv {50000 * k}, D 128", shape(1, 1, 128, skv=50000 * k))
+        attn(f"decode GQA 32/8, Sq 1, Skv {10000 * k}, D 128", shape(32, 1, 128, nkv=8, skv=10000 * k))
+        attn(f"decode GQA 32/8, Sq 4, Skv {10000 * k}, D 64", shape(32, 4, 64, nkv=8, skv=10000 * k) + ["--causal"])
         algo = os.path.join(cwd, "split.json")
         with open(algo, "w") as f:
             json.dump({"name": "fa2", "alloc": "fa_fp16_fp32", "s1": 16, "s2": 128, "splits": 8}, f)
-        cases.append(("split-KV decode (8 splits), Sq 16, Skv %d" % (200000 * k),
-                      attn_case(build, cwd, gen + ["--heads", "8", "--seq", "16", "--kv-seq", str(200000 * k),
-                                                   "--dim", "128", "--algo-json", algo])))
+        attn(f"split-KV decode (8 splits), Sq 16, Skv {12500 * k}", shape(8, 16, 128, skv=12500 * k) + ["--algo-json", algo])
         fp8 = os.path.join(cwd, "fp8.json")
         with open(fp8, "w") as f:
             json.dump({"name": "fa2", "alloc": "fa_fp8", "quant": {"scales": "block", "hadamard": True, "p_offset": 8}}, f)
-        cases.append(("FP8 recipe (1, 8, %d, 128)" % (1024 * k),
-                      attn_case(build, cwd, gen + ["--heads", "8", "--seq", str(1024 * k), "--dim", "128",
-                                                   "--algo-json", fp8])))
-        skv = 400000 * k
-        write_npy(os.path.join(cwd, "q.npy"), (8, 1, 128))
-        write_npy(os.path.join(cwd, "k.npy"), (8, skv, 128))
-        write_npy(os.path.join(cwd, "v.npy"), (8, skv, 128))
-        cases.append((".npy decode Q (8, 1, 128), K/V (8, %d, 128)" % skv,
-                      attn_case(build, cwd, ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy"])))
-        cases.append(("sweep (1, 8, %d, 128) x 3 algorithms" % (1024 * k),
+        attn(f"FP8 recipe (1, 8, {1024 * k}, 128)", shape(8, 1024 * k, 128) + ["--algo-json", fp8])
+        for d, skv in ((128, 25000 * k), (16, 100000 * k)):
+            write_npy(os.path.join(cwd, "q.npy"), (8, 1, d))
+            write_npy(os.path.join(cwd, "k.npy"), (8, skv, d))
+            write_npy(os.path.join(cwd, "v.npy"), (8, skv, d))
+            cases.append((f".npy decode Q (8, 1, {d}), K/V (8, {skv}, {d})",
+                          attn_case(build, cwd, ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy"])))
+        cases.append((f"sweep (1, 8, {1024 * k}, 128) x 3 algorithms",
                       sweep_case(build, cwd, {
                           "problem": {"shape": {"Nq": 8, "Sq": 1024 * k, "D": 128}, "format": "fp16", "seed": "$seed",
                                       "generator": {"x0": "$x0", "am": 0.5}},
                           "grid": {"x0": [1, 2]},
                           "algorithms": [{"name": "fa2", "alloc": "fa_fp32"}, {"name": "fa2", "alloc": "fa_fp16_fp32"},
                                          {"name": "pasa", "alloc": "pasa_fp16"}]})))
-        cases.append(("sweep decode Sq 1, Skv %d" % (250000 * k),
+        cases.append((f"sweep decode Sq 1, Skv {25000 * k}",
                       sweep_case(build, cwd, {
-                          "problem": {"shape": {"Nq": 8, "Sq": 1, "Skv": 250000 * k, "D": 128}, "format": "fp16",
+                          "problem": {"shape": {"Nq": 8, "Sq": 1, "Skv": 25000 * k, "D": 64}, "format": "fp16",
                                       "seed": "$seed", "generator": {"x0": 1, "am": 0.5}},
-                          "algorithms": [{"name": "fa2", "alloc": "fa_fp16_fp32"}]})))
+                          "algorithms": [{"name": "fa2", "alloc": "fa_fp16_fp32"}, {"name": "pasa", "alloc": "pasa_fp16"}]})))
     bad = 0
     for name, (estimate, peak) in cases:
         ratio = estimate / peak
