@@ -72,25 +72,30 @@ TEST_CASE("validate_case: tensor-core GEMM operands wider than 26 bits are refus
 // sweep's validation runs to the end). Before issue 23 a tensor-core GEMM with fp64 operands, or a
 // Hadamard transform of D = 12, passed validation and failed in the run (as "internal error").
 TEST_CASE("validate_case agrees with the run on every preset, format and algorithm", "[validate_case]") {
-  int runs = 0, refused = 0;
+  int runs = 0, refused = 0, tensor_core_refused = 0;
   for (const std::string& preset : allocation_preset_names())
     for (const char* format : {"fp16", "bf16", "fp32", "fp64"})
       for (const char* name : {"fa2", "pasa", "smooth_k"})
-        for (int variant = 0; variant < 3; ++variant) {
+        for (int variant = 0; variant < 5; ++variant) {
+          // 0: as the preset is; 1, 2: the FP8 recipe's scales and Hadamard transform, D = 8 and 12;
+          // 3: the p stage in fp64; 4: the q and k stages in fp64 (the inputs then reach the engine as they are).
           AlgorithmSpec a = algo(name, preset);
           const std::size_t D = variant == 2 ? 12 : 8;
-          if (variant >= 1) {
+          if (variant == 1 || variant == 2) {
             if (std::string(name) == "smooth_k") continue;
             a.quant.scales = QuantScale::head;
             a.quant.hadamard = true;
           }
+          if (variant == 3) a.alloc.spec(Stage::p) = StageSpec{format_by_name("fp64")};
+          if (variant == 4) a.alloc.spec(Stage::q) = a.alloc.spec(Stage::k) = StageSpec{format_by_name("fp64")};
           const ProblemSpec p = small_problem(D, format);
           const AttentionInputs in = generate_inputs(p, 1);
           bool valid = true;
           try {
             validate_case(p, a);
-          } catch (const InputError&) {
+          } catch (const InputError& e) {
             valid = false;
+            tensor_core_refused += std::string(e.what()).find("tensor_core") != std::string::npos;
           }
           INFO(preset << " " << format << " " << name << " variant " << variant);
           bool ran = true;
@@ -106,6 +111,7 @@ TEST_CASE("validate_case agrees with the run on every preset, format and algorit
         }
   CHECK(refused > 0);  // the grid holds cases of both kinds
   CHECK(refused < runs);
+  CHECK(tensor_core_refused > 0);
 }
 
 TEST_CASE("generator parameters: every value that passes validate() gives finite inputs", "[generators]") {
