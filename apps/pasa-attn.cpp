@@ -164,15 +164,14 @@ int main(int argc, char** argv) {
       shape.format = h[0].format.name;
       std::size_t largest_file = 0;
       for (const TensorHeader& t : h) largest_file = std::max(largest_file, t.data_bytes);
-      memory_estimate = sat_add(case_memory_bytes(shape, {algo}, gopt, false), largest_file);
+      memory_estimate = case_memory_bytes(shape, {algo}, gopt, false, largest_file);
       check_memory(memory_estimate, memory_limit, "this problem",
                    fmt::format("Q ({}, {}, {}, {}) and K/V ({}, {}, {}, {}) from .npy, {} threads", shape.B, shape.Nq,
                                shape.Sq, shape.D, shape.B, shape.Nkv, shape.Skv, shape.D, threads));
-      const LoadedTensor lq = load_tensor(q_file, f.get()), lk = load_tensor(k_file, f.get()),
-                         lv = load_tensor(v_file, f.get());
-      in.q = lq.tensor;
-      in.k = lk.tensor;
-      in.v = lv.tensor;
+      LoadedTensor lq = load_tensor(q_file, f.get()), lk = load_tensor(k_file, f.get()), lv = load_tensor(v_file, f.get());
+      in.q = std::move(lq.tensor);  // (moved: a copy held every input twice)
+      in.k = std::move(lk.tensor);
+      in.v = std::move(lv.tensor);
       in.scale = scale;
       in.mask.causal = causal;
       in.allow_nonfinite = allow_nonfinite;

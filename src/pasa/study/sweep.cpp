@@ -176,7 +176,7 @@ void one_malloc_arena() {
 }
 
 std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
-                              bool golden_first) {
+                              bool golden_first, std::size_t reading_bytes) {
   // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem.
   constexpr std::size_t kProcessBase = std::size_t{12} << 20;
   const Shape q{p.B, p.Nq, p.Sq, p.D}, kv{p.B, p.Nkv, p.Skv, p.D};
@@ -192,7 +192,7 @@ std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmS
   } else {             // pasa-attn: the algorithm, then the golden and baseline with its output alive
     peak = std::max(algo, sat_add(out, std::max(golden, sat_add(out, tensor))));
   }
-  return sat_add(kProcessBase, sat_add(inputs_bytes(p), peak));
+  return sat_add(kProcessBase, sat_add(inputs_bytes(p), std::max(peak, reading_bytes)));
 }
 
 // The real backend: the generators, golden and metrics, and the algorithms. Metric columns are the numeric

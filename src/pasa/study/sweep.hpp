@@ -73,8 +73,10 @@ std::size_t validate_with_backend(const SweepConfig&, const SweepBackend&, int t
 struct AlgorithmSpec;
 struct ProblemSpec;
 struct GoldenOptions;
+// `reading_bytes`: file data held while the inputs are read (pasa-attn's .npy: the largest file's bytes, decoded
+// into the inputs): the peak is then the larger of reading and computing.
 std::size_t case_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&,
-                              bool golden_first);
+                              bool golden_first, std::size_t reading_bytes = 0);
 
 struct SweepProgress {
   std::size_t done = 0, total = 0;  // cases of this shard, finished (resumed ones included) and in all
