@@ -38,6 +38,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::string num(double x) { return fmt::format("{:.6g}", x); }
 
+// validate_case's messages start with a pointer inside the algorithm JSON; `source` names where it came from.
+void validate_case_from(const CaseLayout& c, const AlgorithmSpec& a, const std::string& source) {
+  try {
+    validate_case(c, a);
+  } catch (const InputError& e) {
+    throw InputError(source + e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +146,7 @@ int main(int argc, char** argv) {
       if (algorithm == "pasa" || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
       algo = algorithm_from_json(j, "command line");
     }
+    const std::string algo_source = algo_json.empty() ? "command line: " : algo_json + ":";
     check_output_paths({{"--out-npy", out_npy}, {"--golden-npy", golden_npy}});
     const std::size_t memory_limit = max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory");
     GoldenOptions gopt;
@@ -153,33 +163,28 @@ int main(int argc, char** argv) {
     AttentionInputs in;
     nlohmann::json problem_json;
     if (!q_file.empty()) {
-      // Sized from the headers before any data are read: the tensors as doubles, plus the reading buffers
-      // of the largest file (its bytes are held twice while they are decoded).
-      std::vector<Shape> shapes;
-      std::size_t largest_file = 0;
-      for (const std::string& file : {q_file, k_file, v_file}) {
-        const NpyArray h = read_npy_header(file);
-        const auto& d = h.shape;
-        if (d.size() < 2 || d.size() > 4) break;  // load_tensor names the problem
-        shapes.push_back({d.size() == 4 ? d[0] : 1, d.size() >= 3 ? d[d.size() - 3] : 1, d[d.size() - 2], d.back()});
-        largest_file = std::max(largest_file, sat_mul(npy_element_count(h), npy_itemsize(h.dtype)));
-      }
-      if (shapes.size() == 3) {
-        ProblemSpec shape;
-        shape.B = shapes[0].B, shape.Nq = shapes[0].N, shape.Sq = shapes[0].S, shape.D = shapes[0].D;
-        shape.Nkv = shapes[1].N, shape.Skv = shapes[1].S;
-        memory_estimate = sat_add(case_memory_bytes(shape, {algo}, gopt, false), sat_mul(2, largest_file));
-        check_memory(memory_estimate, memory_limit, "this problem",
-                     fmt::format("Q ({}, {}, {}, {}) and K/V ({}, {}, {}, {}) from .npy, {} threads", shape.B,
-                                 shape.Nq, shape.Sq, shape.D, shape.B, shape.Nkv, shape.Skv, shape.D, threads));
-      }
+      // Everything from the headers before any data are read: the three shapes against each other, the
+      // algorithm against them, the size (the tensors as doubles, plus the reading buffer of the largest file:
+      // its bytes are held while they are decoded).
       std::unique_ptr<Format> f;
       if (!input_format.empty()) f = std::make_unique<Format>(format_by_name(input_format));
-      const LoadedTensor lq = load_tensor(q_file, f.get()), lk = load_tensor(k_file, f.get()),
-                         lv = load_tensor(v_file, f.get());
-      in.q = lq.tensor;
-      in.k = lk.tensor;
-      in.v = lv.tensor;
+      const std::array<TensorHeader, 3> h = read_qkv_headers(q_file, k_file, v_file, f.get());
+      const CaseLayout layout{h[0].shape, h[1].shape, h[0].format, h[1].format, h[2].format};
+      validate_case_from(layout, algo, algo_source);
+      ProblemSpec shape;
+      shape.B = layout.q.B, shape.Nq = layout.q.N, shape.Sq = layout.q.S, shape.D = layout.q.D;
+      shape.Nkv = layout.kv.N, shape.Skv = layout.kv.S;
+      shape.format = h[0].format.name;
+      std::size_t largest_file = 0;
+      for (const TensorHeader& t : h) largest_file = std::max(largest_file, t.data_bytes);
+      memory_estimate = case_memory_bytes(shape, {algo}, gopt, false, largest_file);
+      check_memory(memory_estimate, memory_limit, "this problem",
+                   fmt::format("Q ({}, {}, {}, {}) and K/V ({}, {}, {}, {}) from .npy, {} threads", shape.B, shape.Nq,
+                               shape.Sq, shape.D, shape.B, shape.Nkv, shape.Skv, shape.D, threads));
+      LoadedTensor lq = load_tensor(q_file, f.get()), lk = load_tensor(k_file, f.get()), lv = load_tensor(v_file, f.get());
+      in.q = std::move(lq.tensor);  // (moved: a copy held every input twice)
+      in.k = std::move(lk.tensor);
+      in.v = std::move(lv.tensor);
       in.scale = scale;
       in.mask.causal = causal;
       in.allow_nonfinite = allow_nonfinite;
@@ -226,6 +231,7 @@ int main(int argc, char** argv) {
       }
       if (allow_nonfinite) spec.allow_nonfinite = true;
       validate(spec);
+      validate_case_from(case_layout(spec), algo, algo_source);
       check_size(spec);  // before a single element is generated
       in = generate_inputs(spec, threads);
       problem_json = to_json(spec);

@@ -65,7 +65,13 @@ int main(int argc, char** argv) {
       if (algo == "pasa" || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
       spec = pasa::algorithm_from_json(j, "command line");
     }
-    // Everything checked before the golden is computed: outputs, memory (inputs, golden, two runs).
+    // Everything checked before the golden is computed: the algorithm against the problem, outputs, memory
+    // (inputs, golden, two runs).
+    try {
+      pasa::validate_case(problem, spec);
+    } catch (const pasa::InputError& e) {
+      throw pasa::InputError((spec_path.empty() ? std::string("command line: ") : spec_path + ":") + e.what());
+    }
     pasa::check_output_paths({{"--csv", csv_path}, {"--json", json_path}});
     pasa::GoldenOptions gcheck;
     gcheck.threads = threads;

@@ -178,3 +178,78 @@ TEST_CASE("attribution: PASA invariance view", "[attribution]") {
   spec.name = "fa2";
   CHECK_THROWS_AS(invariance_view(in, spec, g, 2), InputError);
 }
+
+// Issue 23: attribution lifts one stage at a time to fp64; on a tensor-core allocation (every *_h100 preset)
+// and in the FP8 recipe that fed the engine 53-bit operands and ended in "internal error". Lifted GEMMs are
+// defined in docs/attribution.md: every preset must attribute, every lifted and "only" run be finite, and
+// the all-lifted run be the exact computation (the golden to 1e-13).
+TEST_CASE("attribution: every preset, and the FP8 recipe", "[attribution]") {
+  const AttentionInputs in = uniform_case({1, 1, 24, 16}, 1.0, 0.5, 5);
+  const Golden g = golden_attention(in);
+  auto check = [&](const AlgorithmSpec& spec) {
+    std::vector<StageShare> rows;
+    REQUIRE_NOTHROW(rows = attribute_error(in, spec, g, 1));
+    CHECK(rows.front().rmse_fp64 <= 1e-13);
+    CHECK(std::isfinite(rows.front().rmse_base));
+    for (const StageShare& r : rows) {
+      INFO(r.stage);
+      CHECK(std::isfinite(r.rmse_lifted));
+      CHECK(std::isfinite(r.rmse_only));
+    }
+  };
+  for (const std::string& preset : allocation_preset_names()) {
+    INFO(preset);
+    AlgorithmSpec spec;
+    spec.name = preset.starts_with("pasa") ? "pasa" : "fa2";
+    spec.alloc = allocation_preset(preset);
+    spec.s1 = spec.s2 = 8;
+    check(spec);
+  }
+  // [FA3, §3.3] on FA3's allocation (docs/fp8.md): block scales, the Hadamard transform, P offset; fa2 and
+  // pasa, with the shift after and before quantisation.
+  for (const char* preset : {"fa_fp8", "fa_fp8_h100"})
+    for (int variant = 0; variant < 3; ++variant) {
+      INFO(preset << " with the FP8 recipe, variant " << variant);
+      AlgorithmSpec spec;
+      spec.name = variant == 0 ? "fa2" : "pasa";
+      spec.alloc = allocation_preset(preset);
+      spec.s1 = spec.s2 = 8;
+      spec.quant.scales = QuantScale::block;
+      spec.quant.hadamard = true;
+      spec.quant.p_offset = 8;
+      spec.quant.shift_first = variant == 2;
+      check(spec);
+    }
+}
+
+TEST_CASE("attribution: lifted GEMMs on a tensor-core allocation", "[attribution]") {
+  const AttentionInputs in = uniform_case({1, 1, 24, 64}, 1.0, 0.5, 9);
+  const Golden g = golden_attention(in);
+  AlgorithmSpec spec;
+  spec.name = "fa2";
+  spec.alloc = allocation_preset("fa_fp32_h100");
+  spec.alloc.spec(Stage::out) = StageSpec{format_by_name("fp64")};  // (an fp16 output would hide the GEMMs' models)
+  spec.s1 = spec.s2 = 8;
+  const std::vector<StageShare> rows = attribute_error(in, spec, g, 1);
+  auto rmse = [&](const AlgorithmSpec& s) { return compare_outputs(run_attention(in, s, 1).o, g.o).rmse; };
+  const std::size_t pv = static_cast<std::size_t>(GemmId::pv), qk = static_cast<std::size_t>(GemmId::qk);
+  // p in fp64 cannot enter the tensor core, as the run itself says; lifted, the P·V GEMM runs ordered (its
+  // accumulator as allocated) and the Q·Kᵀ GEMM keeps the H100 model.
+  AlgorithmSpec up = spec;
+  up.alloc.spec(Stage::p) = StageSpec{format_by_name("fp64")};
+  CHECK_THROWS_AS(run_attention(in, up, 1), InputError);
+  up.alloc.gemm_override[pv] = GemmModel(GemmKind::ordered);
+  CHECK(row(rows, "p").rmse_lifted == rmse(up));
+  AlgorithmSpec both = up;
+  both.alloc.gemm = GemmModel(GemmKind::ordered);
+  CHECK(rmse(both) != row(rows, "p").rmse_lifted);  // (the H100 model of Q·Kᵀ matters here)
+  // The accumulator lifted: that GEMM exact (ordered in fp64), the other one as allocated.
+  AlgorithmSpec acc = spec;
+  acc.alloc.spec(Stage::qk_acc) = StageSpec{format_by_name("fp64")};
+  acc.alloc.gemm_override[qk] = GemmModel(GemmKind::ordered);
+  CHECK(row(rows, "qk_acc").rmse_lifted == rmse(acc));
+  // A lifted q stage leaves the inputs as they are (fp16): the engine takes them, its model stays.
+  AlgorithmSpec uq = spec;
+  uq.alloc.spec(Stage::q) = StageSpec{format_by_name("fp64")};
+  CHECK(row(rows, "q").rmse_lifted == rmse(uq));
+}

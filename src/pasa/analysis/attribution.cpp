@@ -22,6 +22,25 @@ RunError measure(const AttentionInputs& in, const AlgorithmSpec& spec, const Gol
 
 bool is_fp64(const Format& f) { return f == format_by_name("fp64"); }
 
+// Lifted GEMMs (docs/attribution.md). A GEMM's accumulator stage (qk_acc, pv_acc) is where a tensor-core
+// model does its own rounding (alignment of the terms, block sums, a narrow accumulator): lifting it to fp64
+// makes the GEMM's accumulation exact, i.e. the GEMM runs under the `ordered` model in fp64 (products exact,
+// an FMA chain in fp64, rounded once to its output stage). A lifted stage can also feed a tensor-core GEMM
+// operands wider than the engine takes (kTensorCoreMaxOperandBits: p, shift, k_shift, or a quantised q/k/v
+// stage): no engine multiplies fp64 operands with its fp16 alignment, so that GEMM too runs ordered, its
+// accumulator stage as allocated. Every other GEMM keeps the allocation's model. The all-fp64 run is thus the
+// exact computation (the golden to ~1e-13) on every allocation.
+AlgorithmSpec with_lifted_gemms(AlgorithmSpec run, const AlgorithmSpec& given, const CaseLayout& layout) {
+  for (const CaseGemm& g : case_gemms(layout, run)) {
+    if (run.alloc.gemm_of(g.id).kind == GemmKind::ordered) continue;
+    const bool acc_lifted = !(run.alloc.spec(g.acc) == given.alloc.spec(g.acc));
+    const bool too_wide = run.alloc.gemm_of(g.id).kind == GemmKind::tensor_core &&
+                          (g.a.p > kTensorCoreMaxOperandBits || g.b.p > kTensorCoreMaxOperandBits);
+    if (acc_lifted || too_wide) run.alloc.gemm_override[static_cast<std::size_t>(g.id)] = GemmModel(GemmKind::ordered);
+  }
+  return run;
+}
+
 }  // namespace
 
 std::vector<StageShare> attribute_error(const AttentionInputs& in, const AlgorithmSpec& spec, const Golden& golden,
@@ -29,10 +48,12 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
   const StageSpec fp64{format_by_name("fp64"), RoundOptions{}};
   const std::vector<std::string> names = stage_names();
 
+  const CaseLayout layout = case_layout(in);
+  validate_case(layout, spec);  // the allocation as given must run as it is
   AlgorithmSpec all64 = spec;
   for (const std::string& s : names) all64.alloc.spec(s) = fp64;
   const RunError base = measure(in, spec, golden, threads);
-  const RunError exact = measure(in, all64, golden, threads);
+  const RunError exact = measure(in, with_lifted_gemms(all64, spec, layout), golden, threads);
 
   std::vector<StageShare> rows;
   for (const std::string& s : names) {
@@ -48,10 +69,10 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
     if (!is_fp64(f.format) && !unused) {
       AlgorithmSpec up = spec;  // this stage exact, the others as allocated
       up.alloc.spec(s) = fp64;
-      lifted = measure(in, up, golden, threads);
+      lifted = measure(in, with_lifted_gemms(up, spec, layout), golden, threads);
       AlgorithmSpec low = all64;  // only this stage rounded
       low.alloc.spec(s) = f;
-      only = measure(in, low, golden, threads);
+      only = measure(in, with_lifted_gemms(low, spec, layout), golden, threads);
     }
     r.rmse_lifted = lifted.rmse;
     r.nan_pct_lifted = lifted.nan_pct;
@@ -84,7 +105,7 @@ InvarianceView invariance_view(const AttentionInputs& in, const AlgorithmSpec& s
   v.rmse = measure(in, spec, golden, threads).rmse;
   AlgorithmSpec exact_m = spec;
   exact_m.alloc.spec("shift") = StageSpec{format_by_name("fp64"), RoundOptions{}};
-  v.rmse_exact_M = measure(in, exact_m, golden, threads).rmse;
+  v.rmse_exact_M = measure(in, with_lifted_gemms(exact_m, spec, case_layout(in)), golden, threads).rmse;
   v.beta_opt = solve_beta(v.beta, n, tp, opt).beta;
   AlgorithmSpec opt_spec = spec;
   opt_spec.pasa.beta = v.beta_opt;

@@ -1,6 +1,7 @@
 #include "pasa/attention/algorithm.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -58,26 +59,116 @@ std::vector<std::string> algorithm_names() {
   return {"safe_softmax", "online_softmax", "fa1", "fa2", "pasa", "smooth_k", "fdpp"};
 }
 
-AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads) {
-  check_algorithm_name(spec.name, "");
-  if (spec.s1 == 0 || spec.s2 == 0) throw InputError("block sizes s1 and s2 must be at least 1");
-  if (spec.splits == 0) throw InputError("splits must be at least 1 (1: no split-KV)");
+namespace {
+
+bool plain_fp64_stage(const StageSpec& s) {
+  return s.format == format_by_name("fp64") && s.round.mode == RoundMode::nearest_even &&
+         s.round.overflow == Overflow::ieee && !s.round.flush_input && !s.round.flush_output;
+}
+
+// The format an input tensor reaches the engine in (blocked_attention.cpp quantised_input / to_stage): the
+// stage's format, except that a plain fp64 stage leaves the input as it is.
+Format fed_format(const Format& input, const StageSpec& stage, bool transformed) {
+  return transformed || !plain_fp64_stage(stage) ? stage.format : input;
+}
+
+const char* gemm_text(GemmId g) {
+  switch (g) {
+    case GemmId::qk: return "the Q·Kᵀ GEMM";
+    case GemmId::pv: return "the P·V GEMM";
+    case GemmId::shift: return "PASA's pre-processing GEMM M·K (Eq. 11)";
+  }
+  return "?";
+}
+
+}  // namespace
+
+CaseLayout case_layout(const AttentionInputs& in) {
+  return {in.q.shape, in.k.shape, in.q.format, in.k.format, in.v.format};
+}
+
+CaseLayout case_layout(const ProblemSpec& p) {
+  const Format f = format_by_name(p.format);
+  return {{p.B, p.Nq, p.Sq, p.D}, {p.B, p.Nkv, p.Skv, p.D}, f, f, f};
+}
+
+std::vector<CaseGemm> case_gemms(const CaseLayout& c, const AlgorithmSpec& spec) {
+  // §2.2: PASA with bf16 inputs runs its bf16 stages in fp16 (blocked_attention.cpp effective_allocation).
+  Allocation a = spec.alloc;
+  const Format bf16 = format_by_name("bf16");
+  if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 && (c.q_format == bf16 || c.k_format == bf16 || c.v_format == bf16))
+    for (auto& s : a.stages)
+      if (s.format == bf16) s.format = format_by_name("fp16");
+  const QuantOptions& qo = spec.quant;
+  const bool scaled = qo.scales != QuantScale::none, qk_transformed = scaled || qo.hadamard;
+  const Format q = fed_format(c.q_format, a.spec(Stage::q), qk_transformed);
+  const Format k = fed_format(c.k_format, a.spec(Stage::k), qk_transformed);
+  const Format v = fed_format(c.v_format, a.spec(Stage::v), scaled);
+  // pasa and smooth_k multiply Q by their shifted keys, held in the k_shift stage.
+  const bool shifted = spec.name == "pasa" || spec.name == "smooth_k";
+  std::vector<CaseGemm> g = {{GemmId::qk, q, shifted ? a.spec(Stage::k_shift).format : k, Stage::qk_acc},
+                             {GemmId::pv, a.spec(Stage::p).format, v, Stage::pv_acc}};
+  // (shift_first runs its pre-processing as an ordered FMA chain of its own: pasa_attention.cpp.)
+  if (spec.name == "pasa" && !qo.shift_first) g.push_back({GemmId::shift, a.spec(Stage::shift).format, k, Stage::qk_acc});
+  return g;
+}
+
+void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
+  check_algorithm_name(spec.name, "/name: ");
+  if (spec.s1 == 0) throw InputError("/s1: block sizes s1 and s2 must be at least 1");
+  if (spec.s2 == 0) throw InputError("/s2: block sizes s1 and s2 must be at least 1");
+  if (spec.splits == 0) throw InputError("/splits: splits must be at least 1 (1: no split-KV)");
   if (spec.name == "fdpp" && !(std::isfinite(spec.fdpp.phi) && spec.fdpp.a < spec.fdpp.b))
-    throw InputError(fmt::format("fdpp: phi must be finite and a < b, got phi = {}, a = {}, b = {}", spec.fdpp.phi,
+    throw InputError(fmt::format("/fdpp: phi must be finite and a < b, got phi = {}, a = {}, b = {}", spec.fdpp.phi,
                                  spec.fdpp.a, spec.fdpp.b));
   if (spec.splits > 1 && spec.name != "fa2" && spec.name != "pasa" && spec.name != "smooth_k" && spec.name != "fdpp")
-    throw InputError(fmt::format("splits = {}: split-KV needs fa2, smooth_k, pasa or fdpp (an unnormalised output to merge), "
-                                 "got \"{}\"", spec.splits, spec.name));
+    throw InputError(fmt::format("/splits: splits = {}: split-KV needs fa2, smooth_k, pasa or fdpp (an unnormalised "
+                                 "output to merge), got \"{}\"", spec.splits, spec.name));
+  if (spec.name == "pasa") {
+    if (!(spec.pasa.beta >= 0 && spec.pasa.beta < 1))
+      throw InputError(fmt::format("/pasa/beta: pasa: beta must be in [0, 1), got {}", spec.pasa.beta));
+    if (spec.pasa.form != "fa2" && spec.pasa.form != "printed")
+      throw InputError("/pasa/form: pasa: form must be \"fa2\" or \"printed\", got \"" + spec.pasa.form + "\"");
+  }
   if (spec.quant.active()) {
     const QuantOptions& q = spec.quant;
     if (spec.name != "fa2" && spec.name != "pasa")
-      throw InputError(fmt::format("quant: the FP8 recipe runs with fa2 or pasa (tile by tile), got \"{}\"", spec.name));
+      throw InputError(fmt::format("/quant: the FP8 recipe runs with fa2 or pasa (tile by tile), got \"{}\"", spec.name));
     if (q.shift_first && (spec.name != "pasa" || q.scales == QuantScale::none))
-      throw InputError("quant: shift_first (PASA's pre-processing before quantisation) needs pasa and scales");
-    if (!(q.fmax > 0 && std::isfinite(q.fmax))) throw InputError(fmt::format("quant: fmax must be a positive number, got {}", q.fmax));
-    if (q.p_offset < -64 || q.p_offset > 64) throw InputError(fmt::format("quant: p_offset must be in [-64, 64], got {}", q.p_offset));
+      throw InputError("/quant/shift_first: shift_first (PASA's pre-processing before quantisation) needs pasa and scales");
+    if (!(q.fmax > 0 && std::isfinite(q.fmax)))
+      throw InputError(fmt::format("/quant/fmax: fmax must be a positive number, got {}", q.fmax));
+    if (q.p_offset < -64 || q.p_offset > 64)
+      throw InputError(fmt::format("/quant/p_offset: p_offset must be in [-64, 64], got {}", q.p_offset));
+    // [FA3, §3.3] the transform is the Walsh–Hadamard matrix of order D (quantise.cpp hadamard_rows).
+    if (q.hadamard && !std::has_single_bit(c.q.D))
+      throw InputError(fmt::format("/quant/hadamard: the Hadamard transform needs a head dimension D that is a power of "
+                                   "two, got D = {}", c.q.D));
   }
+  for (const CaseGemm& g : case_gemms(c, spec)) {
+    const GemmModel& m = spec.alloc.gemm_of(g.id);
+    if (m.kind != GemmKind::tensor_core) continue;
+    if (g.a.p > kTensorCoreMaxOperandBits || g.b.p > kTensorCoreMaxOperandBits)
+      throw InputError(fmt::format("/alloc: allocation \"{}\": {} runs under the tensor_core model, which takes operands of "
+                                   "at most {} bits (its products are exact in double), but gets {} ({} bits) x {} ({} bits); "
+                                   "use narrower stages or inputs, or the ordered model",
+                                   spec.alloc.name, gemm_text(g.id), kTensorCoreMaxOperandBits, g.a.name, g.a.p, g.b.name, g.b.p));
+    const RoundMode acc_mode = spec.alloc.spec(g.acc).round.mode;
+    if (acc_mode == RoundMode::stochastic || m.tc.block_round == RoundMode::stochastic || m.tc.block_round == RoundMode::odd)
+      throw InputError(fmt::format("/alloc: allocation \"{}\": {} runs under the tensor_core model, which rounds rne, rz, "
+                                   "ru or rd only (the {} stage's rounding and the model's block_round; no stochastic or odd)",
+                                   spec.alloc.name, gemm_text(g.id), stage_name(g.acc)));
+  }
+}
+
+void validate_case(const ProblemSpec& p, const AlgorithmSpec& spec) {
+  validate(p);
+  validate_case(case_layout(p), spec);
+}
+
+AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads) {
   validate(in, threads);
+  validate_case(case_layout(in), spec);
   // A block longer than the sequence is the whole sequence (the engines already cut every block at S):
   // clamping changes no result, only the size of the per-block buffers (s2 = 4e6 on 256 keys allocated
   // s1 × s2 doubles per work item).

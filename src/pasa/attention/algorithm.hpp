@@ -21,11 +21,41 @@
 
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/inputs/generators.hpp"
 #include "pasa/core/parallel.hpp"
 
 namespace pasa {
 
-// Throws InputError for an unknown algorithm, s1 or s2 = 0, or inputs that fail validate().
+// What a case's checks need of its inputs: shapes and storage formats, no values (generated inputs are
+// described by their ProblemSpec, .npy inputs by their headers).
+struct CaseLayout {
+  Shape q, kv;
+  Format q_format, k_format, v_format;
+};
+CaseLayout case_layout(const AttentionInputs&);
+CaseLayout case_layout(const ProblemSpec&);
+
+// One GEMM of a case: its operands' formats as the engine receives them (the q, k, v stages' formats, or the
+// inputs' own where such a stage is plain fp64 and leaves them as they are) and its accumulator stage.
+struct CaseGemm {
+  GemmId id;
+  Format a, b;
+  Stage acc;
+};
+std::vector<CaseGemm> case_gemms(const CaseLayout&, const AlgorithmSpec&);
+
+// Everything run_attention checks of an algorithm against inputs of this layout before it touches a value:
+// the algorithm's options, and their combination with the allocation and the inputs (a Hadamard transform
+// needs a power-of-two D; a tensor_core GEMM operands of at most kTensorCoreMaxOperandBits bits and
+// rounding rne/rz/ru/rd; ...). run_attention calls it, so a case that passes does not fail later for these
+// reasons; sweeps (every grid point), pasa-attn and pasa-attribute call it before they compute or create
+// anything. Throws InputError whose message starts with the JSON pointer, inside the AlgorithmSpec JSON, of
+// the offending option ("/quant/hadamard: ...", "/alloc: ...").
+void validate_case(const CaseLayout&, const AlgorithmSpec&);
+// validate(ProblemSpec) first (its own messages), then the above.
+void validate_case(const ProblemSpec&, const AlgorithmSpec&);
+
+// Throws InputError for an unknown algorithm, s1 or s2 = 0, or inputs that fail validate() or validate_case().
 AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads = default_threads());
 
 // Memory run_attention needs beyond its inputs (the output, rounded and transposed copies, per-thread

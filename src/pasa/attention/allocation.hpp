@@ -86,6 +86,19 @@ struct TensorCore {
   bool operator==(const TensorCore&) const = default;
 };
 
+// The tensor_core model computes each product exactly in double: operands of at most this many significand
+// bits (fp32's 24, tf32's 11, ...; the product of two has <= 52 bits). validate_case (algorithm.hpp)
+// refuses a case whose tensor-core GEMM would receive wider operands.
+inline constexpr int kTensorCoreMaxOperandBits = 26;
+
+// The GEMMs of blocked attention; each runs under Allocation::gemm_of(id).
+enum class GemmId {
+  qk,     // S = Q·Kᵀ
+  pv,     // P·V
+  shift,  // PASA's pre-processing K' = M·K (Eq. 11)
+};
+inline constexpr std::size_t kGemmCount = 3;
+
 struct GemmModel {
   GemmModel(GemmKind k = GemmKind::ordered, int c = 16, TensorCore t = {})  // NOLINT: {kind, chunk} reads well
       : kind(k), chunk(c), tc(t) {}
@@ -154,6 +167,14 @@ struct Allocation {
   std::string name = "fp64";
   GemmModel gemm;
   std::array<StageSpec, kStageCount> stages = uniform_stages(format_by_name("fp64"));
+  // A model for one GEMM in place of `gemm`. None in the presets and in JSON (which names one model for every
+  // GEMM); error attribution sets one where lifting a stage to fp64 feeds a tensor-core GEMM operands wider
+  // than the engine takes (docs/attribution.md, "lifted GEMMs").
+  std::array<std::optional<GemmModel>, kGemmCount> gemm_override{};
+  const GemmModel& gemm_of(GemmId g) const {
+    const auto& o = gemm_override[static_cast<std::size_t>(g)];
+    return o ? *o : gemm;
+  }
 
   // By name (stage_names()); throws InputError naming the unknown stage and the known ones.
   Format& stage(std::string_view name);

@@ -676,7 +676,7 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   if (tc.block < 1) throw std::logic_error("gemm: tensor_core block must be >= 1");
   if (tc.promote < 0 || (tc.promote > 0 && tc.promote % tc.block != 0))
     throw std::logic_error("gemm: tensor_core promote must be 0 or a multiple of block");
-  if (g.a_format.p > 26 || g.b_format.p > 26)
+  if (g.a_format.p > kTensorCoreMaxOperandBits || g.b_format.p > kTensorCoreMaxOperandBits)
     throw std::invalid_argument("gemm: the tensor_core model needs operands of at most 26 bits (products exact in "
                                 "double); got " + g.a_format.name + " x " + g.b_format.name);
   if (g.acc.round.mode == RoundMode::stochastic || tc.block_round == RoundMode::stochastic ||

@@ -498,16 +498,22 @@ bool fast_path_safe(const AttentionInputs& in, double max_abs_k, double max_abs_
 std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& opt) {
   const std::size_t out = sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S));
   // Per (batch, KV head): the keys' norms and exactness data (KeyInfo, 3 words per key). Per thread (one
-  // Scratch, at most kGroup rows): five key-length rows per row (scores hi/lo, bounds, double-double
-  // weights), 2D accumulators per row, the visibility flags (one byte per key and row), four key-length
-  // rows for exp, a tile of keys in strips; on the MPFR path a key-length row of MPFR numbers (limbs + header) and D accumulators.
+  // Scratch of group_rows rows, as golden_attention sizes it: a decode row block of one query head has only
+  // kRows): five key-length rows per row (scores hi/lo, bounds, double-double weights), 2D accumulators per
+  // row, the visibility flags (one byte per key and row), four key-length rows for exp and the keep flags,
+  // a tile of keys in strips; on the MPFR path a key-length row of MPFR numbers (limbs + header) and D
+  // accumulators. Threads: at most one per work item (batch, KV head, row block).
+  const std::size_t G = kv.N == 0 ? 1 : q.N / kv.N;
+  const std::size_t wanted = std::min(kGroup, sat_mul(G, std::min(q.S, kRowBlock)));
+  const std::size_t rows = std::min(kGroup, (wanted + kRows - 1) / kRows * kRows);
   const std::size_t mp = static_cast<std::size_t>(opt.precision_bits) / 64 + 5;  // 8-byte words per mpfr_t
   const std::size_t keys = sat_mul(sat_product(kv.B, kv.N, kv.S), 3);
-  const std::size_t scratch = sat_add(sat_mul(kGroup, sat_add(sat_mul(kv.S, 5), sat_mul(q.D, 2))),
-                                      sat_add(sat_mul(kv.S, 4 + kGroup / 8 + 1), sat_mul(kKeyTile, q.D)));
+  const std::size_t scratch = sat_add(sat_mul(rows, sat_add(sat_mul(kv.S, 5), sat_mul(q.D, 2))),
+                                      sat_add(sat_mul(kv.S, 5 + (rows + 7) / 8), sat_mul(kKeyTile, q.D)));
   const std::size_t per_thread = sat_add(scratch, sat_mul(sat_add(kv.S, q.D), mp));
   const std::size_t blocks = sat_mul(sat_product(q.B, q.N), (q.S + kRowBlock - 1) / kRowBlock);
-  const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(opt.threads, 1)), blocks);
+  const std::size_t items = sat_mul(sat_product(kv.B, kv.N), (q.S + kRowBlock - 1) / kRowBlock);
+  const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(opt.threads, 1)), items);
   return sat_mul(sizeof(double), sat_add(sat_add(sat_add(out, blocks), keys), sat_mul(per_thread, t)));
 }
 

@@ -34,8 +34,7 @@ double AttentionInputs::effective_scale() const {
   return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.shape.D));
 }
 
-void validate(const AttentionInputs& in, int threads) {
-  const Shape &q = in.q.shape, &k = in.k.shape, &v = in.v.shape;
+void validate_shapes(const Shape& q, const Shape& k, const Shape& v) {
   const std::string all = fmt::format("Q {}, K {}, V {}", shape_str(q), shape_str(k), shape_str(v));
   if (q.D == 0 || k.D == 0) throw InputError("head dimension D = 0 (" + all + ")");
   if (q.S == 0 || k.S == 0) throw InputError("empty sequence: Sq and Skv must be >= 1 (" + all + ")");
@@ -45,6 +44,11 @@ void validate(const AttentionInputs& in, int threads) {
   if (q.D != k.D) throw InputError("head dimension D of Q differs from K/V (" + all + ")");
   if (q.N % k.N != 0)
     throw InputError(fmt::format("N_q = {} is not a multiple of N_kv = {} (GQA needs it) ({})", q.N, k.N, all));
+}
+
+void validate(const AttentionInputs& in, int threads) {
+  const Shape &q = in.q.shape, &k = in.k.shape;
+  validate_shapes(q, k, in.v.shape);
   const Tensor* ts[] = {&in.q, &in.k, &in.v};
   const char* names[] = {"Q", "K", "V"};
   for (int t = 0; t < 3; ++t)

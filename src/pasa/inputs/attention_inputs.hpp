@@ -46,6 +46,9 @@ struct AttentionInputs {
 // or with non-finite values, a non-finite select_value, non-finite scale,
 // NaN/inf elements (with their tensor and index) unless allow_nonfinite (scanned on `threads` threads).
 void validate(const AttentionInputs&, int threads = 1);
+// The shape checks of validate() alone (Q, K, V agree: B, D, K = V, N_q % N_kv; no zeros), for inputs known
+// by their shapes before their data are read (.npy headers).
+void validate_shapes(const Shape& q, const Shape& k, const Shape& v);
 
 // The pse row (Skv values) of query row i of head h in batch b, or nullptr without pse.
 const double* pse_row(const AttentionInputs&, std::size_t b, std::size_t h, std::size_t i);

@@ -95,9 +95,17 @@ void validate(const TensorGen& g, const std::string& path) {
   need(std::isfinite(g.x0), "x0", g.x0, "must be finite");
   need(std::isfinite(g.am) && g.am >= 0, "am", g.am, "must be finite and >= 0");
   need(g.p >= 0 && g.p <= 1, "p", g.p, "must lie in [0, 1]");
-  need(std::isfinite(g.wavelength) && g.wavelength > 0, "wavelength", g.wavelength, "must be > 0");
-  need(std::isfinite(g.phase_deg), "phase_deg", g.phase_deg, "must be finite");
-  need(std::isfinite(g.seq_bias), "seq_bias", g.seq_bias, "must be finite");
+  // Every intermediate of fill_head must stay finite whatever the shape (any S and D below 2^64), not only
+  // the parameters: the resonance wave's argument 2π·d/wavelength + phase_deg·π/180 and the ramp
+  // seq_bias·s/(S − 1) (computed in that order, so that seeds keep their values) overflow to inf for a tiny
+  // wavelength or a huge phase or bias, and cos(inf) is NaN (wavelength 1e-320 gave NaN inputs). The bounds
+  // below keep each term below 2^1020 for d, s < 2^64; they are far outside any meaningful value.
+  need(std::isfinite(g.wavelength) && g.wavelength >= kMinWavelength, "wavelength", g.wavelength,
+       "must be finite and >= 2^-950 (the wave's argument 2π·d/wavelength must stay finite)");
+  need(std::isfinite(g.phase_deg) && std::abs(g.phase_deg) <= kMaxPhaseDeg, "phase_deg", g.phase_deg,
+       "must be finite with |phase_deg| <= 2^1000");
+  need(std::isfinite(g.seq_bias) && std::abs(g.seq_bias) <= kMaxSeqBias, "seq_bias", g.seq_bias,
+       "must be finite with |seq_bias| <= 2^950 (seq_bias·s must stay finite for every row s)");
   need(std::isfinite(g.noise) && g.noise >= 0, "noise", g.noise, "must be finite and >= 0");
   // The values must stay inside double's range (they are rounded, saturating, to the storage format only
   // afterwards): the uniform interval's width 2·am, and a bound on every other kind's magnitude (a normal

@@ -61,10 +61,16 @@ struct ProblemSpec {
 std::string gen_kind_name(GenKind);
 GenKind gen_kind_by_name(const std::string&);  // throws InputError listing the kinds
 
+// Limits of the resonance parameters that keep every intermediate value of the generator finite for any
+// shape (validate(TensorGen) explains them).
+inline constexpr double kMinWavelength = 0x1p-950, kMaxPhaseDeg = 0x1p1000, kMaxSeqBias = 0x1p950;
+
 // Throws InputError for impossible parameters (shape zeros, an element count that overflows, N_q % N_kv,
 // am < 0, p outside [0, 1], values beyond double's range, ...).
 void validate(const ProblemSpec&);
-// One generator; errors start with "<path>/<key>: " (path e.g. "/generator" or "/q").
+// One generator; errors start with "<path>/<key>: " (path e.g. "/generator" or "/q"). The one check of a
+// generator: the JSON reader, the command line and generate_tensor all call it, and a generator that passes
+// it yields finite values (before the saturating rounding to the storage format) for every shape.
 void validate(const TensorGen&, const std::string& path);
 
 // Bytes of the generated Q, K and V (8 per element), saturating at kTooLarge (core/memory.hpp).

@@ -223,17 +223,10 @@ NpyArray parse_header(std::span<const unsigned char> buf, std::size_t file_size,
 
 }  // namespace
 
-NpyArray read_npy(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
-  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
-  return parse_npy(buf, file);
-}
+namespace {
 
-NpyArray read_npy_header(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+// The header of an open file (read_npy_header); `data_offset` receives where the data start.
+NpyArray read_header(std::ifstream& in, const std::filesystem::path& file, std::size_t& data_offset) {
   std::error_code ec;
   const std::size_t size = std::filesystem::file_size(file, ec);
   if (ec) throw InputError(fmt::format("{}: cannot read its size: {}", file.string(), ec.message()));
@@ -247,8 +240,40 @@ NpyArray read_npy_header(const std::filesystem::path& file) {
     buf.resize(std::max(had, want));
     in.read(reinterpret_cast<char*>(buf.data() + had), static_cast<std::streamsize>(buf.size() - had));
   }
+  return parse_header(buf, size, file, data_offset);
+}
+
+}  // namespace
+
+// The header first (its shape checked against the file's size), then the data straight into the array's
+// buffer: the file's bytes are held once, and a malformed or mis-sized file is refused before any is read.
+NpyArray read_npy(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) {  // a pipe (--q <(...)): no size to check first
+    std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
+    return parse_npy(buf, file);
+  }
   std::size_t offset = 0;
-  return parse_header(buf, size, file, offset);
+  NpyArray a = read_header(in, file, offset);
+  std::size_t n = 0;
+  checked_bytes(a.shape, npy_itemsize(a.dtype), n);  // (parse_header checked that it does not overflow)
+  a.bytes.resize(n);
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(reinterpret_cast<char*>(a.bytes.data()), static_cast<std::streamsize>(n));
+  if (!in || static_cast<std::size_t>(in.gcount()) != n)
+    throw InputError(fmt::format("{}: read error (the file changed or could not be read)", file.string()));
+  return a;
+}
+
+NpyArray read_npy_header(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::size_t offset = 0;
+  return read_header(in, file, offset);
 }
 
 NpyArray parse_npy(std::span<const unsigned char> buf, const std::filesystem::path& file) {

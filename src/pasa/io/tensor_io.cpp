@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "pasa/core/error.hpp"
+#include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/numeric/round.hpp"
 
 namespace pasa {
@@ -19,7 +20,51 @@ std::string shape_str(const std::vector<std::size_t>& s) {
   return r + (s.size() == 1 ? ",)" : ")");
 }
 
+// The (B, N, S, D) shape and the format of a tensor read from an array of this dtype and shape (load_tensor's
+// rules), before its data are decoded.
+TensorHeader tensor_header(NpyDtype dtype, const std::vector<std::size_t>& d, const Format* format, const std::string& where) {
+  const bool bits = dtype == NpyDtype::u8 || dtype == NpyDtype::u16;
+  if (bits && format == nullptr)
+    throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3fn)",
+                                 where, npy_descr(dtype)));
+  if (bits && format->storage_bits() > (dtype == NpyDtype::u8 ? 8 : 16))
+    throw InputError(fmt::format("{}: format {} needs {} storage bits; a {} element holds {}", where, format->name,
+                                 format->storage_bits(), npy_descr(dtype), dtype == NpyDtype::u8 ? 8 : 16));
+  TensorHeader h;
+  if (d.size() == 2) h.shape = {1, 1, d[0], d[1]};
+  else if (d.size() == 3) h.shape = {1, d[0], d[1], d[2]};
+  else if (d.size() == 4) h.shape = {d[0], d[1], d[2], d[3]};
+  else
+    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", where, shape_str(d)));
+  if (std::find(d.begin(), d.end(), std::size_t{0}) != d.end())
+    throw InputError(fmt::format("{}: shape {} is empty", where, shape_str(d)));
+  if (format) h.format = *format;
+  else h.format = format_by_name(dtype == NpyDtype::f16 ? "fp16" : dtype == NpyDtype::f32 ? "fp32" : "fp64");
+  return h;
+}
+
 }  // namespace
+
+TensorHeader read_tensor_header(const std::filesystem::path& path, const Format* format) {
+  const NpyArray a = read_npy_header(path);
+  TensorHeader h = tensor_header(a.dtype, a.shape, format, path.string());
+  h.npy_shape = a.shape;
+  h.data_bytes = npy_element_count(a) * npy_itemsize(a.dtype);  // (no overflow: read_npy_header checked it)
+  return h;
+}
+
+std::array<TensorHeader, 3> read_qkv_headers(const std::filesystem::path& q, const std::filesystem::path& k,
+                                             const std::filesystem::path& v, const Format* format) {
+  const std::array<TensorHeader, 3> h = {read_tensor_header(q, format), read_tensor_header(k, format),
+                                         read_tensor_header(v, format)};
+  try {
+    validate_shapes(h[0].shape, h[1].shape, h[2].shape);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("Q {} {}, K {} {}, V {} {}: {}", q.string(), shape_str(h[0].npy_shape), k.string(),
+                                 shape_str(h[1].npy_shape), v.string(), shape_str(h[2].npy_shape), e.what()));
+  }
+  return h;
+}
 
 LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format) {
   return tensor_from_npy(read_npy(path), format, path);
@@ -35,22 +80,11 @@ LoadedTensor tensor_from_array(NpyDtype dtype, const std::vector<std::size_t>& d
     throw InputError(fmt::format("{}: dtype {} holds integers, not tensor values; give float16/32/64 values or "
                                  "uint8/uint16 bit patterns", where, npy_descr(dtype)));
   const bool bits = dtype == NpyDtype::u8 || dtype == NpyDtype::u16;
-  if (bits && format == nullptr)
-    throw InputError(fmt::format("{}: {} holds bit patterns; name their format (e.g. bf16, fp8_e4m3fn)",
-                                 where, npy_descr(dtype)));
-  Shape s;
-  if (d.size() == 2) s = {1, 1, d[0], d[1]};
-  else if (d.size() == 3) s = {1, d[0], d[1], d[2]};
-  else if (d.size() == 4) s = {d[0], d[1], d[2], d[3]};
-  else
-    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", where, shape_str(d)));
-  if (s.size() == 0) throw InputError(fmt::format("{}: shape {} is empty", where, shape_str(d)));
-  Format own;
-  if (bits) own = *format;
-  else own = format_by_name(dtype == NpyDtype::f16 ? "fp16" : dtype == NpyDtype::f32 ? "fp32" : "fp64");
+  const TensorHeader h = tensor_header(dtype, d, format, where);
+  const Shape s = h.shape;
   LoadedTensor out;
   out.tensor.shape = s;  // (not Tensor(s, f): its zeroed data would be replaced at once)
-  out.tensor.format = format ? *format : own;
+  out.tensor.format = h.format;
   try {
     out.tensor.data = npy_values(dtype, bytes, s.size(), bits ? format : nullptr);
   } catch (const std::exception& e) {

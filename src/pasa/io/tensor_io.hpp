@@ -3,6 +3,7 @@
 // (B, N, S, D), C order. Saving writes float64 (B, N, S, D), atomically.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <filesystem>
 #include <span>
@@ -19,6 +20,21 @@ struct LoadedTensor {
   Tensor tensor;
   std::size_t rounded = 0;  // elements that changed when rounded to the requested format
 };
+
+// What load_tensor would return, known from the .npy header alone (read_npy_header: dtype and shape,
+// checked against the file's size): the (B, N, S, D) shape, the format, the data's size in the file.
+struct TensorHeader {
+  Shape shape;
+  Format format;
+  std::vector<std::size_t> npy_shape;  // as the file gives it
+  std::size_t data_bytes = 0;
+};
+TensorHeader read_tensor_header(const std::filesystem::path&, const Format* format = nullptr);
+// The headers of Q, K and V files, each checked as load_tensor checks it and the three shapes against each
+// other (validate_shapes: B, D, K = V, N_q % N_kv), before a byte of data is read: a mismatch is refused at
+// once however large the files are. Errors name the files and their shapes.
+std::array<TensorHeader, 3> read_qkv_headers(const std::filesystem::path& q, const std::filesystem::path& k,
+                                             const std::filesystem::path& v, const Format* format = nullptr);
 
 // `format` null: the dtype's own format (float16 → fp16, float32 → fp32, float64 → fp64); required for
 // uint8/uint16 (the format whose bit patterns they hold, of matching width). With a format given for a float

@@ -220,7 +220,7 @@ void one_malloc_arena() {
 }
 
 std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
-                              bool golden_first) {
+                              bool golden_first, std::size_t reading_bytes) {
   // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem.
   constexpr std::size_t kProcessBase = std::size_t{12} << 20;
   const Shape q{p.B, p.Nq, p.Sq, p.D}, kv{p.B, p.Nkv, p.Skv, p.D};
@@ -236,7 +236,7 @@ std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmS
   } else {             // pasa-attn: the algorithm, then the golden and baseline with its output alive
     peak = std::max(algo, sat_add(out, std::max(golden, sat_add(out, tensor))));
   }
-  return sat_add(kProcessBase, sat_add(inputs_bytes(p), peak));
+  return sat_add(kProcessBase, sat_add(inputs_bytes(p), std::max(peak, reading_bytes)));
 }
 
 // The real backend: the generators, golden and metrics, and the algorithms. Metric columns are the numeric
@@ -252,6 +252,9 @@ SweepBackend library_backend() {
   for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
   b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
   b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
+  b.check_case = [](const json& problem, const json& algorithm, const std::string& path) {
+    validate_case(problem_from_json(problem, "/problem"), algorithm_from_json(algorithm, path));
+  };
   b.memory_bytes = [](const PlannedProblem& p, const SweepConfig& cfg, int threads) {
     std::vector<AlgorithmSpec> algs;
     for (std::size_t a = 0; a < p.algorithms.size(); ++a)
@@ -400,6 +403,19 @@ std::size_t validate_with_backend(const SweepConfig& cfg, const SweepBackend& ba
     check(backend.check_problem, p.problem, "/problem");
     for (std::size_t a = 0; a < cfg.algorithms.size(); ++a)
       check(backend.check_algorithm, p.algorithms[a], "/algorithms/" + std::to_string(a));
+    if (backend.check_case)
+      for (std::size_t a = 0; a < cfg.algorithms.size(); ++a) {
+        // validate_case's messages start with a pointer inside the algorithm ("/quant/hadamard: ...").
+        const std::string path = "/algorithms/" + std::to_string(a);
+        check([&](const json& j, const std::string&) {
+          try {
+            backend.check_case(j[0], j[1], path);
+          } catch (const InputError& e) {
+            const std::string msg = e.what();
+            throw InputError(msg.starts_with('/') && !msg.starts_with(path) && !msg.starts_with("/problem") ? path + msg : msg);
+          }
+        }, json::array({p.problem, p.algorithms[a]}), path);
+      }
     if (backend.memory_bytes && checked.size() != before) peak = std::max(peak, backend.memory_bytes(p, cfg, threads));
   }
   return peak;

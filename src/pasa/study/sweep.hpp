@@ -37,6 +37,9 @@ struct SweepBackend {
   // Throw InputError("<JSON path>: <what>") for an invalid problem / algorithm JSON; `path` is its path.
   std::function<void(const nlohmann::json& problem, const std::string& path)> check_problem;
   std::function<void(const nlohmann::json& algorithm, const std::string& path)> check_algorithm;
+  // Optional: the algorithm (at `path`) against the problem, as the run will check them together
+  // (validate_case: a Hadamard transform and D, a tensor-core GEMM and its operands' widths, ...).
+  std::function<void(const nlohmann::json& problem, const nlohmann::json& algorithm, const std::string& path)> check_case;
   // Runs the algorithms a with wanted[a] on one problem; calls emit(a, metrics, golden_s, seconds) as each
   // finishes, `metrics` being problem_columns then algorithm_columns.
   using Emit = std::function<void(std::size_t algorithm, const std::vector<double>& metrics, double golden_seconds,
@@ -57,7 +60,8 @@ struct SweepBackend {
 // difference in what is computed misses. It holds only metric values (a few hundred bytes per case).
 SweepBackend library_backend();
 
-// Checks every expanded problem and algorithm with the backend's parsers, and that the CSV columns (grid
+// Checks every expanded problem and algorithm with the backend's parsers, every (problem, algorithm) pair
+// with check_case (every grid point: the run would otherwise fail part-way), and that the CSV columns (grid
 // axes, the backend's metric columns) are distinct; throws InputError "<source>:<JSON path>: <what> (grid
 // point x0=30, Am=0.5)" on the first mistake. Returns the memory the largest problem needs at `threads`
 // (backend.memory_bytes; 0 without it).
@@ -69,8 +73,10 @@ std::size_t validate_with_backend(const SweepConfig&, const SweepBackend&, int t
 struct AlgorithmSpec;
 struct ProblemSpec;
 struct GoldenOptions;
+// `reading_bytes`: file data held while the inputs are read (pasa-attn's .npy: the largest file's bytes, decoded
+// into the inputs): the peak is then the larger of reading and computing.
 std::size_t case_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&,
-                              bool golden_first);
+                              bool golden_first, std::size_t reading_bytes = 0);
 
 struct SweepProgress {
   std::size_t done = 0, total = 0;  // cases of this shard, finished (resumed ones included) and in all

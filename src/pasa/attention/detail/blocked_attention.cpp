@@ -133,8 +133,8 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
     acc_native_[i] = sp.acc() == format_by_name("fp64") && plain;
     acc_fp32_[i] = sp.acc() == format_by_name("fp32") && plain;
   }
-  qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm};
-  pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm};
+  qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm_of(GemmId::qk)};
+  pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm_of(GemmId::pv)};
   if (gemm_uses_floats(qk)) to_floats(q.data, q_f32, setup_threads_);
   scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();

@@ -100,7 +100,7 @@ void pasa_prepare(Run& run, int threads) {
   const std::vector<double> M_full = shifting_matrix(run, std::min(s2, S), &mrng);
   const std::vector<double> M_tail = S % s2 ? shifting_matrix(run, S % s2, &mrng) : std::vector<double>{};
   const GemmSpec pre{run.stage(Stage::shift).format, run.k.format, run.stage(Stage::qk_acc), run.stage(Stage::k_shift),
-                     run.alloc.gemm};
+                     run.alloc.gemm_of(GemmId::shift)};
   run.set_keys_t_format(run.stage(Stage::k_shift).format);
   if (run.spec.quant.shift_first) {
     shift_then_quantise(run, M_full, M_tail, threads);
