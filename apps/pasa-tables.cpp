@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   app.add_option("--repo", repo, "repository root holding configs/")->capture_default_str();
   app.add_option("--out", out, "output folder (sweeps under OUT/sweeps/)")->capture_default_str();
   app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
+  app.add_option("--nan-seeds", opt.nan_seeds,
+                 "seeds 1..N for Table 4's NaN % (run without the golden); 0: the sweeps' own seeds")
+      ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
   app.add_flag("--fresh", fresh, "refuse to reuse finished sweeps in OUT/sweeps (default: resume them)");
   app.add_option("--hardware", hardware,
                  "GPU-vs-emulator table for Table 4's GPU columns (default: REPO/results/hardware/hw_attention.csv "
