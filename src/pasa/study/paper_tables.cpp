@@ -16,6 +16,8 @@
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/problem_json.hpp"
+#include "pasa/io/json_check.hpp"
+#include "pasa/study/error_model.hpp"
 #include "pasa/study/seed_stats.hpp"
 
 #include "pasa/analysis/beta_solver.hpp"
@@ -328,6 +330,65 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
   return out;
 }
 
+Table error_model_table(const std::vector<std::pair<SweepConfig, fs::path>>& sweeps, const std::vector<std::uint64_t>& seeds,
+                        std::size_t heads, int threads) {
+  Table out;
+  out.header = {"sweep", "distribution", "x0", "Am", "algorithm", "predicted_seeds", "predicted_heads", "predicted_rmse",
+                "measured_rmse_mean", "measured_seeds", "measured_over_predicted", "pred_scores", "pred_block_mean",
+                "pred_p", "pred_o_l", "pred_out"};
+  for (const auto& [cfg0, csv] : sweeps) {
+    const ResultTable t = read_table(csv);
+    const auto groups = by_point_and_algorithm(t);
+    const std::size_t rmse = t.col("rmse");
+    SweepConfig cfg = cfg0;
+    cfg.seeds = seeds;
+    for (std::size_t g = 0; g < cfg.grid_points(); ++g) {
+      // Predicted terms pooled over the seeds (sums of E‖ΔO‖² and of ‖O‖²), per algorithm.
+      std::vector<ErrorPrediction> pred(cfg.algorithms.size());
+      std::vector<std::string> gap(cfg.algorithms.size());
+      std::vector<AlgorithmSpec> specs;
+      PlannedProblem first;
+      for (std::size_t si = 0; si < seeds.size(); ++si) {
+        const PlannedProblem p = plan_problem(cfg, g * seeds.size() + si);
+        if (si == 0) first = p;
+        if (specs.empty())
+          for (std::size_t a = 0; a < cfg.algorithms.size(); ++a) {
+            specs.push_back(algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a)));
+            gap[a] = error_model_gap(specs[a]);
+          }
+        if (std::all_of(gap.begin(), gap.end(), [](const std::string& x) { return !x.empty(); })) break;
+        const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"), threads);
+        for (std::size_t a = 0; a < specs.size(); ++a) {
+          if (!gap[a].empty()) continue;
+          const ErrorPrediction e = predict_error(in, specs[a].alloc, error_model_options(specs[a], heads), threads);
+          ErrorPrediction& acc = pred[a];
+          acc.scores += e.scores, acc.block_mean += e.block_mean, acc.p += e.p, acc.o += e.o, acc.l += e.l, acc.out += e.out;
+          acc.norm2 += e.norm2, acc.rows += e.rows, acc.overflow = acc.overflow || e.overflow;
+        }
+      }
+      const nlohmann::json& gen = first.problem.at("generator");
+      for (std::size_t a = 0; a < cfg.algorithms.size(); ++a) {
+        if (!gap[a].empty()) continue;
+        const std::string& label = cfg.algorithms[a].label;
+        const auto it = groups.find({std::to_string(g), label});
+        std::string measured, mseeds, ratio;
+        if (it != groups.end()) {
+          const Stats m = stats_of(column_values(it->second, rmse));
+          measured = m.non_finite > 0 ? "NaN" : csv_number(m.mean);
+          mseeds = std::to_string(m.n);
+          if (m.non_finite == 0 && !pred[a].overflow) ratio = csv_number(m.mean / pred[a].rel_rmse());
+        }
+        const ErrorPrediction& e = pred[a];
+        auto term = [&](double v) { return e.overflow ? std::string("inf") : csv_number(e.rel_rmse_of(v)); };
+        out.rows.push_back({cfg.name, gen.at("kind").get<std::string>(), gen.at("x0").dump(), gen.at("am").dump(), label,
+                            std::to_string(seeds.size()), std::to_string(heads), term(e.total()), measured, mseeds, ratio,
+                            term(e.scores), term(e.block_mean), term(e.p), term(e.o + e.l), term(e.out)});
+      }
+    }
+  }
+  return out;
+}
+
 void reproduce_paper(const ReproduceOptions& opt) {
   auto log = [&](const std::string& s) {
     if (opt.log) opt.log(s);
@@ -384,6 +445,15 @@ void reproduce_paper(const ReproduceOptions& opt) {
     });
   for (auto& t : runs) t.join();
   if (error) std::rethrow_exception(error);
+  if (opt.error_model_heads > 0) {
+    std::vector<std::pair<SweepConfig, fs::path>> sweeps;
+    for (const PaperSweep& s : paper_sweeps())
+      if (s.varied == "x0") sweeps.emplace_back(config_of(s), results_of(s));
+    for (const fs::path& d : opt.error_model_sweeps)
+      sweeps.emplace_back(parse_sweep_config(read_json_file(d / "config.json"), (d / "config.json").string()), d / "results.csv");
+    write_file_atomic(opt.out / "error_model.csv", error_model_table(sweeps, {1}, opt.error_model_heads, opt.threads).text());
+    log(fmt::format("error_model.csv: first-order error model (seed 1, {} heads) next to the measured RMSE", opt.error_model_heads));
+  }
   // Table 4 over opt.nan_seeds seeds, without the golden (nan_pct_draws); 0: the sweeps' own seeds.
   const auto draws = opt.nan_seeds > 0 ? table4_nan_draws(config_of, opt.nan_seeds, opt.threads) : std::vector<std::vector<double>>{};
   write_file_atomic(opt.out / "table4.csv", table4_nan(results_of, opt.hardware_csv, draws).text());

@@ -74,12 +74,24 @@ std::vector<std::vector<double>> table4_nan_draws(const std::function<SweepConfi
 Table table4_nan(const std::function<std::filesystem::path(const PaperSweep&)>& results_csv_of,
                  const std::filesystem::path& hardware_csv = {}, const std::vector<std::vector<double>>& draws = {});
 
+// The first-order error model (error_model.hpp, docs/error-model.md) next to measured RMSE: per sweep, grid
+// point and algorithm the model covers, the predicted relative RMSE (PASA Eq. 19) on seeds `seeds` and the
+// first `heads` heads (pooled: sqrt(Σ E‖ΔO‖² / Σ ‖O‖²)), its terms one by one (scores, block_mean, p, o + l,
+// out: each sqrt(term / Σ ‖O‖²)), and the mean RMSE of that point in the sweep's finished table (`results`,
+// over its own seeds and every head). Algorithms the model does not cover are left out.
+Table error_model_table(const std::vector<std::pair<SweepConfig, std::filesystem::path>>& sweeps,
+                        const std::vector<std::uint64_t>& seeds, std::size_t heads, int threads);
+
 struct ReproduceOptions {
   std::filesystem::path repo = ".";       // where configs/ is
   std::filesystem::path out = "results";  // tables here, sweeps under out/sweeps/
   int threads = 1;                        // problems run at once (one thread each), shared by the four sweeps
   bool resume = true;                     // keep finished sweeps and rows; run only what is missing
   std::size_t nan_seeds = 50;             // Table 4 over seeds 1..nan_seeds (golden-free); 0: the sweeps' seeds
+  // error_model.csv (error_model_table, seed 1) on the x0 panels of Figs. 9/10 and the finished sweep folders
+  // in error_model_sweeps (config.json + results.csv, e.g. results/pasa_allocations); 0 heads: not written.
+  std::size_t error_model_heads = 0;
+  std::vector<std::filesystem::path> error_model_sweeps;
   std::filesystem::path hardware_csv;     // GPU columns of Table 4 (see table4_nan); empty: none
   std::function<void(const std::string& sweep, const SweepProgress&)> progress;
   std::function<void(const std::string& line)> log;
