@@ -330,6 +330,22 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
   return out;
 }
 
+Table paired_data(const PaperSweep& sweep, const SweepConfig& cfg, const fs::path& results_csv) {
+  const ResultTable t = read_table(results_csv);
+  const nlohmann::json pairs = paired_rmse_ratios(cfg, t.header, t.rows);
+  Table out;
+  out.header = {"figure", "x0", "Am", "numerator", "denominator", "pairs", "ratio_geo_mean", "ratio_ci95_lo", "ratio_ci95_hi",
+                "ci95_excludes_1"};
+  for (const auto& c : pairs) {
+    const bool has = !c["ratio_geo_mean"].is_null();
+    out.rows.push_back({sweep.figure, c["params"].at("x0").dump(), c["params"].at("Am").dump(), c["numerator"].get<std::string>(),
+                        c["denominator"].get<std::string>(), c["pairs"].dump(),
+                        has ? csv_number(c["ratio_geo_mean"].get<double>()) : "", has ? csv_number(c["ratio_ci95"][0].get<double>()) : "",
+                        has ? csv_number(c["ratio_ci95"][1].get<double>()) : "", has ? (c["ci95_excludes_1"].get<bool>() ? "YES" : "NO") : ""});
+  }
+  return out;
+}
+
 Table error_model_table(const std::vector<std::pair<SweepConfig, fs::path>>& sweeps, const std::vector<std::uint64_t>& seeds,
                         std::size_t heads, int threads) {
   Table out;
@@ -436,6 +452,7 @@ void reproduce_paper(const ReproduceOptions& opt) {
         };
         const SweepReport r = run_sweep(cfg, backend, so);
         write_file_atomic(opt.out / (s.name + ".csv"), figure_data(s, cfg, r.csv).text());
+        write_file_atomic(opt.out / (s.name + "_paired.csv"), paired_data(s, cfg, r.csv).text());
         std::lock_guard<std::mutex> lock(log_m);
         log(fmt::format("{}: {} cases run, {} kept from an earlier run", s.name, r.cases_run, r.cases_reused));
       } catch (...) {

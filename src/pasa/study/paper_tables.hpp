@@ -5,6 +5,8 @@
 //   Table 4  NaN % of FA-FP16/FP32 on the uniform / hybrid benchmarks over many seeds (no golden needed),
 //            with percentiles, the prediction interval for one draw and the paper's value's percentile
 //   fig9_*.csv, fig10_*.csv  the data behind Figs. 9 and 10 (RMSE over seeds, NaN marks)
+//   fig*_paired.csv  paired RMSE ratios between the algorithms with 95 % intervals
+//   error_model.csv  the first-order error model next to the measured RMSE (optional)
 #pragma once
 
 #include <filesystem>
@@ -39,6 +41,10 @@ const std::vector<PaperSweep>& paper_sweeps();
 // Figure data from a finished sweep's table: one row per (x value, algorithm) with RMSE mean / sd / min /
 // max over the seeds, mean NaN %, and how many seeds gave a non-finite output (drawn as "NaN" marks).
 Table figure_data(const PaperSweep&, const SweepConfig&, const std::filesystem::path& results_csv);
+
+// Paired comparisons on one figure sweep (paired_rmse_ratios, sweep.hpp): per (x0, Am) and pair of
+// algorithms, the geometric-mean RMSE ratio over the seeds with its 95 % interval; <name>_paired.csv.
+Table paired_data(const PaperSweep&, const SweepConfig&, const std::filesystem::path& results_csv);
 
 // Table 4's six points (each lies on one of the four panels) and the paper's printed NaN % of FA-FP16/FP32.
 struct Table4Point {

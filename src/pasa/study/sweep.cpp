@@ -664,8 +664,6 @@ std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_
   return out;
 }
 
-namespace {
-
 // Paired comparisons (seed_stats.hpp, issue 26): at each grid point, for every pair of algorithms (a before b
 // in the config), the per-seed ratio rmse_a / rmse_b on the same inputs, as a geometric mean with its 95 %
 // t interval. Seeds where either output is non-finite are left out (counted in "pairs"); null when fewer
@@ -706,8 +704,6 @@ json paired_rmse_ratios(const SweepConfig& cfg, const CsvRow& header, const std:
   }
   return out;
 }
-
-}  // namespace
 
 json sweep_summary(const SweepConfig& cfg, const CsvRow& header, const std::vector<CsvRow>& rows) {
   // Metric columns: everything between the grid axes and the JSON columns, plus the two timings.
