@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
                  "write error_model.csv: the first-order error model on this many heads (seed 1) next to the "
                  "measured RMSE of the Fig. 9/10 x0 panels; 0: skip")
       ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
+  app.add_option("--range-heads", opt.range_heads,
+                 "write ranges.csv: K, K', S, S' ranges and overflow counts per head at the Table 4 points; 0: skip")
+      ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
   std::vector<std::string> em_sweeps;
   app.add_option("--error-model-sweep", em_sweeps, "also a finished sweep folder (config.json, results.csv) in error_model.csv");
   app.add_flag("--fresh", fresh, "refuse to reuse finished sweeps in OUT/sweeps (default: resume them)");

@@ -18,6 +18,7 @@
 #include "pasa/io/problem_json.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/study/error_model.hpp"
+#include "pasa/study/range_stats.hpp"
 #include "pasa/study/seed_stats.hpp"
 
 #include "pasa/analysis/beta_solver.hpp"
@@ -405,6 +406,36 @@ Table error_model_table(const std::vector<std::pair<SweepConfig, fs::path>>& swe
   return out;
 }
 
+Table ranges_table(const std::function<SweepConfig(const PaperSweep&)>& config_of, std::size_t heads, int threads) {
+  Table out;
+  out.header = {"no", "distribution", "x0", "Am", "seed", "head", "k_min", "k_max", "kp_min", "kp_max", "s_min", "s_max",
+                "sp_min", "sp_max", "scores", "s_overflow", "sp_overflow"};
+  for (std::size_t no = 0; no < table4_points().size(); ++no) {
+    const Table4Point& p = table4_points()[no];
+    const PaperSweep& sweep = *std::find_if(paper_sweeps().begin(), paper_sweeps().end(), [&](const PaperSweep& s) { return s.name == p.sweep; });
+    SweepConfig cfg = config_of(sweep);
+    const std::size_t g = grid_point_of(cfg, {{"x0", p.x0}, {"Am", p.am}});
+    const PlannedProblem pp = plan_problem(cfg, g * cfg.seeds.size());  // the first seed
+    // PASA-FP16's β and s2 from the config (the first `pasa` algorithm).
+    double beta = 0.984497;
+    std::size_t s2 = 128;
+    for (std::size_t a = 0; a < pp.algorithms.size(); ++a) {
+      const AlgorithmSpec spec = algorithm_from_json(pp.algorithms[a], "/algorithms/" + std::to_string(a));
+      if (spec.name == "pasa") {
+        beta = spec.pasa.beta, s2 = spec.s2;
+        break;
+      }
+    }
+    const AttentionInputs in = generate_inputs(problem_from_json(pp.problem, "/problem"), threads);
+    for (const HeadRanges& r : range_stats(in, beta, s2, format_by_name(cfg.score_format), heads, threads))
+      out.rows.push_back({std::to_string(no + 1), p.dist, csv_number(p.x0), csv_number(p.am), std::to_string(pp.seed),
+                          std::to_string(r.head), csv_number(r.k_min), csv_number(r.k_max), csv_number(r.kp_min),
+                          csv_number(r.kp_max), csv_number(r.s_min), csv_number(r.s_max), csv_number(r.sp_min),
+                          csv_number(r.sp_max), std::to_string(r.scores), std::to_string(r.s_overflow), std::to_string(r.sp_overflow)});
+  }
+  return out;
+}
+
 void reproduce_paper(const ReproduceOptions& opt) {
   auto log = [&](const std::string& s) {
     if (opt.log) opt.log(s);
@@ -470,6 +501,10 @@ void reproduce_paper(const ReproduceOptions& opt) {
       sweeps.emplace_back(parse_sweep_config(read_json_file(d / "config.json"), (d / "config.json").string()), d / "results.csv");
     write_file_atomic(opt.out / "error_model.csv", error_model_table(sweeps, {1}, opt.error_model_heads, opt.threads).text());
     log(fmt::format("error_model.csv: first-order error model (seed 1, {} heads) next to the measured RMSE", opt.error_model_heads));
+  }
+  if (opt.range_heads > 0) {
+    write_file_atomic(opt.out / "ranges.csv", ranges_table(config_of, opt.range_heads, opt.threads).text());
+    log(fmt::format("ranges.csv: K, K', S, S' ranges and overflow counts at the Table 4 points ({} heads, first seed)", opt.range_heads));
   }
   // Table 4 over opt.nan_seeds seeds, without the golden (nan_pct_draws); 0: the sweeps' own seeds.
   const auto draws = opt.nan_seeds > 0 ? table4_nan_draws(config_of, opt.nan_seeds, opt.threads) : std::vector<std::vector<double>>{};

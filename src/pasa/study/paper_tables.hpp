@@ -7,6 +7,7 @@
 //   fig9_*.csv, fig10_*.csv  the data behind Figs. 9 and 10 (RMSE over seeds, NaN marks)
 //   fig*_paired.csv  paired RMSE ratios between the algorithms with 95 % intervals
 //   error_model.csv  the first-order error model next to the measured RMSE (optional)
+//   ranges.csv       K, K', S, S' ranges and overflow counts per head at the Table 4 points (optional)
 #pragma once
 
 #include <filesystem>
@@ -88,6 +89,11 @@ Table table4_nan(const std::function<std::filesystem::path(const PaperSweep&)>& 
 Table error_model_table(const std::vector<std::pair<SweepConfig, std::filesystem::path>>& sweeps,
                         const std::vector<std::uint64_t>& seeds, std::size_t heads, int threads);
 
+// Range reduction by PASA's shift at the six Table 4 points (range_stats.hpp; the paper's Fig. 5 and
+// Figs. 11-14 from the toolkit's own inputs): per head (the first `heads`) of the sweep's first seed, the
+// ranges of K, K', S (unscaled) and S', and how many S and S' overflow the sweep's score format.
+Table ranges_table(const std::function<SweepConfig(const PaperSweep&)>& config_of, std::size_t heads, int threads);
+
 struct ReproduceOptions {
   std::filesystem::path repo = ".";       // where configs/ is
   std::filesystem::path out = "results";  // tables here, sweeps under out/sweeps/
@@ -97,6 +103,7 @@ struct ReproduceOptions {
   // error_model.csv (error_model_table, seed 1) on the x0 panels of Figs. 9/10 and the finished sweep folders
   // in error_model_sweeps (config.json + results.csv, e.g. results/pasa_allocations); 0 heads: not written.
   std::size_t error_model_heads = 0;
+  std::size_t range_heads = 0;            // ranges.csv (ranges_table) over this many heads; 0: not written
   std::vector<std::filesystem::path> error_model_sweeps;
   std::filesystem::path hardware_csv;     // GPU columns of Table 4 (see table4_nan); empty: none
   std::function<void(const std::string& sweep, const SweepProgress&)> progress;
