@@ -6,7 +6,8 @@
 #            ratios fig*_paired.csv: the <= 120 s goal of issue 11
 #   --full   also the 10-seed sweeps behind the README's comparisons (configs/pasa_allocations.json,
 #            pasa_allocations_hybrid.json, zero_mean_v.json -> results/<name>/, paired ratios in their
-#            summary.json) and error_model.csv (docs/error-model.md); about 10 min on 2 idle cores
+#            summary.json), error_model.csv (docs/error-model.md) and ranges.csv / ranges.png (K, K', S,
+#            S' per head); about 10 min on 2 idle cores
 set -euo pipefail
 cd "$(dirname "$0")/.."
 full=0
@@ -33,10 +34,11 @@ if [ "$full" = 1 ]; then
     ./build/pasa-sweep "configs/$n.json" --out "results/$n" --threads "$threads" "${resume[@]}" >/dev/null
     extra+=(--error-model-sweep "results/$n")
   done
-  extra+=(--error-model-heads 2)
+  extra+=(--error-model-heads 2 --range-heads 4)
 fi
 ./build/pasa-tables --out results --threads "$threads" "${extra[@]}"
 experiments/plot_figs.sh results
+[ "$full" = 1 ] && gnuplot -e "dir='results'" experiments/plot_ranges.gp && echo "wrote results/ranges.png"
 wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 children_cpu
 cpu=$(awk -v a="$cpu0" -v b="$child_cpu" 'BEGIN { printf "%.1f", b - a }')  # pasa-tables and gnuplot

@@ -59,7 +59,7 @@ ErrorPrediction predict_error(const AttentionInputs& in, const Allocation& alloc
   const std::size_t B = in.q.shape.B, N = in.q.shape.N, Sq = in.q.shape.S, Skv = in.k.shape.S, D = in.q.shape.D;
   const std::size_t heads = opt.heads == 0 ? B * N : std::min(opt.heads, N);
   const double scale = in.effective_scale(), beta = opt.pasa ? opt.beta : 0.0, inva = beta / (1 - beta);
-  const Format &fs = alloc.spec(Stage::s).format, &fk = alloc.spec(Stage::k_shift).format,
+  const Format &fs = alloc.spec(Stage::s).format, &fscale = alloc.spec(Stage::scale).format, &fk = alloc.spec(Stage::k_shift).format,
                &fmean = alloc.spec(Stage::mean).format, &fmax = alloc.spec(Stage::max).format,
                &fp = narrower(alloc.spec(Stage::exp).format, alloc.spec(Stage::p).format), &fpv = alloc.spec(Stage::pv).format,
                &fo = alloc.spec(Stage::o).format, &fsum = alloc.spec(Stage::sum).format,
@@ -106,7 +106,10 @@ ErrorPrediction predict_error(const AttentionInputs& in, const Allocation& alloc
             eta[k] = qdk + err(Sp + qdk, fs);
             if (std::fabs(Sp) > fs.max_finite()) hs.overflow = true;
           } else {
-            eta[k] = err(S, fs) * scale;
+            // S rounded to `s`, then its product with 1/α rounded to `scale` (|s| ≈ 1e4 at x0 = 30: fp32's
+            // spacing there is 1e-3, visible once V's mean no longer dominates ‖O‖).
+            const double Sr = round(S, fs);
+            eta[k] = (Sr - S) * scale + err(Sr * scale, fscale);
             if (std::fabs(S) > fs.max_finite()) hs.overflow = true;
           }
         }

@@ -5,7 +5,8 @@
 // correlated across keys or blocks, e.g. block means that round the same way, count as such). It predicts
 // ‖O − O_exact‖² term by term (different stages' errors taken as uncorrelated); the relative RMSE (PASA
 // Eq. 19) is sqrt(Σ terms) / ‖O‖. The terms, as the output sees them (w_k = e^{s_k − max s}, L = Σ w_k):
-//   scores      an error η_k in one exponent s_k (S, or PASA's S' = Q·K'ᵀ, stored in the `s` format; PASA:
+//   scores      an error η_k in one exponent s_k (S stored in the `s` format and S/α in `scale`, or PASA's
+//               S' = Q·K'ᵀ (1/α inside M) stored in `s`; PASA:
 //               plus K' = M·K stored in `k_shift`): ΔO = Σ_k (w_k/L)·η_k·(v_k − O); PASA also recovers the
 //               bias from the stored S', so block j's exponents move by Inva·mean_{k∈j} η_k as well
 //   block_mean  PASA only: an error δ_j shared by every key of block j: the recovered bias Inva·S̄'_j with
