@@ -25,6 +25,18 @@ int main(int argc, char** argv) {
   app.add_option("--repo", repo, "repository root holding configs/")->capture_default_str();
   app.add_option("--out", out, "output folder (sweeps under OUT/sweeps/)")->capture_default_str();
   app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str()->check(pasa_apps::thread_count());
+  app.add_option("--nan-seeds", opt.nan_seeds,
+                 "seeds 1..N for Table 4's NaN % (run without the golden); 0: the sweeps' own seeds")
+      ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
+  app.add_option("--error-model-heads", opt.error_model_heads,
+                 "write error_model.csv: the first-order error model on this many heads (seed 1) next to the "
+                 "measured RMSE of the Fig. 9/10 x0 panels; 0: skip")
+      ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
+  app.add_option("--range-heads", opt.range_heads,
+                 "write ranges.csv: K, K', S, S' ranges and overflow counts per head at the Table 4 points; 0: skip")
+      ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
+  std::vector<std::string> em_sweeps;
+  app.add_option("--error-model-sweep", em_sweeps, "also a finished sweep folder (config.json, results.csv) in error_model.csv");
   app.add_flag("--fresh", fresh, "refuse to reuse finished sweeps in OUT/sweeps (default: resume them)");
   app.add_option("--hardware", hardware,
                  "GPU-vs-emulator table for Table 4's GPU columns (default: REPO/results/hardware/hw_attention.csv "
@@ -38,6 +50,7 @@ int main(int argc, char** argv) {
     opt.hardware_csv = hardware;
   }
   opt.out = out;
+  for (const auto& d : em_sweeps) opt.error_model_sweeps.emplace_back(d);
   opt.resume = !fresh;
   opt.log = [](const std::string& s) { std::printf("%s\n", s.c_str()); std::fflush(stdout); };
   if (::isatty(STDERR_FILENO))

@@ -309,6 +309,26 @@ TEST_CASE("sweep: summary aggregates over seeds", "[sweep]") {
   CHECK(nan_group["metrics"]["rmse"]["non_finite"] == 3);
   CHECK(nan_group["metrics"]["rmse"]["mean"].is_null());
   CHECK(nan_group["metrics"]["nan_pct"]["mean"] == 100.0);
+  // Paired ratios (issue 26): grid point 1, A / B per seed, geometric mean and t interval on the logs.
+  const json& pr = s["paired"];
+  REQUIRE(pr.size() == cfg.grid_points());  // one pair (A, B) per grid point
+  const json& pc = pr[1];
+  CHECK(pc["params"] == json::parse(R"({"Am": 0.5, "x0": 2})"));
+  CHECK((pc["numerator"] == "A" && pc["denominator"] == "B" && pc["metric"] == "rmse" && pc["pairs"] == 3));
+  std::vector<double> logs;
+  for (double seed : {1.0, 2.0, 5.0}) {
+    const double sn = std::sin(2 + 0.5 * seed) / 3.0;
+    logs.push_back(std::log((std::exp(-1.0) * sn + 1.0) / (std::exp(-2.0) * sn + 1.0)));
+  }
+  const double lm = (logs[0] + logs[1] + logs[2]) / 3;
+  const double lsd = std::sqrt(((logs[0] - lm) * (logs[0] - lm) + (logs[1] - lm) * (logs[1] - lm) + (logs[2] - lm) * (logs[2] - lm)) / 2);
+  const double half = 4.3026527297 * lsd / std::sqrt(3.0);  // t_{2, 0.975}
+  CHECK(pc["ratio_geo_mean"].get<double>() == Approx(std::exp(lm)).epsilon(1e-13));
+  CHECK(pc["ratio_ci95"][0].get<double>() == Approx(std::exp(lm - half)).epsilon(1e-9));
+  CHECK(pc["ratio_ci95"][1].get<double>() == Approx(std::exp(lm + half)).epsilon(1e-9));
+  CHECK(pc["ci95_excludes_1"] == (lm - half > 0 || lm + half < 0));
+  // x0 = 3: B is NaN on every seed, so no pair is left.
+  CHECK((pr[2]["pairs"] == 0 && pr[2]["ratio_geo_mean"].is_null() && pr[2]["ci95_excludes_1"].is_null()));
 }
 
 namespace {

@@ -5,11 +5,21 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/inputs/generators.hpp"
+#include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/problem_json.hpp"
+#include "pasa/io/json_check.hpp"
+#include "pasa/study/error_model.hpp"
+#include "pasa/study/range_stats.hpp"
+#include "pasa/study/seed_stats.hpp"
 
 #include "pasa/analysis/beta_solver.hpp"
 #include "pasa/core/error.hpp"
@@ -200,75 +210,249 @@ Table figure_data(const PaperSweep& sweep, const SweepConfig& cfg, const fs::pat
   return out;
 }
 
-namespace {
-
-// (ours − theirs) in units of se; 0 when they agree exactly, ±inf when they differ with se = 0.
-double distance_in_se(double diff, double se) {
-  if (diff == 0) return 0;
-  return se > 0 ? diff / se : std::copysign(INFINITY, diff);
+const std::vector<Table4Point>& table4_points() {
+  static const std::vector<Table4Point> points = {
+      {"uniform", 30, 0.5, "100%", "fig9_uniform_x0"}, {"uniform", 20, 15, "0.12%", "fig9_uniform_am"},
+      {"uniform", 20, 20, "8.14%", "fig9_uniform_am"}, {"hybrid", 30, 10, "100%", "fig10_hybrid_x0"},
+      {"hybrid", 20, 50, "0.04%", "fig10_hybrid_am"},  {"hybrid", 20, 100, "1.11%", "fig10_hybrid_am"}};
+  return points;
 }
+
+std::size_t grid_point_of(const SweepConfig& cfg, const std::map<std::string, double>& values) {
+  for (std::size_t g = 0; g < cfg.grid_points(); ++g) {
+    const PlannedProblem p = plan_problem(cfg, g * cfg.seeds.size());
+    bool match = true;
+    for (std::size_t k = 0; k < cfg.grid.size() && match; ++k) {
+      const auto it = values.find(cfg.grid[k].name);
+      if (it == values.end()) continue;
+      match = p.grid_values[k].is_number() && p.grid_values[k].get<double>() == it->second;
+    }
+    if (match) return g;
+  }
+  std::string what;
+  for (const auto& [k, v] : values) what += (what.empty() ? "" : ", ") + k + " = " + csv_number(v);
+  throw InputError(cfg.source + ": no grid point with " + what);
+}
+
+std::vector<double> nan_pct_draws(const SweepConfig& cfg, std::size_t grid_point, const std::string& label,
+                                  const std::vector<std::uint64_t>& seeds, int threads) {
+  const auto alg = std::find_if(cfg.algorithms.begin(), cfg.algorithms.end(), [&](const AlgorithmEntry& a) { return a.label == label; });
+  if (alg == cfg.algorithms.end()) throw InputError(cfg.source + ": no algorithm labelled \"" + label + "\"");
+  if (grid_point >= cfg.grid_points()) throw InputError(fmt::format("{}: grid point {} of {}", cfg.source, grid_point, cfg.grid_points()));
+  const std::size_t a = static_cast<std::size_t>(alg - cfg.algorithms.begin());
+  // The same expansion as run_sweep's with these seeds: plan_problem of a copy whose seed list is `seeds`.
+  SweepConfig c = cfg;
+  c.seeds = seeds;
+  std::vector<double> out(seeds.size());
+  // Seeds side by side, one thread each (the inputs are generated on one thread anyway); every value is the
+  // same whatever the thread count (generators and algorithms are).
+  std::atomic<std::size_t> next{0};
+  std::mutex m;
+  std::exception_ptr error;
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < seeds.size();) {
+      try {
+        const PlannedProblem p = plan_problem(c, grid_point * seeds.size() + i);
+        const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"), 1);
+        const AttentionOutput o = run_attention(in, algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a)), 1);
+        // Metrics::nan_pct with a finite golden (these generators' inputs): NaN output elements / all.
+        std::size_t nan = 0;
+        for (double x : o.o.data) nan += std::isnan(x) ? 1 : 0;
+        out[i] = 100.0 * static_cast<double>(nan) / static_cast<double>(o.o.data.size());
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!error) error = std::current_exception();
+        next = seeds.size();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(threads, static_cast<int>(seeds.size())); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+namespace {
 
 double percent_value(const std::string& printed) {  // "8.14%" -> 8.14
   return parse_csv_number(printed.substr(0, printed.find('%')));
 }
 
+constexpr const char* kFa16 = "FA-FP16/FP32";
+
 }  // namespace
 
-Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_of, const fs::path& hardware_csv) {
-  // Appendix E, Table 4 (FA-FP16/FP32): distribution, x0, Am, printed NaN percentage, panel holding it.
-  struct Printed { const char* dist; const char* x0; const char* am; const char* nan; const char* sweep; };
-  const Printed printed[] = {{"uniform", "30", "0.5", "100%", "fig9_uniform_x0"}, {"uniform", "20", "15", "0.12%", "fig9_uniform_am"},
-                             {"uniform", "20", "20", "8.14%", "fig9_uniform_am"}, {"hybrid", "30", "10", "100%", "fig10_hybrid_x0"},
-                             {"hybrid", "20", "50", "0.04%", "fig10_hybrid_am"},  {"hybrid", "20", "100", "1.11%", "fig10_hybrid_am"}};
-  const char* kFa16 = "FA-FP16/FP32";
+std::vector<std::vector<double>> table4_nan_draws(const std::function<SweepConfig(const PaperSweep&)>& config_of,
+                                                  std::size_t seeds, int threads) {
+  std::vector<std::uint64_t> list(seeds);
+  for (std::size_t i = 0; i < seeds; ++i) list[i] = i + 1;
+  std::vector<std::vector<double>> draws;
+  for (const Table4Point& p : table4_points()) {
+    const PaperSweep& sweep = *std::find_if(paper_sweeps().begin(), paper_sweeps().end(), [&](const PaperSweep& s) { return s.name == p.sweep; });
+    const SweepConfig cfg = config_of(sweep);
+    draws.push_back(nan_pct_draws(cfg, grid_point_of(cfg, {{"x0", p.x0}, {"Am", p.am}}), kFa16, list, threads));
+  }
+  return draws;
+}
+
+Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_of, const fs::path& hardware_csv,
+                 const std::vector<std::vector<double>>& draws) {
+  if (!draws.empty() && draws.size() != table4_points().size())
+    throw std::logic_error("table4_nan: one list of draws per Table 4 point");
   Table out;
-  out.header = {"no", "distribution", "x0", "Am", "seeds", "nan_pct_mean", "nan_pct_se", "nan_pct_min", "nan_pct_max",
-                "paper_nan_pct", "paper_distance_se", "gpu_seeds", "gpu_nan_pct_mean", "gpu_nan_pct_se", "gpu_paper_distance_se", "emu_on_gpu_inputs_nan_pct_mean", "overflow", "paper_overflow",
-                "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
+  out.header = {"no", "distribution", "x0", "Am", "seeds", "nan_pct_mean", "nan_pct_sd", "nan_pct_min", "nan_pct_p5",
+                "nan_pct_p50", "nan_pct_p95", "nan_pct_max", "predict95_lo", "predict95_hi", "paper_nan_pct",
+                "paper_percentile", "paper_in_predict95", "gpu_seeds", "gpu_nan_pct_mean", "gpu_nan_pct_sd",
+                "emu_on_gpu_inputs_nan_pct_mean", "overflow", "paper_overflow", "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
   // The H100 on its own (torch) draws, FA-FP16/FP32 = label fa_fp16_fp32: GPU and emulator NaN % per seed.
   std::optional<std::vector<HwRow>> hw;
   if (!hardware_csv.empty()) hw = read_hardware_rows(hardware_csv);
-  int no = 0;
-  for (const auto& p : printed) {
-    ++no;
+  for (std::size_t no = 0; no < table4_points().size(); ++no) {
+    const Table4Point& p = table4_points()[no];
     const PaperSweep& sweep = *std::find_if(paper_sweeps().begin(), paper_sweeps().end(), [&](const PaperSweep& s) { return s.name == p.sweep; });
     const fs::path csv = results_csv_of(sweep);
     const ResultTable t = read_table(csv);
     const std::size_t x0 = t.col("x0"), am = t.col("Am"), alg = t.col("algorithm"), nan = t.col("nan_pct");
     std::map<std::string, std::vector<double>> nan_by_alg;
     for (const auto& r : t.rows)
-      if (parse_csv_number(r[x0]) == std::stod(p.x0) && parse_csv_number(r[am]) == std::stod(p.am)) {
-        nan_by_alg[r[alg]].push_back(parse_csv_number(r[nan]));
-      }
+      if (parse_csv_number(r[x0]) == p.x0 && parse_csv_number(r[am]) == p.am) nan_by_alg[r[alg]].push_back(parse_csv_number(r[nan]));
     if (nan_by_alg[kFa16].empty())
       throw InputError(fmt::format("{}: no {} rows at x0 = {}, Am = {} (Table 4 needs them)", csv.string(), kFa16, p.x0, p.am));
-    const Stats s = stats_of(nan_by_alg[kFa16]);
-    // Standard error of the mean over the seeds: how far the seed mean may be from the generator's expected
-    // NaN % (the paper's value is a sample from the same generator family, its own error unknown).
-    const double se = s.sd / std::sqrt(static_cast<double>(s.n));
-    std::vector<std::string> gpu_cols(5);  // seeds, mean, SE, distance to the paper, emulator mean
+    // The paper's value is one draw from its own generator: it is compared with the spread of single draws
+    // (percentiles, the prediction interval), not with the standard error of our mean (issue 26).
+    const std::vector<double>& ours = draws.empty() ? nan_by_alg[kFa16] : draws[no];
+    const SeedSpread s = seed_spread(ours);
+    const double paper = percent_value(p.nan);
+    std::vector<std::string> gpu_cols(4);  // seeds, mean, sd, emulator mean
     if (hw) {
       std::vector<double> g, e;
       for (const HwRow& r : *hw)
-        if (r.generator == p.dist && r.x0 == std::stod(p.x0) && r.am == std::stod(p.am)) {
+        if (r.generator == p.dist && r.x0 == p.x0 && r.am == p.am) {
           g.push_back(r.gpu);
           e.push_back(r.emu);
         }
       if (!g.empty()) {
         const Stats gs = stats_of(g);
-        const double gse = gs.sd / std::sqrt(static_cast<double>(gs.n));
-        gpu_cols = {std::to_string(gs.n), csv_number(gs.mean), csv_number(gse),
-                    csv_number(distance_in_se(gs.mean - percent_value(p.nan), gse)), csv_number(stats_of(e).mean)};
+        gpu_cols = {std::to_string(gs.n), csv_number(gs.mean), csv_number(gs.sd), csv_number(stats_of(e).mean)};
       }
     }
     auto max_of = [&](const char* label) {
       const auto& v = nan_by_alg[label];
       return v.empty() ? std::string("") : csv_number(*std::max_element(v.begin(), v.end()));
     };
-    out.rows.push_back({std::to_string(no), p.dist, p.x0, p.am, std::to_string(s.n), csv_number(s.mean), csv_number(se),
-                        csv_number(s.min), csv_number(s.max), p.nan, csv_number(distance_in_se(s.mean - percent_value(p.nan), se)),
-                        gpu_cols[0], gpu_cols[1], gpu_cols[2], gpu_cols[3], gpu_cols[4], s.max > 0 ? "YES" : "NO", "YES",
-                        max_of("PASA-FP16"), max_of("FA-FP32")});
+    const bool inside = paper >= s.predict_lo && paper <= s.predict_hi;
+    out.rows.push_back({std::to_string(no + 1), p.dist, csv_number(p.x0), csv_number(p.am), std::to_string(s.n), csv_number(s.mean),
+                        csv_number(s.sd), csv_number(s.min), csv_number(s.p5), csv_number(s.p50), csv_number(s.p95),
+                        csv_number(s.max), csv_number(s.predict_lo), csv_number(s.predict_hi), p.nan,
+                        csv_number(percentile_rank(ours, paper)), inside ? "YES" : "NO", gpu_cols[0], gpu_cols[1], gpu_cols[2],
+                        gpu_cols[3], s.max > 0 ? "YES" : "NO", "YES", max_of("PASA-FP16"), max_of("FA-FP32")});
+  }
+  return out;
+}
+
+Table paired_data(const PaperSweep& sweep, const SweepConfig& cfg, const fs::path& results_csv) {
+  const ResultTable t = read_table(results_csv);
+  const nlohmann::json pairs = paired_rmse_ratios(cfg, t.header, t.rows);
+  Table out;
+  out.header = {"figure", "x0", "Am", "numerator", "denominator", "pairs", "ratio_geo_mean", "ratio_ci95_lo", "ratio_ci95_hi",
+                "ci95_excludes_1"};
+  for (const auto& c : pairs) {
+    const bool has = !c["ratio_geo_mean"].is_null();
+    out.rows.push_back({sweep.figure, c["params"].at("x0").dump(), c["params"].at("Am").dump(), c["numerator"].get<std::string>(),
+                        c["denominator"].get<std::string>(), c["pairs"].dump(),
+                        has ? csv_number(c["ratio_geo_mean"].get<double>()) : "", has ? csv_number(c["ratio_ci95"][0].get<double>()) : "",
+                        has ? csv_number(c["ratio_ci95"][1].get<double>()) : "", has ? (c["ci95_excludes_1"].get<bool>() ? "YES" : "NO") : ""});
+  }
+  return out;
+}
+
+Table error_model_table(const std::vector<std::pair<SweepConfig, fs::path>>& sweeps, const std::vector<std::uint64_t>& seeds,
+                        std::size_t heads, int threads) {
+  Table out;
+  out.header = {"sweep", "distribution", "x0", "Am", "algorithm", "predicted_seeds", "predicted_heads", "predicted_rmse",
+                "measured_rmse_mean", "measured_seeds", "measured_over_predicted", "pred_scores", "pred_block_mean",
+                "pred_p", "pred_o_l", "pred_out"};
+  for (const auto& [cfg0, csv] : sweeps) {
+    const ResultTable t = read_table(csv);
+    const auto groups = by_point_and_algorithm(t);
+    const std::size_t rmse = t.col("rmse");
+    SweepConfig cfg = cfg0;
+    cfg.seeds = seeds;
+    for (std::size_t g = 0; g < cfg.grid_points(); ++g) {
+      // Predicted terms pooled over the seeds (sums of E‖ΔO‖² and of ‖O‖²), per algorithm.
+      std::vector<ErrorPrediction> pred(cfg.algorithms.size());
+      std::vector<std::string> gap(cfg.algorithms.size());
+      std::vector<AlgorithmSpec> specs;
+      PlannedProblem first;
+      for (std::size_t si = 0; si < seeds.size(); ++si) {
+        const PlannedProblem p = plan_problem(cfg, g * seeds.size() + si);
+        if (si == 0) first = p;
+        if (specs.empty())
+          for (std::size_t a = 0; a < cfg.algorithms.size(); ++a) {
+            specs.push_back(algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a)));
+            gap[a] = error_model_gap(specs[a]);
+          }
+        if (std::all_of(gap.begin(), gap.end(), [](const std::string& x) { return !x.empty(); })) break;
+        const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"), threads);
+        for (std::size_t a = 0; a < specs.size(); ++a) {
+          if (!gap[a].empty()) continue;
+          const ErrorPrediction e = predict_error(in, specs[a].alloc, error_model_options(specs[a], heads), threads);
+          ErrorPrediction& acc = pred[a];
+          acc.scores += e.scores, acc.block_mean += e.block_mean, acc.p += e.p, acc.o += e.o, acc.l += e.l, acc.out += e.out;
+          acc.norm2 += e.norm2, acc.rows += e.rows, acc.overflow = acc.overflow || e.overflow;
+        }
+      }
+      const nlohmann::json& gen = first.problem.at("generator");
+      for (std::size_t a = 0; a < cfg.algorithms.size(); ++a) {
+        if (!gap[a].empty()) continue;
+        const std::string& label = cfg.algorithms[a].label;
+        const auto it = groups.find({std::to_string(g), label});
+        std::string measured, mseeds, ratio;
+        if (it != groups.end()) {
+          const Stats m = stats_of(column_values(it->second, rmse));
+          measured = m.non_finite > 0 ? "NaN" : csv_number(m.mean);
+          mseeds = std::to_string(m.n);
+          if (m.non_finite == 0 && !pred[a].overflow) ratio = csv_number(m.mean / pred[a].rel_rmse());
+        }
+        const ErrorPrediction& e = pred[a];
+        auto term = [&](double v) { return e.overflow ? std::string("inf") : csv_number(e.rel_rmse_of(v)); };
+        out.rows.push_back({cfg.name, gen.at("kind").get<std::string>(), gen.at("x0").dump(), gen.at("am").dump(), label,
+                            std::to_string(seeds.size()), std::to_string(heads), term(e.total()), measured, mseeds, ratio,
+                            term(e.scores), term(e.block_mean), term(e.p), term(e.o + e.l), term(e.out)});
+      }
+    }
+  }
+  return out;
+}
+
+Table ranges_table(const std::function<SweepConfig(const PaperSweep&)>& config_of, std::size_t heads, int threads) {
+  Table out;
+  out.header = {"no", "distribution", "x0", "Am", "seed", "head", "k_min", "k_max", "kp_min", "kp_max", "s_min", "s_max",
+                "sp_min", "sp_max", "scores", "s_overflow", "sp_overflow"};
+  for (std::size_t no = 0; no < table4_points().size(); ++no) {
+    const Table4Point& p = table4_points()[no];
+    const PaperSweep& sweep = *std::find_if(paper_sweeps().begin(), paper_sweeps().end(), [&](const PaperSweep& s) { return s.name == p.sweep; });
+    SweepConfig cfg = config_of(sweep);
+    const std::size_t g = grid_point_of(cfg, {{"x0", p.x0}, {"Am", p.am}});
+    const PlannedProblem pp = plan_problem(cfg, g * cfg.seeds.size());  // the first seed
+    // PASA-FP16's β and s2 from the config (the first `pasa` algorithm).
+    double beta = 0.984497;
+    std::size_t s2 = 128;
+    for (std::size_t a = 0; a < pp.algorithms.size(); ++a) {
+      const AlgorithmSpec spec = algorithm_from_json(pp.algorithms[a], "/algorithms/" + std::to_string(a));
+      if (spec.name == "pasa") {
+        beta = spec.pasa.beta, s2 = spec.s2;
+        break;
+      }
+    }
+    const AttentionInputs in = generate_inputs(problem_from_json(pp.problem, "/problem"), threads);
+    for (const HeadRanges& r : range_stats(in, beta, s2, format_by_name(cfg.score_format), heads, threads))
+      out.rows.push_back({std::to_string(no + 1), p.dist, csv_number(p.x0), csv_number(p.am), std::to_string(pp.seed),
+                          std::to_string(r.head), csv_number(r.k_min), csv_number(r.k_max), csv_number(r.kp_min),
+                          csv_number(r.kp_max), csv_number(r.s_min), csv_number(r.s_max), csv_number(r.sp_min),
+                          csv_number(r.sp_max), std::to_string(r.scores), std::to_string(r.s_overflow), std::to_string(r.sp_overflow)});
   }
   return out;
 }
@@ -321,6 +505,7 @@ void reproduce_paper(const ReproduceOptions& opt) {
         };
         const SweepReport r = run_sweep(cfg, backend, so);
         write_file_atomic(opt.out / (s.name + ".csv"), figure_data(s, cfg, r.csv).text());
+        write_file_atomic(opt.out / (s.name + "_paired.csv"), paired_data(s, cfg, r.csv).text());
         std::lock_guard<std::mutex> lock(log_m);
         log(fmt::format("{}: {} cases run, {} kept from an earlier run", s.name, r.cases_run, r.cases_reused));
       } catch (...) {
@@ -330,9 +515,24 @@ void reproduce_paper(const ReproduceOptions& opt) {
     });
   for (auto& t : runs) t.join();
   if (error) std::rethrow_exception(error);
-  write_file_atomic(opt.out / "table4.csv", table4_nan(results_of, opt.hardware_csv).text());
-  log(opt.hardware_csv.empty() ? std::string("table4.csv: NaN percentages of FA-FP16/FP32 (no GPU columns)")
-                                : "table4.csv: NaN percentages of FA-FP16/FP32, GPU columns from " + opt.hardware_csv.string());
+  if (opt.error_model_heads > 0) {
+    std::vector<std::pair<SweepConfig, fs::path>> sweeps;
+    for (const PaperSweep& s : paper_sweeps())
+      if (s.varied == "x0") sweeps.emplace_back(config_of(s), results_of(s));
+    for (const fs::path& d : opt.error_model_sweeps)
+      sweeps.emplace_back(parse_sweep_config(read_json_file(d / "config.json"), (d / "config.json").string()), d / "results.csv");
+    write_file_atomic(opt.out / "error_model.csv", error_model_table(sweeps, {1}, opt.error_model_heads, opt.threads).text());
+    log(fmt::format("error_model.csv: first-order error model (seed 1, {} heads) next to the measured RMSE", opt.error_model_heads));
+  }
+  if (opt.range_heads > 0) {
+    write_file_atomic(opt.out / "ranges.csv", ranges_table(config_of, opt.range_heads, opt.threads).text());
+    log(fmt::format("ranges.csv: K, K', S, S' ranges and overflow counts at the Table 4 points ({} heads, first seed)", opt.range_heads));
+  }
+  // Table 4 over opt.nan_seeds seeds, without the golden (nan_pct_draws); 0: the sweeps' own seeds.
+  const auto draws = opt.nan_seeds > 0 ? table4_nan_draws(config_of, opt.nan_seeds, opt.threads) : std::vector<std::vector<double>>{};
+  write_file_atomic(opt.out / "table4.csv", table4_nan(results_of, opt.hardware_csv, draws).text());
+  log(fmt::format("table4.csv: NaN percentages of FA-FP16/FP32 over {} seeds{}", opt.nan_seeds > 0 ? std::to_string(opt.nan_seeds) : "the sweeps'",
+                  opt.hardware_csv.empty() ? std::string(" (no GPU columns)") : ", GPU columns from " + opt.hardware_csv.string()));
 }
 
 }  // namespace pasa

@@ -35,6 +35,7 @@
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/io/metrics_json.hpp"
+#include "pasa/study/seed_stats.hpp"
 
 namespace pasa {
 
@@ -743,6 +744,47 @@ std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_
   return out;
 }
 
+// Paired comparisons (seed_stats.hpp, issue 26): at each grid point, for every pair of algorithms (a before b
+// in the config), the per-seed ratio rmse_a / rmse_b on the same inputs, as a geometric mean with its 95 %
+// t interval. Seeds where either output is non-finite are left out (counted in "pairs"); null when fewer
+// than 2 pairs remain.
+json paired_rmse_ratios(const SweepConfig& cfg, const CsvRow& header, const std::vector<CsvRow>& rows) {
+  json out = json::array();
+  const auto it = std::find(header.begin(), header.end(), "rmse");
+  if (it == header.end() || cfg.algorithms.size() < 2) return out;
+  const std::size_t rmse = static_cast<std::size_t>(it - header.begin());
+  const std::size_t A = cfg.algorithms.size(), S = cfg.seeds.size();
+  // values[grid point][algorithm][seed index]
+  std::map<std::size_t, std::vector<std::vector<double>>> values;
+  for (const auto& r : rows) {
+    const std::size_t id = std::stoull(r[kCaseIdCol]), pi = id / A;
+    auto& v = values[pi / S];
+    if (v.empty()) v.assign(A, std::vector<double>(S, NAN));
+    v[id % A][pi % S] = parse_csv_number(r[rmse]);
+  }
+  for (const auto& [g, v] : values) {
+    json params = json::object();
+    const PlannedProblem p = plan_problem(cfg, g * S);
+    for (std::size_t k = 0; k < cfg.grid.size(); ++k) params[cfg.grid[k].name] = p.grid_values[k];
+    for (std::size_t a = 0; a < A; ++a)
+      for (std::size_t b = a + 1; b < A; ++b) {
+        json c;
+        c["grid_point"] = g;
+        c["params"] = params;
+        c["metric"] = "rmse";
+        c["numerator"] = cfg.algorithms[a].label;
+        c["denominator"] = cfg.algorithms[b].label;
+        const auto r = paired_ratio(v[a], v[b]);
+        c["pairs"] = r ? r->n : 0;
+        c["ratio_geo_mean"] = r ? json(r->geo_mean) : json(nullptr);
+        c["ratio_ci95"] = r ? json::array({r->lo, r->hi}) : json(nullptr);
+        c["ci95_excludes_1"] = r ? json(r->excludes_one()) : json(nullptr);
+        out.push_back(std::move(c));
+      }
+  }
+  return out;
+}
+
 json sweep_summary(const SweepConfig& cfg, const CsvRow& header, const std::vector<CsvRow>& rows) {
   // Metric columns: everything between the grid axes and the JSON columns, plus the two timings.
   const std::size_t first_metric = kFixedLeading + cfg.grid.size();
@@ -797,6 +839,7 @@ json sweep_summary(const SweepConfig& cfg, const CsvRow& header, const std::vect
   }
   json summary;
   summary["name"] = cfg.name;
+  summary["paired"] = paired_rmse_ratios(cfg, header, rows);
   summary["config"] = cfg.raw;
   summary["toolkit"] = {{"name", "pasa"}, {"version", PASA_VERSION}};
   summary["machine"] = {{"hostname", hostname()}, {"cores", std::thread::hardware_concurrency()}};

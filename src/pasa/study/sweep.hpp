@@ -5,7 +5,8 @@
 //   config.json            the config as given (a resumed or merged sweep must match it)
 //   results.csv            final table, sorted by case_id, written atomically (temp + rename)
 //   results.csv.partial    rows appended and fsync'ed as cases finish; removed when the table is complete
-//   summary.json           aggregates over seeds (mean, sd, min, max), config, toolkit version, machine
+//   summary.json           aggregates over seeds (mean, sd, min, max), paired RMSE ratios with 95 %
+//                          intervals, config, toolkit version, machine
 // With --shard I/N the table is results.shard-I-of-N.csv (no summary); merge_sweeps joins the shards.
 //
 // Determinism: each problem's cases run with some threads inside the library, whose results do not depend
@@ -162,7 +163,14 @@ SweepReport merge_sweeps(const std::vector<std::filesystem::path>& dirs, const s
 // seeds (first `max_lines` groups), e.g. the headline of the default sweep.
 std::string sweep_digest(const SweepConfig&, const std::filesystem::path& csv, std::size_t max_lines = 40);
 
-// Aggregates the rows of a complete table over seeds; records config, toolkit version and machine.
+// Paired comparisons of a complete table (seed_stats.hpp, issue 26): per grid point and pair of algorithms
+// (numerator before denominator in the config), the geometric mean over seeds of rmse_a / rmse_b on the same
+// inputs with its 95 % t interval ("ratio_ci95"), "ci95_excludes_1", and the number of seeds where both are
+// finite ("pairs"; null ratio and interval below 2). summary.json's "paired" array.
+nlohmann::json paired_rmse_ratios(const SweepConfig&, const CsvRow& header, const std::vector<CsvRow>& rows);
+
+// Aggregates the rows of a complete table over seeds (and paired_rmse_ratios); records config, toolkit
+// version and machine.
 nlohmann::json sweep_summary(const SweepConfig&, const CsvRow& header, const std::vector<CsvRow>& rows);
 
 }  // namespace pasa
