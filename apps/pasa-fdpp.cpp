@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   app.add_option("--lengths", lengths, "KV lengths")->capture_default_str();
   app.add_option("--out", out, "CSV file")->capture_default_str();
   app.add_option("--threads", threads, "threads")->capture_default_str();
+  app.set_version_flag("--version", "pasa-fdpp " PASA_VERSION);  // the CMake project version, as pasa.__version__
   CLI11_PARSE(app, argc, argv);
   try {
     std::string text = pasa::csv_line(pasa::fdpp_csv_header());

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   gm->add_option("--convert", convert, "round the inputs to this format first (cuBLAS's float32 -> tf32)");
   gm->add_option("--convert-mode", convert_mode, "rounding of --convert (rne, rz, ...)")->capture_default_str();
   gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr");
+  app.set_version_flag("--version", "pasa-hwcompare " PASA_VERSION);  // the CMake project version, as pasa.__version__
   CLI11_PARSE(app, argc, argv);
   try {
     if (gm->parsed()) {

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "repetitions (the best time counts)");
   bool probe = false;
   app.add_flag("--blas-probe", probe, "only time the OpenBLAS baseline (1 and 2 threads) and print it")->group("");
+  app.set_version_flag("--version", "pasa-bench-attention " PASA_VERSION);  // the CMake project version, as pasa.__version__
   CLI11_PARSE(app, argc, argv);
 #ifdef PASA_HAVE_CBLAS
   const std::string shape_args = "--heads " + std::to_string(heads) + " --seq " + std::to_string(seq) + " --dim " +

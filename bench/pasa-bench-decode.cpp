@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--algorithm", algo, "fa2 or pasa");
   app.add_option("--threads", threads, "threads");
   app.add_flag("--skip-golden", skip_golden, "do not compute the golden");
+  app.set_version_flag("--version", "pasa-bench-decode " PASA_VERSION);  // the CMake project version, as pasa.__version__
   CLI11_PARSE(app, argc, argv);
 
   // The cache: K and V drawn like a (B, Nkv, Skv, D) uniform fp16 problem (generate_inputs' streams, head by

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   app.add_option("--seq", seq, "sequence length S (a multiple of 128)");
   app.add_option("--dim", dim, "head dimension D");
   app.add_option("--reps", reps, "repetitions (the best time counts)");
+  app.set_version_flag("--version", "pasa-bench-every-op " PASA_VERSION);  // the CMake project version, as pasa.__version__
   CLI11_PARSE(app, argc, argv);
   const std::size_t T = 128, tiles = seq / T;
 

@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
   app.add_option("--am", am, "uniform generator half-width");
   app.add_option("--threads", threads, "threads");
   app.add_flag("--mpfr", mpfr, "also time the plain MPFR evaluation of one head");
+  app.set_version_flag("--version", "pasa-bench-golden " PASA_VERSION);  // the CMake project version, as pasa.__version__
   CLI11_PARSE(app, argc, argv);
 
   ProblemSpec spec;

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   app.add_option("-n,--elements", n, "array length")->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
+  app.set_version_flag("--version", "pasa-bench-round " PASA_VERSION);  // the CMake project version, as pasa.__version__
   CLI11_PARSE(app, argc, argv);
 
   std::vector<float> out(n);
