@@ -4,7 +4,7 @@
 // run, with 1 and 2 threads. OpenBLAS picks its kernels once, when it loads, from OPENBLAS_CORETYPE or its
 // own CPU detection (which here misses AVX-512); unless OPENBLAS_CORETYPE is set, the benchmark times the
 // sgemm under each candidate core type in a child process, re-executes itself with the fastest and prints
-// it with the rate of OpenBLAS's own choice. Goals (issue 11): fp32-accumulate ≥ 0.6 of the best BLAS rate,
+// it with the rate of OpenBLAS's own choice. Goals: fp32-accumulate ≥ 0.6 of the best BLAS rate,
 // round-every-op ≥ 0.2; the H100 tensor-core model (fa_fp16_fp32_h100, pasa_fp16_h100) ≥ 1/4 of the same
 // allocation under the ordered model.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The Python module `pasa` (issue 10): the library for numpy users, through pybind11. Every function converts
+// The extension module pasa._pasa (python/pasa/ wraps it as the package pasa): the library for numpy users, through pybind11. Every function converts
 // its arguments (numpy arrays, dicts, names), calls the same library functions as the command-line programs
 // (apps/) and converts the result back; no numerics live here. Errors: the library's InputError (a bad name,
 // value, shape, JSON key) becomes ValueError with the library's message, as the programs print it after

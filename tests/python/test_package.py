@@ -85,6 +85,7 @@ def test_attention_docstring_lists_every_algorithm():
 def test_one_version(tmp_path):
     version = re.search(r"project\(\s*pasa\s+VERSION\s+([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
     assert pasa.__version__ == version
+    assert re.search(r"^version: (\S+)$", (ROOT / "CITATION.cff").read_text(), re.M).group(1) == version
     programs = sorted(p.stem for p in [*ROOT.glob("apps/pasa-*.cpp"), *ROOT.glob("bench/pasa-*.cpp")])
     assert "pasa-attn" in programs and "pasa-bench-round" in programs
     for name in programs:
