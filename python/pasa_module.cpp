@@ -170,13 +170,20 @@ py::array c_native(const py::array& a) {
 
 // An attention tensor argument: a C-contiguous, native-order numpy array of a dtype the library reads
 // (float16/32/64 values, uint8/uint16 bit patterns), read in place by tensor_from_array.
+const char* ml_dtypes_format(const std::string& dtype_name);
+
 struct TensorArg {
   py::array array;
   pasa::NpyDtype dtype;
   std::vector<std::size_t> shape;
   std::string where;
+  std::optional<std::string> implied_format;  // an ml_dtypes array: its bit patterns, of this format
 
   TensorArg(const py::handle& obj, std::string where_) : array(c_native(as_array(obj))), where(std::move(where_)) {
+    if (const char* ml = ml_dtypes_format(dtype_name(array))) {
+      implied_format = ml;
+      array = py::array(array.attr("view")(array.itemsize() == 1 ? "uint8" : "uint16"));
+    }
     const char kind = array.dtype().kind();
     const auto size = array.itemsize();
     if (kind == 'f' && size == 2) dtype = pasa::NpyDtype::f16;
@@ -186,7 +193,8 @@ struct TensorArg {
     else if (kind == 'u' && size == 2) dtype = pasa::NpyDtype::u16;
     else
       throw InputError(fmt::format("{}: dtype {} not accepted; accepted: float16, float32, float64, uint8 and uint16 "
-                                   "(bit patterns of the format given as format=)", where, dtype_name(array)));
+                                   "(bit patterns of the format given as format=), and ml_dtypes' bfloat16, "
+                                   "float8_e4m3fn and float8_e5m2", where, dtype_name(array)));
     for (py::ssize_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<std::size_t>(array.shape(i)));
   }
   // Without the GIL: the array is held by this object.
@@ -236,6 +244,18 @@ struct InputArrays {
   std::vector<std::uint8_t> keep;
   bool allow_nonfinite = false;
   std::size_t rank() const { return q.shape.size(); }
+  // Without format=, the format of ml_dtypes arrays among q, k, v (they must agree).
+  std::optional<std::string> implied_format() const {
+    std::optional<std::string> r;
+    for (const TensorArg* t : {&q, &k, &v}) {
+      if (!t->implied_format) continue;
+      if (r && *r != *t->implied_format)
+        throw InputError(fmt::format("{}: an array of {} among arrays of {}; give format=", t->where,
+                                     *t->implied_format, *r));
+      r = t->implied_format;
+    }
+    return r;
+  }
 
   InputArrays(const py::handle& q_, const py::handle& k_, const py::handle& v_, std::optional<std::string> format_,
               double scale_, bool causal_, const std::optional<std::vector<std::size_t>>& kv_len_,
@@ -255,7 +275,11 @@ struct InputArrays {
 
   pasa::AttentionInputs inputs() const {
     std::unique_ptr<pasa::Format> f;
+    const auto implied = implied_format();
     if (format) f = std::make_unique<pasa::Format>(named("format", *format, pasa::format_by_name));
+    else if (implied) f = std::make_unique<pasa::Format>(pasa::format_by_name(*implied));
+    if (implied && !(*f == pasa::format_by_name(*implied)))
+      throw InputError(fmt::format("format: {} given for ml_dtypes arrays of {}", f->name, *implied));
     pasa::AttentionInputs in;
     in.q = q.tensor(f.get());
     in.k = k.tensor(f.get());

@@ -246,3 +246,13 @@ def test_metrics_rel_rmse_and_its_alias(rng):
     assert m["rel_rmse"] == pytest.approx(ref, rel=1e-12)
     assert m["rmse"] == m["rel_rmse"]
     assert list(m)[0] == "rel_rmse"
+
+
+@pytest.mark.skipif(ml_dtypes is None, reason="ml_dtypes is not installed (optional)")
+def test_attention_reads_ml_dtypes_arrays(rng):
+    q = rng.normal(0, 1, (1, 2, 16, 8))
+    b = [pasa.round(t, "bf16", dtype=ml_dtypes.bfloat16) for t in (q, q[:, :1], q[:, :1] * 2)]
+    bits = [pasa.encode(pasa.round(t, "bf16"), "bf16") for t in (q, q[:, :1], q[:, :1] * 2)]
+    out, _ = pasa.attention(*b, s1=8, s2=8)
+    ref, _ = pasa.attention(*bits, format="bf16", s1=8, s2=8)
+    assert np.array_equal(out, ref)
