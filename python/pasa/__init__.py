@@ -35,7 +35,8 @@ def _format_name(value):
 
 def _signature(function):
     """The signature spelt at the start of a docstring, "name(a, b=1, *, c="x") -> ...", possibly over several
-    lines: the text between the first "(" and its matching ")" parsed as a Python parameter list."""
+    lines: the text between the first "(" and its matching ")" parsed as a Python parameter list. None when
+    the docstring does not open so (tests/python/test_package.py reports such a function; it still works)."""
     doc = function.__doc__ or ""
     start = doc.find("(")
     depth = 0
@@ -44,8 +45,11 @@ def _signature(function):
         if depth == 0:
             break
     if start < 0 or depth != 0:
-        raise RuntimeError(f"pasa.{function.__name__}: the docstring does not open with the signature")
-    args = _ast.parse(f"def f({' '.join(doc[start + 1:end].split())}): pass").body[0].args
+        return None
+    try:
+        args = _ast.parse(f"def f({' '.join(doc[start + 1:end].split())}): pass").body[0].args
+    except SyntaxError:
+        return None
     P = _inspect.Parameter
     params = []
     positional = args.posonlyargs + args.args
@@ -56,15 +60,25 @@ def _signature(function):
         params.append(P(a.arg, P.POSITIONAL_OR_KEYWORD, default=d))
     for a, d in zip(args.kwonlyargs, args.kw_defaults):
         params.append(P(a.arg, P.KEYWORD_ONLY, default=P.empty if d is None else _ast.literal_eval(d)))
+    if args.vararg or args.kwarg:
+        return None
     return _inspect.Signature(params)
 
 
 def _wrap(name, function):
-    signature = _signature(function)
+    try:
+        signature = _signature(function)
+    except ValueError:  # a default that is not a literal
+        signature = None
+    if signature is None:
+        signature = _inspect.Signature([_inspect.Parameter("args", _inspect.Parameter.VAR_POSITIONAL),
+                                        _inspect.Parameter("kwargs", _inspect.Parameter.VAR_KEYWORD)])
     formats = _FORMAT_ARGUMENTS | _FORMAT_ARGUMENTS_OF.get(name, frozenset())
     positions = [(i, p.name) for i, p in enumerate(signature.parameters.values())
                  if p.name in formats and p.kind != p.KEYWORD_ONLY]
     keywords = [p.name for p in signature.parameters.values() if p.name in formats]
+    if any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+        keywords = sorted(formats)  # no signature: format arguments given by keyword are still converted
     if keywords:
         def wrapper(*args, **kwargs):
             for i, _ in positions:

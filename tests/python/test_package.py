@@ -32,6 +32,8 @@ def test_signatures():
     assert str(inspect.signature(pasa.formats)) == "()"
     for name in PUBLIC:
         sig = inspect.signature(getattr(pasa, name))
+        assert not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()), (
+            f"pasa.{name}: its docstring does not open with its signature, name(a, b=1, *, c=\"x\") -> ...")
         # the signature's names are the extension's: every keyword it shows is accepted by name
         for p in sig.parameters.values():
             if p.kind == p.KEYWORD_ONLY and p.default is not p.empty and p.default is not None:
