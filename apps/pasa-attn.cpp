@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
       ->check(pasa_apps::library_name(format_by_name));
   app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
   app.add_option("--golden-npy", golden_npy, "write the golden output as float64 .npy");
+  app.set_version_flag("--version", "pasa-attn " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
 
   try {

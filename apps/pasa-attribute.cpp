@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--csv", csv_path, "write the per-stage table as CSV");
   app.add_option("--json", json_path, "write the per-stage table (and invariance view) as JSON");
+  app.set_version_flag("--version", "pasa-attribute " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
 
   try {

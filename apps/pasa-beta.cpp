@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-iter", opt.max_iter, "iteration limit")->capture_default_str()->check(pasa_apps::unsigned_integer(1, INT_MAX));
   app.add_option("--csv", csv_path, "write the table as CSV");
   app.add_option("--json", json_path, "write the table as JSON");
+  app.set_version_flag("--version", "pasa-beta " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
 
   try {

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "CSV file")->capture_default_str();
   app.add_option("--threads", threads, "threads")->capture_default_str()->check(pasa_apps::thread_count());
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  app.set_version_flag("--version", "pasa-fdpp " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
   try {
     if (lengths.empty()) throw pasa::InputError("--lengths: give at least one KV length");

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
                                    "tensor-core model name (h100_fp16, h100_e4m3, exact, ...) or the allocation's "
                                    "\"gemm\" JSON")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.set_version_flag("--version", "pasa-gemm " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  PASA_CLI_PARSE(app, argc, argv);
   try {
     check_output_paths({{"--out", c_file}});
     std::unique_ptr<Format> fa, fb;

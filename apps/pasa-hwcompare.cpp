@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   gm->add_option("--convert-mode", convert_mode, "rounding of --convert (rne, rz, ...)")->capture_default_str();
   gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr")
       ->check(pasa_apps::unsigned_integer());
+  app.set_version_flag("--version", "pasa-hwcompare " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
   try {
     pasa::check_output_paths({{"--out", att->parsed() ? a_out : c_out}});  // before any comparison runs

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> reordered(positional.rbegin(), positional.rend());
   reordered.push_back("--");
   reordered.insert(reordered.end(), options.rbegin(), options.rend());
+  app.set_version_flag("--version", "pasa-round " PASA_VERSION);  // the CMake project version, as pasa.__version__
   try {
     app.parse(std::move(reordered));  // (CLI11 takes a reversed vector)
   } catch (const CLI::ParseError& e) {

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   auto* merge = app.add_subcommand("merge", "join the shard tables of one sweep (from one or several folders)");
   merge->add_option("dirs", merge_dirs, "folders holding results.shard-I-of-N.csv and config.json")->required();
   merge->add_option("--out", merge_out, "folder for the merged table and summary (default: the first folder)");
+  app.set_version_flag("--version", "pasa-sweep " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
 
   try {

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   app.add_option("--hardware", hardware,
                  "GPU-vs-emulator table for Table 4's GPU columns (default: REPO/results/hardware/hw_attention.csv "
                  "when it exists; \"none\": leave them empty)");
+  app.set_version_flag("--version", "pasa-tables " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
   opt.repo = repo;
   if (hardware.empty()) {

@@ -4,7 +4,7 @@
 // run, with 1 and 2 threads. OpenBLAS picks its kernels once, when it loads, from OPENBLAS_CORETYPE or its
 // own CPU detection (which here misses AVX-512); unless OPENBLAS_CORETYPE is set, the benchmark times the
 // sgemm under each candidate core type in a child process, re-executes itself with the fastest and prints
-// it with the rate of OpenBLAS's own choice. Goals (issue 11): fp32-accumulate ≥ 0.6 of the best BLAS rate,
+// it with the rate of OpenBLAS's own choice. Goals: fp32-accumulate ≥ 0.6 of the best BLAS rate,
 // round-every-op ≥ 0.2; the H100 tensor-core model (fa_fp16_fp32_h100, pasa_fp16_h100) ≥ 1/4 of the same
 // allocation under the ordered model. --threads LIST (default 1,2) runs the whole set at each thread count
 // and ends with a scaling table: each kernel's rate as a ratio to the sgemm at the same thread count, and its
@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   std::string threads_text = "1,2";
   app.add_option("--threads", threads_text, "thread counts, e.g. 1,2,4,8,16 (a scaling table at the end)")
       ->capture_default_str();
+  app.set_version_flag("--version", "pasa-bench-attention " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
   std::vector<int> thread_list;
   try {

@@ -1,6 +1,6 @@
 // Decode-step benchmark ([UA] over a paged KV cache): B sequences, one new token each, Nq query heads over
 // Nkv KV heads, Skv cached tokens in blocks of `block` tokens at shuffled cache blocks; the emulated kernel
-// under an allocation preset, and the golden of the same step. Goal (issue 9): B = 8, Nq = 32, Nkv = 8,
+// under an allocation preset, and the golden of the same step. Goal: B = 8, Nq = 32, Nkv = 8,
 // Skv = 32768, D = 128, block 16 under FA-FP16/FP32 in < 1 s on 2 cores, its golden in < 5 s.
 // --threads LIST (e.g. 1,2,4): the step and its golden at each count, then a scaling table (issue 27).
 #include <algorithm>
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads_text, "thread counts, e.g. 2 or 1,2,4 (a scaling table)")->capture_default_str();
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_flag("--skip-golden", skip_golden, "do not compute the golden");
+  app.set_version_flag("--version", "pasa-bench-decode " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
   std::vector<int> thread_list;
   try {

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   std::string threads_text = "1,2";
   app.add_option("--threads", threads_text, "thread counts, e.g. 1,2,4 (a scaling table)")->capture_default_str();
+  app.set_version_flag("--version", "pasa-bench-every-op " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
   std::vector<int> thread_list;
   try {

@@ -3,7 +3,7 @@
 // - memcpy of the same array (rounding reads and writes as many bytes as memcpy);
 // - the usual bf16 RNE bit trick, a plain loop of our own compiled with the same flags (what CPFloat's and
 //   PyTorch's float -> bf16 conversions do): (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000, NaNs kept.
-// Goals: issue 2, fp16/bf16 >= 0.75x memcpy, fp8 >= 0.5x; issue 11, bf16 and tf32 >= the bit-trick rate.
+// Goals: fp16/bf16 >= 0.75x memcpy, fp8 >= 0.5x; bf16 and tf32 >= the bit-trick rate.
 // Values are spread over each format's whole range: random signs and significands, exponents uniform
 // from two binades below the smallest subnormal to two above the largest finite (so subnormals, underflow
 // to zero and overflow all occur).
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(pasa_apps::unsigned_integer(1, INT_MAX));
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  app.set_version_flag("--version", "pasa-bench-round " PASA_VERSION);  // the CMake project version, as pasa.__version__
   PASA_CLI_PARSE(app, argc, argv);
   try {
   // Size first: the input and output float32 arrays.

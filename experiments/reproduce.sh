@@ -44,5 +44,5 @@ children_cpu
 cpu=$(awk -v a="$cpu0" -v b="$child_cpu" 'BEGIN { printf "%.1f", b - a }')  # pasa-tables and gnuplot
 printf "reproduction took %.0f s on %s threads (%s cores; %.0f CPU-s; load %s)\n" "$wall" "$threads" "$(nproc)" "$cpu" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"
-# Issue 11's goal, from scratch (no finished sweep kept), without --full: at most 120 s on the 2-core machine.
+# The goal, from scratch (no finished sweep kept), without --full: at most 120 s on the 2-core machine.
 [ "$full" = 1 ] || printf "goal <= 120 s: %s\n" "$(awk -v w="$wall" 'BEGIN { print (w <= 120 ? "met" : "NOT met") }')"

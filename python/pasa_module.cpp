@@ -1,4 +1,4 @@
-// The Python module `pasa` (issue 10): the library for numpy users, through pybind11. Every function converts
+// The extension module pasa._pasa (python/pasa/ wraps it as the package pasa): the library for numpy users, through pybind11. Every function converts
 // its arguments (numpy arrays, dicts, names), calls the same library functions as the command-line programs
 // (apps/) and converts the result back; no numerics live here. Errors: the library's InputError (a bad name,
 // value, shape, JSON key) becomes ValueError with the library's message, as the programs print it after
@@ -264,13 +264,20 @@ py::array c_native(const py::array& a) {
 
 // An attention tensor argument: a C-contiguous, native-order numpy array of a dtype the library reads
 // (float16/32/64 values, uint8/uint16 bit patterns), read in place by tensor_from_array.
+const char* ml_dtypes_format(const std::string& dtype_name);
+
 struct TensorArg {
   py::array array;
   pasa::NpyDtype dtype;
   std::vector<std::size_t> shape;
   std::string where;
+  std::optional<std::string> implied_format;  // an ml_dtypes array: its bit patterns, of this format
 
   TensorArg(const py::handle& obj, std::string where_) : array(c_native(as_array(obj))), where(std::move(where_)) {
+    if (const char* ml = ml_dtypes_format(dtype_name(array))) {
+      implied_format = ml;
+      array = py::array(array.attr("view")(array.itemsize() == 1 ? "uint8" : "uint16"));
+    }
     const char kind = array.dtype().kind();
     const auto size = array.itemsize();
     if (kind == 'f' && size == 2) dtype = pasa::NpyDtype::f16;
@@ -280,7 +287,8 @@ struct TensorArg {
     else if (kind == 'u' && size == 2) dtype = pasa::NpyDtype::u16;
     else
       throw InputError(fmt::format("{}: dtype {} not accepted; accepted: float16, float32, float64, uint8 and uint16 "
-                                   "(bit patterns of the format given as format=)", where, dtype_name(array)));
+                                   "(bit patterns of the format given as format=), and ml_dtypes' bfloat16, "
+                                   "float8_e4m3fn and float8_e5m2", where, dtype_name(array)));
     for (py::ssize_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<std::size_t>(array.shape(i)));
   }
   // Without the GIL: the array is held by this object.
@@ -362,6 +370,18 @@ struct InputArrays {
   std::vector<std::uint8_t> keep;
   bool allow_nonfinite = false;
   std::size_t rank() const { return q.shape.size(); }
+  // Without format=, the format of ml_dtypes arrays among q, k, v (they must agree).
+  std::optional<std::string> implied_format() const {
+    std::optional<std::string> r;
+    for (const TensorArg* t : {&q, &k, &v}) {
+      if (!t->implied_format) continue;
+      if (r && *r != *t->implied_format)
+        throw InputError(fmt::format("{}: an array of {} among arrays of {}; give format=", t->where,
+                                     *t->implied_format, *r));
+      r = t->implied_format;
+    }
+    return r;
+  }
 
   InputArrays(const py::handle& q_, const py::handle& k_, const py::handle& v_, std::optional<std::string> format_,
               double scale_, bool causal_, const py::object& kv_len_, const py::object& mask)
@@ -380,7 +400,11 @@ struct InputArrays {
 
   pasa::AttentionInputs inputs() const {
     std::unique_ptr<pasa::Format> f;
+    const auto implied = implied_format();
     if (format) f = std::make_unique<pasa::Format>(named("format", *format, pasa::format_by_name));
+    else if (implied) f = std::make_unique<pasa::Format>(pasa::format_by_name(*implied));
+    if (implied && !(*f == pasa::format_by_name(*implied)))
+      throw InputError(fmt::format("format: {} given for ml_dtypes arrays of {}", f->name, *implied));
     pasa::AttentionInputs in;
     in.q = q.tensor(f.get());
     in.k = k.tensor(f.get());
@@ -420,10 +444,13 @@ pasa::Tensor tensor_from(const py::handle& o, const std::string& where) { return
 // ---------------------------------------------------------------------------------------------------------
 // Formats and rounding
 
-// Whether every value of f is a float32 (so that float32 arrays round into float32 ones).
-bool values_fit_float32(const pasa::Format& f) {
-  return f.p <= 24 && f.max_finite() <= FLT_MAX && f.min_subnormal() >= std::ldexp(1.0, -149);
+// Whether every value of `f` is a value of `into` (the same grid or a finer one, a range at least as wide,
+// infinities only where `into` has them): then storing f's values there is exact.
+bool values_fit(const pasa::Format& f, const pasa::Format& into) {
+  return f.p <= into.p && f.max_finite() <= into.max_finite() && f.min_subnormal() >= into.min_subnormal() &&
+         (!f.has_infinity() || into.has_infinity());
 }
+bool values_fit_float32(const pasa::Format& f) { return values_fit(f, pasa::format_by_name("fp32")); }
 
 py::dict format_dict(const pasa::Format& f) {
   const pasa::FormatTableRow r = pasa::format_table({f}).front();
@@ -442,124 +469,282 @@ py::dict format_dict(const pasa::Format& f) {
   return d;
 }
 
-py::object round_values(const py::object& x, const std::string& format, const std::string& mode,
-                        const std::string& overflow, bool flush_input, bool flush_output, const py::object& seed_arg,
-                        const py::object& out) {
-  const std::uint64_t seed = int_arg("seed", seed_arg);
-  // Numbers only: numpy would read None as nan and "1.5" as 1.5.
+// ---------------------------------------------------------------------------------------------------------
+// numpy's narrow dtypes. float16 is numpy's own; bfloat16 and the fp8 formats are ml_dtypes' (optional: where
+// it is not importable their values travel as bit patterns, uint16 / uint8). An ml_dtypes array is
+// recognised by its dtype name, so nothing here needs ml_dtypes to be installed.
+
+// The library format named like an ml_dtypes dtype, or nullptr.
+const char* ml_dtypes_format(const std::string& dtype_name) {
+  if (dtype_name == "bfloat16") return "bf16";
+  if (dtype_name == "float8_e4m3fn") return "fp8_e4m3fn";
+  if (dtype_name == "float8_e5m2") return "fp8_e5m2";
+  return nullptr;
+}
+
+std::optional<py::module_> ml_dtypes() {
+  try {
+    return py::module_::import("ml_dtypes");
+  } catch (const py::error_already_set&) {
+    return std::nullopt;
+  }
+}
+
+// The unsigned dtype `bytes` wide.
+py::dtype uint_dtype(py::ssize_t bytes) {
+  return py::dtype(bytes == 1 ? "uint8" : bytes == 2 ? "uint16" : bytes == 4 ? "uint32" : "uint64");
+}
+py::ssize_t storage_bytes(const pasa::Format& f) {
+  const int bits = f.storage_bits();
+  return bits <= 8 ? 1 : bits <= 16 ? 2 : bits <= 32 ? 4 : 8;
+}
+
+// What a dtype= argument asks for: values in a float dtype (`format`: the format its elements have), or
+// storage bit patterns (`bits`; ml_dtypes arrays are bit patterns with their own dtype).
+struct OutputDtype {
+  py::dtype dtype;
+  pasa::Format format;
+  bool bits = false;  // written by encode_span (else by round_span: float32/float64)
+};
+
+// dtype=: a numpy dtype, type or name (float16, float32, float64, uint8...uint64), or an ml_dtypes type or
+// name (bfloat16, float8_e4m3fn, float8_e5m2; without ml_dtypes their names give uint16 / uint8 patterns).
+// Unsigned dtypes hold the patterns of `f` itself.
+OutputDtype output_dtype(const py::object& dtype, const pasa::Format& f) {
+  std::string name;
+  py::dtype dt;
+  if (py::isinstance<py::str>(dtype) && ml_dtypes_format(dtype.cast<std::string>())) {
+    name = dtype.cast<std::string>();
+    if (const auto ml = ml_dtypes()) dt = py::dtype::from_args(ml->attr(name.c_str()));
+    else return {uint_dtype(name == "bfloat16" ? 2 : 1), pasa::format_by_name(ml_dtypes_format(name)), true};
+  } else {
+    try {
+      dt = py::dtype::from_args(dtype);
+    } catch (const py::error_already_set&) {
+      throw InputError(fmt::format("dtype: {} is not a dtype", py::repr(dtype).cast<std::string>()));
+    }
+    name = text(dt.attr("name"));
+  }
+  const char kind = dt.kind();
+  if (const char* ml = ml_dtypes_format(name)) return {dt, pasa::format_by_name(ml), true};
+  if (kind == 'f' && dt.itemsize() == 2) return {dt, pasa::format_by_name("fp16"), true};
+  if (kind == 'f' && dt.itemsize() == 4) return {dt, pasa::format_by_name("fp32"), false};
+  if (kind == 'f' && dt.itemsize() == 8) return {dt, pasa::format_by_name("fp64"), false};
+  if (kind == 'u') {
+    if (dt.itemsize() != storage_bytes(f))
+      throw InputError(fmt::format("dtype: {} cannot hold the {}-bit patterns of format {}; give {}", name,
+                                   f.storage_bits(), f.name, text(uint_dtype(storage_bytes(f)).attr("name"))));
+    return {dt, f, true};
+  }
+  throw InputError(fmt::format("dtype: {} not accepted; give float16, float32, float64, bfloat16, float8_e4m3fn, "
+                               "float8_e5m2 (ml_dtypes) or an unsigned integer dtype for bit patterns", name));
+}
+
+// x as a float32 or float64 array: float16 and ml_dtypes arrays widen to float32 (exactly), Python numbers
+// and lists are read as float64; arrays of those dtypes are returned as they are.
+py::array float_values(const py::object& x, const char* arg) {
   if (!py::isinstance<py::array>(x)) {
+    // Numbers only: numpy would read None as nan and "1.5" as 1.5.
     const py::array probe = numpy().attr("asarray")(x);
     const char k = probe.dtype().kind();
     if (py::isinstance<py::bool_>(x) || (k != 'f' && k != 'i' && k != 'u'))
-      throw py::type_error(fmt::format("x: expected a number, a sequence of numbers or a float array, got {}",
+      throw py::type_error(fmt::format("{}: expected a number, a sequence of numbers or a float array, got {}", arg,
                                        type_name(x)));
+    return numpy().attr("asarray")(x, py::arg("dtype") = "float64");
   }
-  const pasa::Format f = named("format", format, pasa::format_by_name);
-  const pasa::RoundOptions opt{named("mode", mode, pasa::round_mode_by_name),
-                               named("overflow", overflow, pasa::overflow_by_name), flush_input,
-                               flush_output};
-  const bool scalar = !py::isinstance<py::array>(x) && out.is_none() &&
-                      (py::isinstance<py::float_>(x) || py::isinstance<py::int_>(x));
-  py::array a = py::isinstance<py::array>(x) ? py::reinterpret_borrow<py::array>(x)
-                                             : py::array(numpy().attr("asarray")(x, py::arg("dtype") = "float64"));
+  const auto a = py::reinterpret_borrow<py::array>(x);
   const char kind = a.dtype().kind();
-  if (kind != 'f' || (a.itemsize() != 4 && a.itemsize() != 8))
-    throw InputError(fmt::format("x: dtype {} not accepted; give float32 or float64 values", dtype_name(a)));
-  const bool in_f32 = a.itemsize() == 4;
-  const bool out_f32 = in_f32 && values_fit_float32(f);
-  const py::dtype out_dtype(out_f32 ? "float32" : "float64");
-  py::array r;
-  if (out.is_none()) {
-    r = numpy().attr("empty")(a.attr("shape"), py::arg("dtype") = out_dtype);
-  } else {
-    const auto bad_out = [&] {
-      return InputError(fmt::format("out: expected a writeable C-contiguous {} array of shape {}",
-                                    text(out_dtype), text(a.attr("shape"))));
-    };
-    if (!py::isinstance<py::array>(out)) throw bad_out();
-    r = py::reinterpret_borrow<py::array>(out);
-    if (!r.dtype().equal(out_dtype) || !(r.flags() & py::array::c_style) || !r.writeable() ||
-        !py::tuple(r.attr("shape")).equal(py::tuple(a.attr("shape"))))
-      throw bad_out();
+  if (kind == 'f' && (a.itemsize() == 4 || a.itemsize() == 8)) return a;
+  if ((kind == 'f' && a.itemsize() == 2) || ml_dtypes_format(dtype_name(a))) {
+    py::object quiet = numpy().attr("errstate")(py::arg("invalid") = "ignore");  // widening signalling NaNs
+    quiet.attr("__enter__")();
+    py::array w = a.attr("astype")("float32");
+    quiet.attr("__exit__")(py::none(), py::none(), py::none());
+    return w;
   }
-  // Contiguous input of the output's dtype is read in place; anything else (strided, other byte order,
-  // float32 into float64) is first copied into the output, exactly, and rounded there (out may alias in).
-  const bool direct = (a.flags() & py::array::c_style) && a.dtype().equal(out_dtype) &&
+  throw InputError(fmt::format("{}: dtype {} not accepted; give float16, float32, float64, bfloat16, float8_e4m3fn or "
+                               "float8_e5m2 values", arg, dtype_name(a)));
+}
+
+bool contiguous(const py::array& a) {
+  return (a.flags() & (py::array::c_style | py::array::f_style)) != 0;
+}
+bool same_layout(const py::array& a, const py::array& b) {
+  if (a.ndim() != b.ndim()) return false;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i)
+    if (a.shape(i) > 1 && a.strides(i) / a.itemsize() != b.strides(i) / b.itemsize()) return false;
+  return true;
+}
+
+// An out= array: writeable, of this dtype and shape (any memory order).
+py::array checked_out(const py::object& out, const py::dtype& dtype, const py::array& like) {
+  const auto bad_out = [&] {
+    return InputError(fmt::format("out: expected a writeable {} array of shape {}", text(dtype), text(like.attr("shape"))));
+  };
+  if (!py::isinstance<py::array>(out)) throw bad_out();
+  const auto r = py::reinterpret_borrow<py::array>(out);
+  if (!r.dtype().equal(dtype) || !r.writeable() || !py::tuple(r.attr("shape")).equal(py::tuple(like.attr("shape"))))
+    throw bad_out();
+  return r;
+}
+
+// Rounds the float values a into r (float32 or float64, a's shape, r's values of f must fit r's dtype).
+// Elementwise modes run over the memory of contiguous arrays in place, whatever their order; stochastic
+// rounding draws one number per element in C order, as pasa-round does, so it goes through a C-ordered
+// buffer when r is not C-contiguous. Input of another dtype, layout or byte order is first copied into the
+// buffer, exactly (widening float32 to float64, or a view that aliases r).
+void round_into(const py::array& a, py::array& r, const pasa::Format& f, const pasa::RoundOptions& opt,
+                std::uint64_t seed) {
+  const bool sr = opt.mode == pasa::RoundMode::stochastic;
+  const bool r_flat = contiguous(r) && (!sr || (r.flags() & py::array::c_style));
+  py::array w = r_flat ? r : py::array(numpy().attr("empty")(a.attr("shape"), py::arg("dtype") = r.dtype()));
+  const bool direct = contiguous(a) && same_layout(a, w) && a.dtype().equal(w.dtype()) &&
                       a.dtype().attr("isnative").cast<bool>() &&
-                      !(a.data() != r.data() && numpy().attr("may_share_memory")(a, r).cast<bool>());
+                      !(a.data() != w.data() && numpy().attr("may_share_memory")(a, w).cast<bool>());
   if (!direct) {  // (widening a float32 signalling NaN raises numpy's "invalid" warning: not the user's concern)
     py::object quiet = numpy().attr("errstate")(py::arg("invalid") = "ignore");
     quiet.attr("__enter__")();
     try {
-      numpy().attr("copyto")(r, a, py::arg("casting") = "safe");
+      numpy().attr("copyto")(w, a, py::arg("casting") = "safe");
     } catch (...) {
       quiet.attr("__exit__")(py::none(), py::none(), py::none());
       throw;
     }
     quiet.attr("__exit__")(py::none(), py::none(), py::none());
   }
-  const void* src = direct ? a.data() : r.data();
-  void* dst = r.mutable_data();
+  const void* src = direct ? a.data() : w.data();
+  void* dst = w.mutable_data();
   const auto n = static_cast<std::size_t>(a.size());
+  const bool f32 = w.itemsize() == 4;
   {
     py::gil_scoped_release nogil;
     pasa::RandomBits rng(seed);
-    if (out_f32)
+    if (f32)
       pasa::round_span(std::span<const float>(static_cast<const float*>(src), n),
                        std::span<float>(static_cast<float*>(dst), n), f, opt, &rng);
     else
       pasa::round_span(std::span<const double>(static_cast<const double*>(src), n),
                        std::span<double>(static_cast<double*>(dst), n), f, opt, &rng);
   }
+  if (!w.is(r)) numpy().attr("copyto")(r, w);
+}
+
+// The storage patterns of the float values v (contiguous, native) into r (contiguous, v's layout, 1 to 8
+// bytes an element), by encode_span: a value that is not one of `f` raises ValueError naming the element
+// (its index in C order) and what is wrong with it.
+void encode_into(const py::array& v, py::array& r, const pasa::Format& f, const char* arg) {
+  const auto n = static_cast<std::size_t>(v.size());
+  const void* in = v.data();
+  void* out = r.mutable_data();
+  const bool f32 = v.itemsize() == 4;
+  std::size_t bad;
+  {
+    py::gil_scoped_release nogil;
+    const auto run = [&]<class Out>(Out*) {
+      const auto o = std::span<Out>(static_cast<Out*>(out), n);
+      return f32 ? pasa::encode_span(std::span<const float>(static_cast<const float*>(in), n), o, f)
+                 : pasa::encode_span(std::span<const double>(static_cast<const double*>(in), n), o, f);
+    };
+    switch (r.itemsize()) {
+      case 1: bad = run(static_cast<std::uint8_t*>(nullptr)); break;
+      case 2: bad = run(static_cast<std::uint16_t*>(nullptr)); break;
+      case 4: bad = run(static_cast<std::uint32_t*>(nullptr)); break;
+      default: bad = run(static_cast<std::uint64_t*>(nullptr)); break;
+    }
+  }
+  if (bad == n) return;
+  const double x = f32 ? static_cast<const float*>(in)[bad] : static_cast<const double*>(in)[bad];
+  std::size_t c_index = bad;  // the element's index in C order (the memory may be in Fortran order)
+  if (!(v.flags() & py::array::c_style)) {
+    const py::tuple idx = numpy().attr("unravel_index")(bad, v.attr("shape"), py::arg("order") = "F");
+    c_index = numpy().attr("ravel_multi_index")(idx, v.attr("shape")).cast<std::size_t>();
+  }
+  try {
+    (void)pasa::encode(x, f);
+  } catch (const std::domain_error& e) {
+    throw InputError(fmt::format("{}: element {}: {}", arg, c_index, e.what()));
+  }
+  throw std::logic_error("encode_span and encode disagree");
+}
+
+// A new array of a's shape and memory order (numpy's order="K", as ufuncs keep it).
+py::array empty_like(const py::array& a, const py::dtype& dtype) {
+  return numpy().attr("empty_like")(a, py::arg("dtype") = dtype);
+}
+
+py::object round_values(const py::object& x, const std::string& format, const std::string& mode,
+                        const std::string& overflow, bool flush_input, bool flush_output, const py::object& seed_arg,
+                        const py::object& dtype, const py::object& out) {
+  const std::uint64_t seed = int_arg("seed", seed_arg);
+  const pasa::Format f = named("format", format, pasa::format_by_name);
+  const pasa::RoundOptions opt{named("mode", mode, pasa::round_mode_by_name),
+                               named("overflow", overflow, pasa::overflow_by_name), flush_input,
+                               flush_output};
+  const bool scalar = !py::isinstance<py::array>(x) && out.is_none() && dtype.is_none() &&
+                      (py::isinstance<py::float_>(x) || py::isinstance<py::int_>(x));
+  const py::array a = float_values(x, "x");
+  OutputDtype target{py::dtype(a.itemsize() == 4 && values_fit_float32(f) ? "float32" : "float64"),
+                     pasa::format_by_name(a.itemsize() == 4 && values_fit_float32(f) ? "fp32" : "fp64")};
+  if (!dtype.is_none()) {
+    target = output_dtype(dtype, f);
+    if (!values_fit(f, target.format))
+      throw InputError(fmt::format("dtype: {} cannot hold every value of format {}", text(target.dtype.attr("name")),
+                                   f.name));
+  }
+  py::array r = out.is_none() ? empty_like(a, target.dtype) : checked_out(out, target.dtype, a);
+  // The floats rounded into: r itself, or (narrower than x, or bit patterns) floats of x's width laid out as r.
+  const py::dtype work(a.itemsize() == 4 && values_fit_float32(f) ? "float32" : "float64");
+  if (!target.bits && r.itemsize() >= a.itemsize()) {
+    round_into(a, r, f, opt, seed);
+  } else if (!target.bits) {  // float64 x into float32 values: exact, they fit
+    py::array w = empty_like(r, work);
+    round_into(a, w, f, opt, seed);
+    numpy().attr("copyto")(r, w, py::arg("casting") = "same_kind");
+  } else {  // round into floats laid out as r, then store their patterns in r
+    py::array w = contiguous(r) ? empty_like(r, work)
+                                : py::array(numpy().attr("empty")(a.attr("shape"), py::arg("dtype") = work));
+    round_into(a, w, f, opt, seed);
+    if (contiguous(r)) {
+      encode_into(w, r, target.format, "x");
+    } else {
+      py::array bits = numpy().attr("empty")(a.attr("shape"), py::arg("dtype") = target.dtype);
+      encode_into(w, bits, target.format, "x");
+      numpy().attr("copyto")(r, bits);
+    }
+  }
   if (scalar) return py::float_(*static_cast<const double*>(r.data()));
   return r;
 }
 
-}  // namespace
-
-namespace {
-
-py::array encode_values(const py::object& x, const std::string& format) {
+py::array encode_values(const py::object& x, const std::string& format, const py::object& dtype) {
   const pasa::Format f = named("format", format, pasa::format_by_name);
-  const py::array a = py::isinstance<py::array>(x) ? py::reinterpret_borrow<py::array>(x)
-                                                   : py::array(numpy().attr("asarray")(x, py::arg("dtype") = "float64"));
-  if (a.dtype().kind() != 'f')
-    throw InputError(fmt::format("x: dtype {} not accepted; give float16, float32 or float64 values", dtype_name(a)));
-  // float16/32 widen to float64 exactly.
-  const py::array_t<double, py::array::c_style | py::array::forcecast> v(a);
-  const int bits = f.storage_bits();
-  const char* dt = bits <= 8 ? "uint8" : bits <= 16 ? "uint16" : bits <= 32 ? "uint32" : "uint64";
-  py::array r = numpy().attr("empty")(a.attr("shape"), py::arg("dtype") = dt);
-  const double* in = v.data();
-  void* out = r.mutable_data();
-  const auto n = static_cast<std::size_t>(a.size());
-  const auto width = r.itemsize();
-  {
-    py::gil_scoped_release nogil;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint64_t b;
-      try {
-        b = pasa::encode(in[i], f);
-      } catch (const std::domain_error& e) {
-        throw InputError(fmt::format("x: element {}: {}", i, e.what()));
-      }
-      if (width == 1) static_cast<std::uint8_t*>(out)[i] = static_cast<std::uint8_t>(b);
-      else if (width == 2) static_cast<std::uint16_t*>(out)[i] = static_cast<std::uint16_t>(b);
-      else if (width == 4) static_cast<std::uint32_t*>(out)[i] = static_cast<std::uint32_t>(b);
-      else static_cast<std::uint64_t*>(out)[i] = b;
-    }
+  OutputDtype target{uint_dtype(storage_bytes(f)), f, true};
+  if (!dtype.is_none()) {
+    target = output_dtype(dtype, f);
+    if (!target.bits || !(target.format == f))
+      throw InputError(fmt::format("dtype: {} does not hold the bit patterns of format {}; give {}{}",
+                                   text(target.dtype.attr("name")), f.name, text(uint_dtype(storage_bytes(f)).attr("name")),
+                                   f.name == "fp16" ? " or float16" : ""));
   }
+  py::array v = float_values(x, "x");
+  if (!contiguous(v) || !v.dtype().attr("isnative").cast<bool>())
+    v = numpy().attr("ascontiguousarray")(v, py::arg("dtype") = v.dtype().attr("newbyteorder")("="));
+  py::array r = empty_like(v, target.dtype);
+  encode_into(v, r, f, "x");
   return r;
 }
 
 py::array_t<double> decode_bits(const py::object& bits, const std::string& format) {
   const pasa::Format f = named("format", format, pasa::format_by_name);
-  const py::array a = py::isinstance<py::array>(bits)
-                          ? py::reinterpret_borrow<py::array>(bits)
-                          : py::array(numpy().attr("asarray")(bits, py::arg("dtype") = "uint64"));
+  py::array a = py::isinstance<py::array>(bits)
+                    ? py::reinterpret_borrow<py::array>(bits)
+                    : py::array(numpy().attr("asarray")(bits, py::arg("dtype") = "uint64"));
+  // float16 and ml_dtypes arrays are their bit patterns
+  if ((a.dtype().kind() == 'f' && a.itemsize() == 2) || ml_dtypes_format(dtype_name(a)))
+    a = a.attr("view")(uint_dtype(a.itemsize()));
   if (a.dtype().kind() != 'u')
     throw InputError(fmt::format("bits: dtype {} not accepted; give unsigned integers (uint8, uint16, ...) holding "
-                                 "bit patterns", dtype_name(a)));
+                                 "bit patterns, or float16 / ml_dtypes arrays", dtype_name(a)));
   const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast> v(a);
   py::array_t<double> r(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
   const std::uint64_t* in = v.data();
@@ -577,6 +762,7 @@ py::array_t<double> decode_bits(const py::object& bits, const std::string& forma
   }
   return r;
 }
+
 
 // The algorithm as pasa-attn (and pasa-attribute) build it: from `spec` (an AlgorithmSpec dict or JSON text,
 // like --algo-json) or from the separate arguments (like --algorithm, --alloc, --s1, --s2, --beta).
@@ -674,6 +860,15 @@ py::dict score_stats(const py::object& q, const py::object& k, const py::object&
   return numbers_as_floats(pasa::to_json(st));
 }
 
+// The metrics as pasa-attn --json writes them, with "rel_rmse" first: Eq. 19 is a relative RMSE (the error's
+// norm over the golden's), which "rmse", the programs' key, keeps as an alias for existing scripts.
+py::dict metrics_dict(const pasa::Metrics& m) {
+  py::dict d;
+  d["rel_rmse"] = m.rmse;
+  for (const auto& [k, v] : numbers_as_floats(pasa::to_json(m))) d[k] = v;
+  return d;
+}
+
 py::dict metrics(const py::object& out, const py::object& golden, const py::object& baseline) {
   const py::object g = py::isinstance<py::dict>(golden) ? py::object(golden["out"]) : golden;
   const pasa::Tensor o = tensor_from(out, "out"), gt = tensor_from(g, "golden");
@@ -684,7 +879,7 @@ py::dict metrics(const py::object& out, const py::object& golden, const py::obje
     py::gil_scoped_release nogil;
     m = b ? pasa::compare_outputs(o, gt, *b) : pasa::compare_outputs(o, gt);
   }
-  return numbers_as_floats(pasa::to_json(m));
+  return metrics_dict(m);
 }
 
 py::dict generate(const py::object& problem, const py::object& threads) {
@@ -846,7 +1041,7 @@ py::dict sweep(const py::object& config, const py::object& out_dir, const py::ob
 
 }  // namespace
 
-PYBIND11_MODULE(pasa, m) {
+PYBIND11_MODULE(_pasa, m) {
   m.doc() = R"doc(pasa: numerical analysis of low-precision attention, from Python.
 
 The C++ library underneath the pasa-* programs, for numpy arrays: rounding to low-precision formats, the
@@ -897,39 +1092,51 @@ One format by name, built-in ("fp16", "bf16", "fp8_e4m3fn", ...) or custom ("p=8
 "p=5,emax=15,subnormals=0"), with the keys of formats(). Unknown names raise ValueError listing the known ones.)doc");
 
   m.def("round", &round_values, arg("x"), arg("format"), py::kw_only(), arg("mode") = "rne", arg("overflow") = "ieee",
-        arg("flush_input") = false, arg("flush_output") = false, arg("seed") = 0, arg("out") = py::none(),
-        R"doc(round(x, format, *, mode="rne", overflow="ieee", flush_input=False, flush_output=False, seed=0, out=None)
+        arg("flush_input") = false, arg("flush_output") = false, arg("seed") = 0, arg("dtype") = py::none(),
+        arg("out") = py::none(),
+        R"doc(round(x, format, *, mode="rne", overflow="ieee", flush_input=False, flush_output=False, seed=0, dtype=None, out=None)
 
 Round every element of x to `format` once (from its exact value), as pasa-round does.
 
-x: a float32 or float64 numpy array of any shape (strided views too), or a Python number or list (read as
-   float64). Contiguous input is read in place; other input is copied into the result first.
-format: a format name (see formats()) or a custom "p=<bits>,emax=<e>[,subnormals=0]".
+x: a numpy array of any shape, order and strides: float16, float32 or float64, or ml_dtypes' bfloat16,
+   float8_e4m3fn, float8_e5m2; or a Python number or list (read as float64). Contiguous input is read in
+   place; other input is copied into the result first.
+format: a format name (see formats(); numpy's and ml_dtypes' names too: "float16", "bfloat16",
+   "float8_e4m3fn", ...), a custom "p=<bits>,emax=<e>[,subnormals=0]", or a numpy / ml_dtypes dtype.
 mode: "rne" (nearest, ties to even), "rz", "ru", "rd", "ro" (to odd), "sr" (stochastic).
 overflow: "ieee" (inf, or NaN for fp8_e4m3fn) or "saturate" (clamp to the largest finite value).
 flush_input / flush_output: DAZ / FTZ (subnormal inputs / results become zero).
 seed: the random stream of stochastic rounding: one draw per element, in C order, so a given seed gives
    the same bits as pasa-round --seed on the same values.
-out: an optional C-contiguous array of the result's dtype and shape to write into (saves the allocation).
+dtype: the result's dtype. None: float32 for float32, float16 and ml_dtypes x when every value of the
+   format is a float32 (fp16, bf16, fp8, tf32, fp32, ...), else float64. numpy.float16, float32, float64:
+   those (every value of the format must be one of the dtype's, else ValueError). ml_dtypes.bfloat16,
+   float8_e4m3fn, float8_e5m2 or their names: ml_dtypes arrays, or where ml_dtypes is not installed the
+   names give the bit patterns as uint16 / uint8. An unsigned dtype: the format's storage bit patterns
+   (as encode()).
+out: an optional writeable array of the result's dtype and shape to write into (saves the allocation).
 
-Returns an array of x's shape holding values of the format: float32 for float32 x when every value of the
-format is a float32 (fp16, bf16, fp8, tf32, fp32, ...), else float64; a float for a Python number.
-fp16 results convert to numpy.float16 exactly (result.astype(numpy.float16)).)doc");
+Returns an array of x's shape and memory order (C or Fortran, as numpy's ufuncs keep it) holding values of
+the format; a float for a Python number. NaN stays NaN of the same sign, quiet.)doc");
 
-  m.def("encode", &encode_values, arg("x"), arg("format"),
-        R"doc(encode(x, format) -> numpy array of unsigned integers
+  m.def("encode", &encode_values, arg("x"), arg("format"), arg("dtype") = py::none(),
+        R"doc(encode(x, format, dtype=None) -> numpy array of bit patterns
 
 The storage bit patterns of values of `format` (round them first: other values raise ValueError naming the
-element). The dtype holds the format's storage bits: uint8 for fp8, uint16 for fp16/bf16, uint32 for
-fp32/tf32, uint64 for fp64. NaN encodes as the canonical quiet NaN. For fp16, encode(x, "fp16") equals
-x.astype(numpy.float16).view(numpy.uint16) for every non-NaN fp16 value.)doc");
+element), x as round() takes it. dtype=None: unsigned integers as wide as the format's storage: uint8 for
+fp8, uint16 for fp16/bf16, uint32 for fp32/tf32, uint64 for fp64. dtype=numpy.float16 (fp16) or
+ml_dtypes.bfloat16 / float8_e4m3fn / float8_e5m2 (or their names): the same patterns as that narrow float
+array (names without ml_dtypes: uint16 / uint8). NaN encodes as the canonical quiet NaN with its sign. For
+fp16, encode(x, "fp16") equals x.astype(numpy.float16).view(numpy.uint16) for every fp16 value and
+encode(x, "fp16", dtype=numpy.float16) equals x.astype(numpy.float16).)doc");
 
   m.def("decode", &decode_bits, arg("bits"), arg("format"),
         R"doc(decode(bits, format) -> float64 numpy array
 
-The values of storage bit patterns of `format` (unsigned integer array, any shape; or Python ints).
-A pattern wider than the format, or one the format does not have, raises ValueError naming the element.
-For fp16, decode(b, "fp16") equals b.view(numpy.float16).astype(numpy.float64).)doc");
+The values of storage bit patterns of `format` (unsigned integer array, any shape; a float16 or ml_dtypes
+array stands for its patterns; or Python ints). A pattern wider than the format, or one the format does not
+have, raises ValueError naming the element. For fp16, decode(b, "fp16") equals
+b.view(numpy.float16).astype(numpy.float64).)doc");
 
   m.def("algorithms", &pasa::algorithm_names, "algorithms() -> list of str\n\nThe registered attention algorithms.");
   m.def("presets", &pasa::allocation_preset_names,
@@ -957,7 +1164,8 @@ Run one blocked attention algorithm under a precision allocation, as pasa-attn d
 q: (Sq, D), (Nq, Sq, D) or (B, Nq, Sq, D); k, v: the same rank with Nkv heads (Nq a multiple: GQA) and Skv
    keys. float16/float32/float64 arrays hold values (their dtype is their format unless format= is given,
    then they are rounded to it, nearest even); uint8/uint16 arrays hold bit patterns of format= (bf16, fp8).
-algorithm: one of algorithms() (safe_softmax, online_softmax, fa1, fa2, pasa, smooth_k).
+algorithm: one of algorithms(): safe_softmax, online_softmax, fa1, fa2, pasa, smooth_k (SageAttention's smoothed K),
+   fdpp (FlashDecoding++'s asynchronised softmax, spec={"name": "fdpp", "fdpp": {"phi", "a", "b"}}).
 alloc: a preset name (presets()), the JSON text of an allocation, or a dict (see allocation()).
 beta, s1, s2, seed: PASA's shift coefficient, the query and key/value block sizes, the stochastic
    rounding stream.
@@ -1012,9 +1220,10 @@ largest finite value or round to inf/NaN in it (FA-FP16/FP32's overflow), as pas
         R"doc(metrics(out, golden, baseline=None) -> dict
 
 Accuracy of an attention output against the golden (golden: the array, or the dict golden() returns):
-rmse (PASA Eq. 19), rmse_finite, NaN/inf counts and percentages, rows with NaN/inf, max_abs_err, max_rel_err,
+rel_rmse (PASA Eq. 19: ||out - golden||_2 / ||golden||_2; "rmse" is the same number under the key
+pasa-attn --json uses, kept as an alias), rmse_finite, NaN/inf counts and percentages, rows with NaN/inf, max_abs_err, max_rel_err,
 cosine, and with baseline= (uniform_baseline()) rmse_uniform_baseline, rmse_centred and skill (else NaN).
-The keys and values of pasa-attn --json's "metrics"; NaN and infinities as floats.)doc");
+The keys and values of pasa-attn --json's "metrics" (and rel_rmse); NaN and infinities as floats.)doc");
 
   m.def("generate", &generate, arg("problem"), py::kw_only(), arg("threads") = py::none(),
         R"doc(generate(problem, *, threads=None) -> dict

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench.py: the Python module's speed against the C++ programs, in the same run (issue 10's goals).
+"""bench.py: the Python module's speed against the C++ programs, in the same run (the goals of docs/python.md).
 
   round      pasa.round on a 64M-element float32 array (RNE to fp16, bf16, fp8_e4m3fn, fp8_e5m2; values over each
              format's whole range) against pasa-bench-round's 1-thread round_span rate on the same kind of array,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One row of the PASA paper's Table 4 and one error attribution, from Python (issue 10).
+"""One row of the PASA paper's Table 4 and one error attribution, from Python.
 
 Table 4, row 3: uniform inputs (Eq. 17), x0 = 20, Am = 20, the paper's shape (1, 16, 1280, 128), seeds 1-3:
 the NaN % of FA-FP16/FP32's output (paper: 8.14 %), and PASA-FP16 and FA-FP32 (paper: 0 %). Then which

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch_compare.py: the GPU's attention against the emulator's, on the same torch tensors (issue 10).
+"""torch_compare.py: the GPU's attention against the emulator's, on the same torch tensors.
 
 What it does
   For each seed, draws Q, K, V with torch on the GPU (uniform, PASA Eq. 17: U(x0 - Am, x0 + Am), or hybrid,

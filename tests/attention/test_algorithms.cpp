@@ -322,7 +322,7 @@ TEST_CASE("GEMM models round each step once, every mode, against MPFR", "[algori
         }
 }
 
-TEST_CASE("GEMM: the double-rounding cases of issue 14", "[algorithms][gemm]") {
+TEST_CASE("GEMM: the double-rounding cases", "[algorithms][gemm]") {
   // Each value by hand and by MPFR's single rounding of the exact result (gemm_reference).
   const Format fp16 = format_by_name("fp16"), fp32 = format_by_name("fp32"), bf16 = format_by_name("bf16");
   auto check = [](const GemmSpec& g, std::vector<double> A, std::vector<double> B, double by_hand) {

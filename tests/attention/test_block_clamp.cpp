@@ -1,4 +1,4 @@
-// Block sizes larger than the sequence (issue 15): run_attention clamps s1 to Sq and s2 to Skv, which must
+// Block sizes larger than the sequence: run_attention clamps s1 to Sq and s2 to Skv, which must
 // change no bit of any algorithm's output (the engines already cut every block at the sequence's end), and
 // attention_bytes must not grow with the unclamped sizes.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// The engine (run_attention) against the independent reference emulator (tests/reference/, issue 14 item 2):
+// The engine (run_attention) against the independent reference emulator (tests/reference/):
 // the same output bits and lse on small random cases with tails (Sq, Skv not multiples of s1, s2), GQA,
 // causal and kv_len masks and a hidden row, two batches; for every preset and algorithm, every stage given
 // another format in turn, every deterministic rounding mode (rne, rz, ru, rd, ro) on every stage, every GEMM
@@ -6,8 +6,8 @@
 // random stream in the engine's order, which the reference (a plain re-statement) does not reproduce.
 //
 // Known engine defects would be listed by known_defect() below and checked with CHECK_NOFAIL (reported, not
-// failing); since issue 14 item 1 (one rounding of the exact result in every mode, a correctly rounded exp
-// for stages wider than fp32) there are none. Set PASA_REFEMU_REPORT=1 to print every
+// failing); with one rounding of the exact result in every mode and a correctly rounded exp for stages wider
+// than fp32 there are none. Set PASA_REFEMU_REPORT=1 to print every
 // configuration's result.
 #include <catch2/catch.hpp>
 
@@ -605,7 +605,7 @@ TEST_CASE("reference emulator: the fused path's roundings to odd at 24 bits", "[
   CHECK(run.float_tiles);
 }
 
-TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (issue 14's RZ example)", "[reference]") {
+TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (an RZ example)", "[reference]") {
   // fp16 operands 256·256 + 2^-24·(−2^-24) into an fp32 round-toward-zero accumulator: the exact sum is
   // 65536 − 2^-48, whose RZ rounding to fp32 is 65536 − 2^-8 = 65535.99609375 (by hand).
   const double a[] = {256.0, std::ldexp(1.0, -24)}, b[] = {256.0, -std::ldexp(1.0, -24)};

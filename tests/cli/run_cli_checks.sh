@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Command-line hardening checks (issue 15): every program, given a hostile but realistic argument or file,
+# Command-line hardening checks: every program, given a hostile but realistic argument or file,
 # ends promptly with exit status 2 and a message naming the mistake (never a hang, a crash, exit 3
 # "internal error", or a partial output), or does what was asked. Each check is one line below; a failure
 # prints the check, the status and the program's output, and the script exits 1 after running them all.

@@ -273,7 +273,7 @@ TEST_CASE("naive double softmax loses digits where the golden does not", "[golde
           std::ldexp(r.scale_abs[e], -g.guaranteed_bits) + half_ulp(g.o.data[e]) + 0x1p-104 * std::abs(r.o[e]));
 }
 
-// ---- the fast path's exact scores (issue 11): a plain fp64 dot product where every partial sum is provably
+// ---- the fast path's exact scores: a plain fp64 dot product where every partial sum is provably
 // a double, Dot2 elsewhere; rows in groups across the heads of a KV head ----
 
 // Inputs whose elements span a wide exponent range: fp16 values of [-1, 1] times 2^e, e uniform in

@@ -1,4 +1,4 @@
-// The golden's claim tested (issue 14 item 3, the part mutation testing needs): before its final rounding to
+// The golden's claim tested (the part mutation testing needs): before its final rounding to
 // double every output satisfies |O − O_exact| <= 2^-guaranteed_bits · Σp|v|/Σp, so after it
 // |O − O_exact| <= 2^-guaranteed_bits · Σp|v|/Σp + ulp(O)/2. Checked against an independent 256-bit MPFR
 // evaluation (weights e^{s − lse}, no max shift) on cases chosen to stress the bound: large bias (scores
@@ -168,7 +168,7 @@ TEST_CASE("golden's guaranteed bits hold against 256-bit MPFR on stress cases", 
 }
 
 TEST_CASE("golden's guaranteed bits with a negative scale", "[golden]") {
-  // Issue 14: the fast path's bound once dropped the Dot2 error term when the scale was negative (no fabs
+  // A regression: the fast path's bound once dropped the Dot2 error term when the scale was negative (no fabs
   // on scale_dd.hi): the same inputs must give the same guaranteed bits at scale ±0.01, and hold.
   int bits_pos = 0, bits_neg = 0;
   AttentionInputs in = cancelling(74, 30.0);

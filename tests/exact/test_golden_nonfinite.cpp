@@ -1,4 +1,4 @@
-// The golden of inputs holding NaN/inf (allow_nonfinite, issue 15), against its definition (golden.hpp,
+// The golden of inputs holding NaN/inf (allow_nonfinite), against its definition (golden.hpp,
 // golden_nonfinite.cpp): each case's expected value comes from an independent route (the ordinary golden
 // of an equivalent finite problem, or the IEEE rule by hand), and the metrics of such outputs; and a
 // golden exactly zero (kv_len 0) reported as exact.

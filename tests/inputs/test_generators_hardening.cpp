@@ -1,4 +1,4 @@
-// Generators on degenerate parameters (issue 15): an interval that is empty in double must not hang Boost's
+// Generators on degenerate parameters: an interval that is empty in double must not hang Boost's
 // uniform distribution, and values beyond double's range are refused before anything is drawn.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Hardening of the readers of user input (issue 15): JSON text (duplicate keys, nesting depth, numbers
+// Hardening of the readers of user input: JSON text (duplicate keys, nesting depth, numbers
 // beyond double), .npy headers, number lists, problem and algorithm JSON. Every case is a mistake a user
 // made or could make, and the test checks that it is refused with a message naming the place and value.
 #include <catch2/catch.hpp>

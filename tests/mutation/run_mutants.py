@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mutation testing of src/pasa (issue 14 item 4).
+"""Mutation testing of src/pasa.
 
 Applies each mutant of mutants.txt (a file, an exact text found exactly once in it, and its replacement) to
 the source tree, builds the test binary incrementally in a separate build folder (ccache), runs the default

@@ -114,13 +114,8 @@ def test_errors_carry_the_programs_messages(tmp_path):
         pasa.round(x, "fp16", mode="up")
     with pytest.raises(ValueError, match=r'^overflow: unknown overflow policy'):
         pasa.round(x, "fp16", overflow="clamp")
-    np.save(tmp_path / "i.npy", np.ones(3, np.float16))
-    cli = app_error("pasa-round", "-i", tmp_path / "i.npy")  # "<file>: dtype <f2 not accepted; give ..."
-    with pytest.raises(ValueError) as e:
-        pasa.round(np.ones(3, np.float16), "fp16")
-    assert str(e.value) == "x: dtype float16 not accepted; give float32 or float64 values"
-    assert cli.endswith("not accepted; give float32 or float64 values")
-    with pytest.raises(ValueError, match=r"^x: dtype int64 not accepted"):
+    # (float16 and ml_dtypes arrays are accepted: tests/python/test_dtypes.py)
+    with pytest.raises(ValueError, match=r"^x: dtype int64 not accepted; give float16, float32, float64"):
         pasa.round(np.arange(3), "fp16")
-    with pytest.raises(ValueError, match=r"^out: expected a writeable C-contiguous float32 array of shape \(3,\)"):
+    with pytest.raises(ValueError, match=r"^out: expected a writeable float32 array of shape \(3,\)"):
         pasa.round(x, "fp16", out=np.empty(3))

@@ -200,7 +200,7 @@ namespace {
 
 double ref_sub(const StageSpec& s, double x, double y) { return ref_add(s, x, -y); }
 
-// The reduction of issue 13's spec over x in accumulator acc (the stage's rounding options), unrounded to
+// The reduction of the shared spec over x in accumulator acc (the stage's rounding options), unrounded to
 // the stage. Every lane with terms, and the sequential sum, starts at −0 (the exact identity: −0 + x = x,
 // signed zeros included) and rounds each addition, so a first element wider than acc is rounded when it
 // enters; a lane without terms holds +0, as does an empty sum.

@@ -1,4 +1,4 @@
-// An independent reference emulator of the blocked attention algorithms, for tests only (issue 14, item 2).
+// An independent reference emulator of the blocked attention algorithms, for tests only.
 //
 // Each algorithm is written again as plainly as possible: one query row at a time, scalar loops, one
 // statement per step of the paper ([FA2, Alg. 1], [FA1, Alg. 1], [PASA, Alg. 1, Eq. 10–15]). Every step's
@@ -20,7 +20,7 @@
 
 namespace pasa::reference {
 
-// A reduction (a row sum, a mean) as the shared reductions spec of issue 13 defines it: additions in the
+// A reduction (a row sum, a mean) as the shared reductions spec defines it: additions in the
 // accumulator format `acc`, in `order`, then one rounding to the stage's format.
 enum class Order { sequential, pairwise, blocked };
 struct Reduction {

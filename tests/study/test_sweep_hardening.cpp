@@ -1,4 +1,4 @@
-// Hardening of the sweep runner (issue 15): sizes refused before anything is expanded or created, names
+// Hardening of the sweep runner: sizes refused before anything is expanded or created, names
 // that would collide with the runner's own files, one writer per output folder, and what a failed run
 // leaves behind (nothing it created, or a folder --resume completes).
 #include <catch2/catch.hpp>

@@ -502,7 +502,7 @@ void cvt_rows(double* v, std::size_t n) {
   }
 }
 
-// The float-lane case in registers (issue 8, speed): fp32 accumulator rounded toward zero (the H100 models),
+// The float-lane case in registers (for speed): fp32 accumulator rounded toward zero (the H100 models),
 // the accumulator one of the block's terms, a block's scaled products summed in int32 (block <= 2^(29 − F)).
 // Per strip of 32 output columns, packed once per GEMM as (value, exponent) panels, and per row, the running
 // accumulator, the block's largest exponent, its scale and its int32 sum stay in registers over all of k:

@@ -1,5 +1,5 @@
 // Sizes before allocations: overflow-safe byte counts, the memory this machine has available, and the
-// check every program makes before it allocates or creates anything ("size first", issue 15). A count that
+// check every program makes before it allocates or creates anything ("size first"). A count that
 // overflows saturates at kTooLarge, which no machine has, so an absurd shape is refused with the same
 // message as a merely too large one instead of wrapping around to a small number.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -57,11 +58,18 @@ const std::vector<Format>& builtin_formats() {
 std::string known_format_names() {
   std::string s;
   for (const auto& f : builtin_formats()) s += (s.empty() ? "" : ", ") + f.name;
-  return s + " (alias fp8_e4m3), or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
+  return s + " (aliases: fp8_e4m3, and numpy's and ml_dtypes' float64, float32, bfloat16, float16, "
+             "float8_e4m3fn, float8_e5m2), or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
 }
 
 Format format_by_name(std::string_view name) {
   if (name == "fp8_e4m3") name = "fp8_e4m3fn";  // the OCP name without LLVM's "fn" suffix [OCP8]
+  // The dtype names numpy and ml_dtypes users type (numpy.dtype(...).name) for the same formats.
+  static constexpr std::pair<std::string_view, std::string_view> kDtypeNames[] = {
+      {"float64", "fp64"}, {"float32", "fp32"}, {"bfloat16", "bf16"}, {"float16", "fp16"},
+      {"float8_e4m3fn", "fp8_e4m3fn"}, {"float8_e5m2", "fp8_e5m2"}};
+  for (const auto& [dtype_name, format_name] : kDtypeNames)
+    if (name == dtype_name) name = format_name;
   for (const auto& f : builtin_formats())
     if (f.name == name) return f;
   int p = 0, emax = 0, consumed = 0;

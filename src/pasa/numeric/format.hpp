@@ -42,7 +42,8 @@ struct Format {
 };
 
 // Built-in formats by name: fp64, fp32, tf32, bf16, fp16, fp8_e4m3fn, fp8_e5m2 (LLVM / ml_dtypes names; OCP
-// E4M3 has no infinities, hence "fn", [OCP8]); "fp8_e4m3" is accepted as an alias of fp8_e4m3fn. Custom
+// E4M3 has no infinities, hence "fn", [OCP8]); "fp8_e4m3" is accepted as an alias of fp8_e4m3fn, and numpy's
+// and ml_dtypes' dtype names (float64, float32, bfloat16, float16, float8_e4m3fn, float8_e5m2) too. Custom
 // formats are spelled "p=<bits>,emax=<e>" (optionally ",subnormals=0"), e.g. "p=8,emax=15". Throws
 // InputError with the list of known names when the name is unknown or the parameters impossible.
 Format format_by_name(std::string_view name);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -76,7 +78,9 @@ struct RneKernel {
     T r = a < min_normal ? sub : normal;
     r = r > maxf ? over : r;
     r = (flush_out && r < min_normal) || (flush_in && a < min_normal) ? T(0) : r;
-    r = a != a ? a : r;  // NaN stays NaN
+    // A NaN comes out quiet, its payload cut to the format's fraction bits, as F16C's conversions do (so that
+    // every element gets the same bits, in a SIMD block or not); the sign is kept.
+    r = a != a ? std::bit_cast<T>((ab | (U(1) << (kMant - 1))) & drop_mask) : r;
     return std::bit_cast<T>(std::bit_cast<U>(r) | sign);
   }
 };
@@ -101,7 +105,7 @@ void round_float_range(const float* in, float* out, std::size_t n, int p) {
   auto one = [&](std::uint32_t bits) {
     const std::uint32_t ab = bits & 0x7fffffffu;
     const std::uint32_t r = (ab + half_minus_1 + ((ab >> drop) & lsb_mask)) & mask;
-    return ab > 0x7f800000u ? bits : r | (bits ^ ab);
+    return ab > 0x7f800000u ? (bits | 0x00400000u) & mask : r | (bits ^ ab);  // NaN: quiet, as RneKernel
   };
   std::size_t i = 0;
 #if defined(__AVX512F__)
@@ -109,6 +113,7 @@ void round_float_range(const float* in, float* out, std::size_t n, int p) {
   // pass-through operand). Spans larger than the caches (a bulk conversion) are written with
   // streaming stores, as memcpy writes them: no read of the destination's lines before they are overwritten.
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
+                quiet = _mm512_set1_epi32(0x00400000),
                 vhalf = _mm512_set1_epi32(static_cast<int>(half_minus_1)), vmask = _mm512_set1_epi32(static_cast<int>(mask)),
                 vlsb = _mm512_set1_epi32(static_cast<int>(lsb_mask));
   const __m128i count = _mm_cvtsi32_si128(static_cast<int>(drop));
@@ -117,7 +122,8 @@ void round_float_range(const float* in, float* out, std::size_t n, int p) {
     const __m512i lsb = _mm512_and_si512(_mm512_maskz_srl_epi32(0xFFFF, ab, count), vlsb);
     const __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(ab, vhalf), lsb), vmask);
     const __m512i signed_r = _mm512_or_si512(r, _mm512_xor_si512(bits, ab));
-    return _mm512_mask_mov_epi32(signed_r, _mm512_cmpgt_epu32_mask(ab, inf), bits);  // NaN: kept
+    const __m512i nan = _mm512_and_si512(_mm512_or_si512(bits, quiet), vmask);
+    return _mm512_mask_mov_epi32(signed_r, _mm512_cmpgt_epu32_mask(ab, inf), nan);  // NaN: quiet, as one()
   };
   constexpr std::size_t kStreamFrom = std::size_t(1) << 20;  // 4 MiB of output: past the L2 cache
   if (n >= kStreamFrom) {
@@ -139,7 +145,11 @@ double round(double x, const Format& f, const RoundOptions& o, RandomBits* rng) 
     throw std::invalid_argument("stochastic rounding needs a seeded random source");
   // Stochastic rounding consumes one draw per call, whatever the value, so streams stay aligned.
   const std::uint64_t draw = o.mode == RoundMode::stochastic ? rng->next() : 0;
-  if (std::isnan(x)) return x;
+  if (std::isnan(x)) {  // quiet, the payload cut to the format's fraction bits, as RneKernel
+    const int drop = std::max(0, 53 - f.p);
+    return std::bit_cast<double>((std::bit_cast<std::uint64_t>(x) | (std::uint64_t(1) << 51)) &
+                                 ~((std::uint64_t(1) << drop) - 1));
+  }
   const bool neg = std::signbit(x);
   const double a = std::fabs(x);
   if (std::isinf(x)) {
@@ -305,9 +315,9 @@ std::uint64_t encode(double x, const Format& f) {
   const std::uint64_t all_exp = (std::uint64_t(1) << w) - 1;
   const std::uint64_t frac_mask = (std::uint64_t(1) << (f.p - 1)) - 1;
   const std::uint64_t sign = std::signbit(x) ? std::uint64_t(1) << (nbits - 1) : 0;
-  if (std::isnan(x)) {
-    if (f.specials == Specials::fn) return (all_exp << (f.p - 1)) | frac_mask;
-    return (all_exp << (f.p - 1)) | (std::uint64_t(1) << (f.p - 2));
+  if (std::isnan(x)) {  // the canonical quiet NaN, with x's sign
+    if (f.specials == Specials::fn) return sign | (all_exp << (f.p - 1)) | frac_mask;
+    return sign | (all_exp << (f.p - 1)) | (std::uint64_t(1) << (f.p - 2));
   }
   if (std::isinf(x)) {
     if (!f.has_infinity()) throw std::domain_error(fmt::format("format {} has no infinity", f.name));
@@ -325,6 +335,107 @@ std::uint64_t encode(double x, const Format& f) {
   const auto m = static_cast<std::uint64_t>(std::ldexp(a, -(e - f.p + 1))) & frac_mask;
   return sign | (static_cast<std::uint64_t>(e + f.bias()) << (f.p - 1)) | m;
 }
+
+namespace {
+// encode() of a double by its bit fields alone: sign, exponent and the fraction's top p - 1 bits, with the
+// checks that the dropped bits are zero and the exponent in range. `bad` is set to 1 for what it does not
+// decide (a value outside the format, or one it cannot place: encode_span asks encode() about those).
+// Written with all-ones / all-zeros masks of 64-bit integers instead of conditions, so that GCC vectorises
+// the loop over it (it does not with the conditions: their booleans of mixed widths).
+struct FastEncoder {
+  using U = std::uint64_t;
+  static U mask(bool c) { return U(0) - U(c); }
+  static U sel(U m, U a, U b) { return (a & m) | (b & ~m); }
+  std::int64_t emin, emax, bias, drop, pm1, sign_shift;
+  U subnormals, fn, has_inf, frac_mask, low_mask, inf_bits, nan_bits;
+
+  explicit FastEncoder(const Format& f)
+      : emin(f.emin()), emax(f.emax), bias(f.bias()), drop(53 - f.p), pm1(f.p - 1), sign_shift(f.storage_bits() - 1),
+        subnormals(f.subnormals), fn(f.specials == Specials::fn), has_inf(f.has_infinity()) {
+    frac_mask = (U(1) << (f.p - 1)) - 1;
+    low_mask = (U(1) << drop) - 1;
+    inf_bits = ((U(1) << f.exponent_bits()) - 1) << (f.p - 1);
+    nan_bits = encode(std::numeric_limits<double>::quiet_NaN(), f);
+  }
+  U operator()(double x, U& bad) const {
+    const auto u = std::bit_cast<U>(x);
+    const U sign = (u >> 63) << sign_shift;
+    const U ea = (u >> 52) & 0x7ff;
+    const U m = u & ((U(1) << 52) - 1);
+    const U special = mask(ea == 0x7ff), zero_exp = mask(ea == 0);
+    const auto e = static_cast<std::int64_t>(sel(zero_exp, 1, ea)) - 1023;  // a subnormal double: 2^-1022 · 0.m
+    const U sig = m | (~zero_exp & (U(1) << 52));
+    // A normal of the format: the exponent rebiased, the fraction's dropped bits zero (fn: S.1111.111 is NaN).
+    const U normal = ~zero_exp & mask(e >= emin);
+    const U frac = m >> drop;
+    const U normal_bits = (static_cast<U>(e + bias) << pm1) | frac;
+    const U normal_bad = mask((m & low_mask) != 0) | (mask(fn != 0) & mask(e == emax) & mask(frac == frac_mask)) |
+                         mask(e > emax);
+    // Below the format's normals (zero too): the significand shifted right by t, the bits shifted out zero.
+    const std::int64_t t = drop + emin - e;
+    const U tc = static_cast<U>(t < 0 ? 0 : t > 63 ? 63 : t);
+    const U sub_bits = sig >> tc;
+    const U sub_bad = (mask(subnormals == 0) & mask(sig != 0)) | mask(t < 0) | mask(((sub_bits << tc) ^ sig) != 0);
+    const U bits = sel(special, sel(mask(m != 0), nan_bits, inf_bits), sel(normal, normal_bits, sub_bits));
+    bad = sel(special, mask(m == 0) & mask(has_inf == 0), sel(normal, normal_bad, sub_bad)) & 1;
+    return sign | bits;
+  }
+};
+
+// The slow path of encode_span: encode()'s answer, or nothing when x is not a value of f.
+[[gnu::noinline]] std::optional<std::uint64_t> encode_or_nothing(double x, const Format& f) {
+  try {
+    return encode(x, f);
+  } catch (const std::domain_error&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+template <class In, class Out>
+std::size_t encode_span(std::span<const In> in, std::span<Out> out, const Format& f) {
+  if (in.size() != out.size()) throw std::invalid_argument("encode_span: input and output sizes differ");
+  if (static_cast<int>(sizeof(Out)) * 8 < f.storage_bits())
+    throw std::invalid_argument(fmt::format("encode_span: {} bits cannot hold format {}", sizeof(Out) * 8, f.name));
+  const FastEncoder enc(f);
+  constexpr std::size_t kChunk = 1024;  // ok is checked per chunk, so that the inner loop has no exit
+  for (std::size_t i0 = 0; i0 < in.size(); i0 += kChunk) {
+    const std::size_t i1 = std::min(in.size(), i0 + kChunk);
+    // Two maps without a reduction (which GCC does not vectorise here): the patterns, and a flag per element.
+    const FastEncoder k = enc;
+    const In* src = in.data();
+    Out* dst = out.data();
+    std::uint64_t flag[kChunk];
+    for (std::size_t i = i0; i < i1; ++i) {
+      std::uint64_t b = 0;
+      dst[i] = static_cast<Out>(k(static_cast<double>(src[i]), b));
+      flag[i - i0] = b;
+    }
+    static constexpr std::uint64_t kZeros[kChunk] = {};
+    const bool bad = std::memcmp(flag, kZeros, (i1 - i0) * sizeof(std::uint64_t)) != 0;
+    if (!bad) continue;
+    for (std::size_t i = i0; i < i1; ++i) {
+      std::uint64_t one_bad = 0;
+      out[i] = static_cast<Out>(enc(static_cast<double>(in[i]), one_bad));
+      if (one_bad == 0) continue;
+      const auto b = encode_or_nothing(static_cast<double>(in[i]), f);
+      if (!b) return i;
+      out[i] = static_cast<Out>(*b);
+    }
+  }
+  return in.size();
+}
+#define PASA_ENCODE_SPAN(In, Out) \
+  template std::size_t encode_span<In, Out>(std::span<const In>, std::span<Out>, const Format&);
+PASA_ENCODE_SPAN(double, std::uint8_t)
+PASA_ENCODE_SPAN(double, std::uint16_t)
+PASA_ENCODE_SPAN(double, std::uint32_t)
+PASA_ENCODE_SPAN(double, std::uint64_t)
+PASA_ENCODE_SPAN(float, std::uint8_t)
+PASA_ENCODE_SPAN(float, std::uint16_t)
+PASA_ENCODE_SPAN(float, std::uint32_t)
+PASA_ENCODE_SPAN(float, std::uint64_t)
+#undef PASA_ENCODE_SPAN
 
 double decode(std::uint64_t bits, const Format& f) {
   const int nbits = f.storage_bits();

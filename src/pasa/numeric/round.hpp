@@ -92,10 +92,19 @@ void round_span(std::span<const float> in, std::span<float> out, const Format& f
 void round_span_portable(std::span<const float> in, std::span<float> out, const Format& fmt,
                          const RoundOptions& opt = {}, RandomBits* rng = nullptr);
 
+// Rounding keeps NaN a NaN of the same sign, quiet, its payload cut to the format's fraction bits (what
+// the CPU's conversion instructions do), so that an element's result never depends on its place in a span.
+
 // Storage bits (right-aligned, fmt.storage_bits() wide). encode() requires a value of the format
-// (round first) and throws std::domain_error otherwise; NaN encodes as the canonical quiet NaN.
+// (round first) and throws std::domain_error otherwise; NaN encodes as the canonical quiet NaN with its sign.
 std::uint64_t encode(double x, const Format& fmt);
 double decode(std::uint64_t bits, const Format& fmt);
+// encode() of every element, at memory speed (bit operations on the double, no rounding): Out is
+// std::uint8_t, uint16_t, uint32_t or uint64_t, at least fmt.storage_bits() wide; In is float or double.
+// Returns in.size() when every element is a value of fmt, else the index of the first that is not (encode()
+// of it says why; out is then partly written).
+template <class In, class Out>
+std::size_t encode_span(std::span<const In> in, std::span<Out> out, const Format& fmt);
 
 // By name; an unknown name is an InputError listing the known ones.
 RoundMode round_mode_by_name(std::string_view name);  // "rne", "rz", "ru", "rd", "ro", "sr" (+ long names)

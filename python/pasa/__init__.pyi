@@ -1,0 +1,62 @@
+# Type stubs of the package pasa (python/pasa/__init__.py over the extension pasa._pasa). Each function's
+# parameters are those its docstring opens with (tests/python/test_package.py holds the two together).
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+__all__: list[str]
+
+# A format: a name ("fp16", "bf16", "fp8_e4m3fn", "float16", "bfloat16", "p=8,emax=15", ...) or a numpy /
+# ml_dtypes dtype or scalar type (numpy.float16, ml_dtypes.bfloat16, numpy.dtype("float32")).
+Format = str | np.dtype[Any] | type
+# A dtype= argument: numpy's or ml_dtypes' dtype, scalar type or name.
+DTypeLike = npt.DTypeLike
+# An array argument: numpy arrays (float16/32/64, ml_dtypes, or bit patterns where documented), or what
+# numpy.asarray reads.
+ArrayLike = npt.ArrayLike
+# An allocation: a preset name, an allocation's JSON text, or its dict.
+Allocation = str | dict[str, Any]
+
+def formats() -> list[dict[str, Any]]: ...
+def format_info(name: Format) -> dict[str, Any]: ...
+def round(x: ArrayLike | float, format: Format, *, mode: str = "rne", overflow: str = "ieee",
+          flush_input: bool = False, flush_output: bool = False, seed: int = 0, dtype: DTypeLike | None = None,
+          out: np.ndarray | None = None) -> np.ndarray | float: ...
+def encode(x: ArrayLike, format: Format, dtype: DTypeLike | None = None) -> np.ndarray: ...
+def decode(bits: ArrayLike, format: Format) -> npt.NDArray[np.float64]: ...
+def algorithms() -> list[str]: ...
+def presets() -> list[str]: ...
+def allocation(alloc: Allocation) -> dict[str, Any]: ...
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, algorithm: str | None = "fa2",
+              alloc: Allocation | None = "fa_fp16_fp32", beta: float | None = 0.984497, s1: int | None = 128,
+              s2: int | None = 128, seed: int | None = 0, spec: dict[str, Any] | str | None = None,
+              format: Format | None = None, scale: float = 0, causal: bool = False,
+              kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None, allow_nonfinite: bool = False,
+              threads: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def golden(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, format: Format | None = None, scale: float = 0,
+           causal: bool = False, kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
+           precision_bits: int = 128, fast: bool = True, threads: int | None = None) -> dict[str, Any]: ...
+def uniform_baseline(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, format: Format | None = None, scale: float = 0,
+                     causal: bool = False, kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
+                     threads: int | None = None) -> npt.NDArray[np.float64]: ...
+def score_stats(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, score_format: Format = "fp16",
+                format: Format | None = None, scale: float = 0, causal: bool = False,
+                kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
+                threads: int | None = None) -> dict[str, Any]: ...
+def metrics(out: ArrayLike, golden: ArrayLike | dict[str, Any], baseline: ArrayLike | None = None) -> dict[str, Any]: ...
+def generate(problem: dict[str, Any] | str, *, threads: int | None = None) -> dict[str, Any]: ...
+def table3_initial_betas() -> list[float]: ...
+def solve_beta(beta0: float | Sequence[float], *, n: int = 128, format: Format = "fp16", sqrt_d: int = 0,
+               tol: float = 1e-8, max_iter: int = 1000) -> dict[str, Any] | list[dict[str, Any]]: ...
+def attribute(problem: dict[str, Any] | str | None = None, *, q: ArrayLike | None = None,
+              k: ArrayLike | None = None, v: ArrayLike | None = None, format: Format | None = None,
+              scale: float = 0, causal: bool = False, kv_len: Sequence[int] | None = None,
+              mask: ArrayLike | None = None, algorithm: str | None = "pasa", alloc: Allocation | None = "pasa_fp16",
+              beta: float | None = 0.984497, s1: int | None = 128, s2: int | None = 128, seed: int | None = 0,
+              spec: dict[str, Any] | str | None = None, invariance: bool = False,
+              threads: int | None = None) -> dict[str, Any]: ...
+def sweep(config: dict[str, Any] | str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
+          threads: int = 1, resume: bool = False, shard: str | None = None) -> dict[str, Any]: ...
