@@ -512,7 +512,9 @@ void cvt_rows(double* v, std::size_t n) {
 constexpr std::size_t kStrip = 32;  // columns per register strip: two AVX-512 vectors
 // GCC 12 flags the unmasked intrinsics' undefined pass-through operands (_mm512_undefined_*) as uninitialised.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
                        const double* B, std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min,
                        std::size_t block, std::size_t promote) {
