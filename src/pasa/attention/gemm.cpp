@@ -512,7 +512,9 @@ void cvt_rows(double* v, std::size_t n) {
 constexpr std::size_t kStrip = 32;  // columns per register strip: two AVX-512 vectors
 // GCC 12 flags the unmasked intrinsics' undefined pass-through operands (_mm512_undefined_*) as uninitialised.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
                        const double* B, std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min,
                        std::size_t block, std::size_t promote) {
@@ -826,26 +828,26 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
           for (std::size_t g0 = t0; g0 < t1; g0 += group) {
             const std::size_t g1 = std::min(t1, g0 + group);
             // kW columns at a time, their int32 sums and scales held in registers over the group's products
-            std::size_t jw = 0;
-            for (; jw + kW <= n; jw += kW) {
+            std::size_t jc = 0;
+            for (; jc + kW <= n; jc += kW) {
               std::int32_t acc[kW] = {};
               float sc[kW];
-              for (std::size_t w = 0; w < kW; ++w) sc[w] = sf[jw + w];
+              for (std::size_t w = 0; w < kW; ++w) sc[w] = sf[jc + w];
               for (std::size_t t = g0; t < g1; ++t) {
                 const float at = static_cast<float>(a[t]);
-                const float* bt = bf + t * n + jw;
+                const float* bt = bf + t * n + jc;
                 for (std::size_t w = 0; w < kW; ++w) acc[w] += static_cast<std::int32_t>(at * bt[w] * sc[w]);
               }
-              for (std::size_t w = 0; w < kW; ++w) isum[jw + w] += acc[w];
+              for (std::size_t w = 0; w < kW; ++w) isum[jc + w] += acc[w];
             }
-            if (jw < n) {
-              std::fill(i32 + jw, i32 + n, 0);
+            if (jc < n) {
+              std::fill(i32 + jc, i32 + n, 0);
               for (std::size_t t = g0; t < g1; ++t) {
                 const float at = static_cast<float>(a[t]);
                 const float* bt = bf + t * n;
-                for (std::size_t j = jw; j < n; ++j) i32[j] += static_cast<std::int32_t>(at * bt[j] * sf[j]);
+                for (std::size_t j = jc; j < n; ++j) i32[j] += static_cast<std::int32_t>(at * bt[j] * sf[j]);
               }
-              for (std::size_t j = jw; j < n; ++j) isum[j] += i32[j];
+              for (std::size_t j = jc; j < n; ++j) isum[j] += i32[j];
             }
           }
         } else {

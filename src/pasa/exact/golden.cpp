@@ -40,6 +40,7 @@
 #include <mpfr.h>
 
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/core/compiler.hpp"
 #include "pasa/core/cancel.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
@@ -275,7 +276,7 @@ void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, st
     double* slo = sc.slo.data() + r * Skv;
     const std::vector<unsigned char>& vis = sc.vis[r];
     int inexact = 0;
-#pragma GCC ivdep
+PASA_IVDEP
     for (std::size_t j = 0; j < end[r]; ++j) {
       inexact |= !exact_pair(qg[r], kg.grid[j], kg.e[j]);
       slo[j] = 0;
@@ -339,7 +340,7 @@ void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, st
     // < 2^-916 relative to the maximum one and dropped, see the bound); the others get t = 0 and weight 0.
     const DD mneg = dd_neg(m[r]);
     double* keepw = sc.keep.data();
-#pragma GCC ivdep  // (here and below: the scratch rows are distinct vectors, they never overlap)
+PASA_IVDEP  // (here and below: the scratch rows are distinct vectors, they never overlap)
     for (std::size_t j = 0; j < end[r]; ++j) {
       const DD t = dd_add(DD{shi[j], slo[j]}, mneg);
       const bool keep = (vr[j] != 0) & (t.hi >= kExpDDMin);
@@ -357,7 +358,7 @@ void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, st
     exp_dd_n(sc.thi.data(), sc.tlo.data(), sc.ehi.data(), sc.elo.data(), end[r]);
     const double* ehi = sc.ehi.data();
     const double* elo = sc.elo.data();
-#pragma GCC ivdep
+PASA_IVDEP
     for (std::size_t j = 0; j < end[r]; ++j) {
       phi[j] = keepw[j] != 0 ? ehi[j] : 0.0;
       plo[j] = keepw[j] != 0 ? elo[j] : 0.0;

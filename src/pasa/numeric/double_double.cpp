@@ -9,6 +9,8 @@
 
 #include <mpfr.h>
 
+#include "pasa/core/compiler.hpp"
+
 namespace pasa {
 
 namespace {
@@ -99,7 +101,7 @@ DD exp_dd(DD t) {
 void exp_dd_n(const double* thi, const double* tlo, double* hi, double* lo, std::size_t n) {
   const ExpTables& T = tables();
   // ivdep: the stores never touch the tables (GCC cannot see that and would not vectorise the gathers).
-#pragma GCC ivdep
+PASA_IVDEP
   for (std::size_t i = 0; i < n; ++i) {
     // nearbyint in round-to-nearest-even, written so that the loop vectorises: adding and removing 1.5·2^52
     // rounds |y| < 2^51 to an integer, ties to even (here |y| < 2^20).

@@ -10,7 +10,9 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 // GCC 12 warns inside its own AVX-512 headers (the unused pass-through operand of the unmasked forms).
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace pasa::detail {

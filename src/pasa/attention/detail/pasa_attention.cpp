@@ -137,11 +137,11 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
     std::vector<double> Fnew(rows), Fold(rows), mean(rows), rs(rows), a_old(rows),
         a_new(rows), mloc(rows), shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows);
     std::vector<std::uint8_t> vis;
-    // The block loop over keys [jb, je), continuing the state st (m, l, O, F, seen; st.blocks = j so far).
-    auto blocks = [&](std::size_t jb, std::size_t je, Partial& st) {
-    std::vector<double>&m = st.m, &l = st.l, &O = st.O, &F = st.F;
-    std::vector<std::uint8_t>& seen = st.seen;
-    std::size_t& jj = st.blocks;  // processed blocks
+    // The block loop over keys [jb, je), continuing the state part (m, l, O, F, seen; part.blocks = j so far).
+    auto blocks = [&](std::size_t jb, std::size_t je, Partial& part) {
+    std::vector<double>&m = part.m, &l = part.l, &O = part.O, &F = part.F;
+    std::vector<std::uint8_t>& seen = part.seen;
+    std::size_t& jj = part.blocks;  // processed blocks
     // The fused float path (fused_tile.hpp) does the tile-wide steps on the transposed tile ft.t; the
     // per-row steps are the same code either way.
     const bool fused = run.float_tiles;
@@ -171,7 +171,9 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
       }
       // Every step below works on the block's rows at once: one rounding of each exact result
       // (two_sum, two_prod, exact_quotient), row by row.
-      auto once = [&](Stage st, std::vector<double>& x, auto exact) { run.round_each(st, x.data(), rows, rng, exact); };
+      auto once = [&](Stage stage, std::vector<double>& x, auto exact) {
+        run.round_each(stage, x.data(), rows, rng, exact);
+      };
       // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
       if (jj == 1) {
         Fnew = mean;
