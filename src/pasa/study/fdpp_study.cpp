@@ -67,7 +67,7 @@ std::pair<double, double> range_9999(const AttentionInputs& in) {
 
 std::size_t fdpp_study_bytes(const std::vector<std::size_t>& lengths, int threads) {
   std::size_t need = 0;
-  const Dist& d = distributions().front();  // the shapes do not depend on the distribution
+  const Dist d = distributions().front();  // the shapes do not depend on the distribution
   for (std::size_t skv : lengths) {
     if (skv == 0) throw InputError("--lengths: a KV length must be at least 1");
     // The calibration (Sq 16): its inputs and every scaled score as a double; then the run (Sq 1): the

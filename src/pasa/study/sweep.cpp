@@ -443,7 +443,7 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
 
   const fs::path dir = opt.out_dir.empty() ? fs::path(cfg.out_dir) : opt.out_dir;
   const bool dir_created = make_folder(dir);
-  const FolderLock lock(dir);
+  const FolderLock folder_lock(dir);
   const fs::path config_file = dir / "config.json";
   bool config_created = false;
   if (fs::exists(config_file)) {
@@ -475,7 +475,7 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     if (partial_created) fs::remove(partial, ec);
     if (config_created) fs::remove(config_file, ec);
     if (dir_created) {
-      fs::remove(lock.file(), ec);
+      fs::remove(folder_lock.file(), ec);
       fs::remove(dir, ec);  // only if empty
     }
   };

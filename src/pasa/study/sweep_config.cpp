@@ -264,8 +264,8 @@ SweepConfig parse_sweep_config(const json& c, const std::string& source) {
     if (o.contains("summary")) cfg.summary_name = get_file_name(o["summary"], source, "/outputs/summary");
     if (cfg.csv_name == cfg.summary_name) fail(source, "/outputs/summary", "must differ from /outputs/csv");
     // Shard tables are named <stem>.shard-I-of-N<ext>: the summary may not take such a name either.
-    const fs::path c(cfg.csv_name);
-    if (cfg.summary_name.starts_with(c.stem().string() + ".shard-"))
+    const fs::path csv_path(cfg.csv_name);
+    if (cfg.summary_name.starts_with(csv_path.stem().string() + ".shard-"))
       fail(source, "/outputs/summary", "\"" + cfg.summary_name + "\" could be the name of a shard table of /outputs/csv");
   }
 
