@@ -62,7 +62,9 @@ std::string gen_kind_name(GenKind);
 GenKind gen_kind_by_name(const std::string&);  // throws InputError listing the kinds
 
 // Throws InputError for impossible parameters (shape zeros, an element count that overflows, N_q % N_kv,
-// am < 0, p outside [0, 1], values beyond double's range, ...).
+// am < 0, p outside [0, 1], values beyond double's range, ...). Every message starts with the JSON pointer, in
+// the problem's JSON (io/problem_json.hpp), of the element that is wrong ("/kv_len/1: ...", "/shape/Sq: ...",
+// "/q/p: ..."), which problem_from_json prefixes with the file and the problem's own place.
 void validate(const ProblemSpec&);
 // One generator; errors start with "<path>/<key>: " (path e.g. "/generator" or "/q").
 void validate(const TensorGen&, const std::string& path);
