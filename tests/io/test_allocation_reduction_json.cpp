@@ -120,5 +120,7 @@ TEST_CASE("reduction JSON errors name the path and the value", "[allocation_json
   CHECK_THAT(err(R"({"preset": "fa_fp16", "stages": {"sum": {"order": "pairwise", "width": 32}}})"),
              Catch::Contains("/alloc/stages/sum/width") && Catch::Contains("\"pairwise\""));
   CHECK(err(R"({"preset": "fa_fp16_strict", "stages": {"sum": {"order": "blocked", "width": 8}}})") == "no error");
+  CHECK(err(R"({"preset": "fa_fp16", "stages": {"sum": {"width": 18446744073709551615}}})") ==
+        "cfg.json:/alloc/stages/sum/width: expected an integer below 2^63, got integer 18446744073709551615");  // was "got -1"
   CHECK_THAT(err(R"({"preset": "pasa_fp16_stric"})"), Catch::Contains("/alloc/preset") && Catch::Contains("pasa_fp16_strict"));
 }
