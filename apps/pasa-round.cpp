@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_flag("--list-formats", list_formats, "print each built-in format's precision and range, and exit");
   // Numbers that start with '-' ("-inf", "-nan", "-0x1p-3") would be read as short options ("-i nf"): every
-  // number is passed after "--" (in its order), unless it is the value of an option.
+  // number is passed after "--" (in its order), unless it is the value of an option. So is every other word
+  // that is not an option or an option's value ("abc" in "1 2 3 abc"), so that parse_numbers names it by
+  // its place among the numbers (number 4), not as the first positional CLI11 saw.
   std::vector<std::string> args(argv + 1, argv + argc), options, positional;
   bool after_dashes = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
       const CLI::Option* o = app.get_option_no_throw(args[i - 1]);
       return o != nullptr && o->get_expected_min() > 0 && args[i - 1].find('=') == std::string::npos;
     }();
-    if (number && !option_value) positional.push_back(a);
+    if ((number || a.empty() || a[0] != '-') && !option_value) positional.push_back(a);
     else options.push_back(a);
   }
   // options..., "--", numbers..., handed to CLI11 reversed (as its parse(vector) expects).

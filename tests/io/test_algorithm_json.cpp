@@ -51,4 +51,19 @@ TEST_CASE("algorithm specs read and print as JSON; errors name the path", "[algo
   CHECK_THAT(err(R"({"name": "pasa", "s1": 0})"), Catch::Contains("/algorithm/s1"));
   CHECK_THAT(err(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"mx": "fp32"}}})"),
              Catch::Contains("/algorithm/alloc/stages/mx"));
+  // fmax beyond fp32's range made fp32(1/fmax) zero, and fp8_scale then silently used no scaling (issue 23).
+  CHECK_THAT(err(R"({"name": "fa2", "quant": {"scales": "tensor", "fmax": 1e39}})"),
+             Catch::StartsWith("run.json:/algorithm/quant/fmax: expected a number in fp32's normal range") &&
+                 Catch::EndsWith("got 1e+39"));
+  CHECK_THAT(err(R"({"name": "fa2", "quant": {"scales": "tensor", "fmax": 1e-39}})"),
+             Catch::StartsWith("run.json:/algorithm/quant/fmax: expected a number in fp32's normal range"));
+  CHECK(err(R"({"name": "fa2", "quant": {"scales": "tensor", "fmax": 3.4e38}})") == "no error");
+  CHECK(err(R"({"name": "fa2", "quant": {"scales": "tensor", "fmax": 1.2e-38}})") == "no error");
+  // The library's own check (what a spec built in code, or by the Python module, meets).
+  AlgorithmSpec q = spec_of("fa2", "fa_fp8", 16, 16);
+  q.quant.scales = QuantScale::tensor;
+  q.quant.fmax = 1e39;
+  AttentionInputs in;
+  in.q = in.k = in.v = Tensor(Shape{1, 1, 4, 4}, format_by_name("fp16"));
+  CHECK_THROWS_WITH(run_attention(in, q, 1), Catch::Contains("/quant/fmax: fmax must lie in fp32's normal range"));
 }

@@ -54,7 +54,7 @@ TEST_CASE("reductions read from JSON; a plain format name is the strict model", 
 TEST_CASE("the full form of an allocation with reductions round trips", "[allocation_json]") {
   Allocation a = allocation_preset("pasa_fp16");
   a.name = "mine";
-  a.spec(Stage::sum).reduce = Reduction{format_by_name("bf16"), ReduceOrder::pairwise, 8};  // width kept though unused
+  a.spec(Stage::sum).reduce = Reduction{format_by_name("bf16"), ReduceOrder::pairwise};
   a.spec(Stage::sum).round.mode = RoundMode::toward_zero;
   a.spec(Stage::mean).reduce = Reduction{format_by_name("p=20,emax=40"), ReduceOrder::blocked, 1024};
   a.spec(Stage::exp).via = ExpVia::fp32;
@@ -110,5 +110,17 @@ TEST_CASE("reduction JSON errors name the path and the value", "[allocation_json
              Catch::Contains("cfg.json:/alloc/stages/sum/via") && Catch::Contains("unknown key"));
   CHECK_THAT(err(R"({"preset": "fa_fp16", "stages": {"exp": {"via": "fp16"}}})"),
              Catch::Contains("cfg.json:/alloc/stages/exp/via") && Catch::Contains("exact, fp32"));
+  // A width with an order that has no lanes was accepted and ignored (issue 23): refused, whether the order
+  // is given beside it or kept from the preset's stage.
+  CHECK(err(R"({"preset": "fa_fp16", "stages": {"sum": {"order": "sequential", "width": 8}}})") ==
+        "cfg.json:/alloc/stages/sum/width: a width applies to \"order\": \"blocked\" only; this stage's order is "
+        "\"sequential\"");
+  CHECK_THAT(err(R"({"preset": "fa_fp16_strict", "stages": {"mean": {"width": 32}}})"),
+             Catch::StartsWith("cfg.json:/alloc/stages/mean/width: a width applies to"));
+  CHECK_THAT(err(R"({"preset": "fa_fp16", "stages": {"sum": {"order": "pairwise", "width": 32}}})"),
+             Catch::Contains("/alloc/stages/sum/width") && Catch::Contains("\"pairwise\""));
+  CHECK(err(R"({"preset": "fa_fp16_strict", "stages": {"sum": {"order": "blocked", "width": 8}}})") == "no error");
+  CHECK(err(R"({"preset": "fa_fp16", "stages": {"sum": {"width": 18446744073709551615}}})") ==
+        "cfg.json:/alloc/stages/sum/width: expected an integer below 2^63, got integer 18446744073709551615");  // was "got -1"
   CHECK_THAT(err(R"({"preset": "pasa_fp16_stric"})"), Catch::Contains("/alloc/preset") && Catch::Contains("pasa_fp16_strict"));
 }

@@ -2,6 +2,7 @@
 // unknown keys with "did you mean".
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,10 @@ TEST_CASE("json_check: typed reads name the place and the value", "[json]") {
   CHECK(error_of([&] { read_bool(j, "x", "cfg.json:/o", b); }) == "cfg.json:/o/x: expected true or false, got number 1.5");
   CHECK(as_integer(json(3.0), "/i") == 3);
   CHECK(error_of([&] { as_integer(json(3.5), "/i"); }) == "/i: expected an integer, got number 3.5");
+  // Beyond int64 the number is shown as written (it read as -1 through the int64 conversion: issue 23).
+  CHECK(error_of([&] { as_integer(json::parse("18446744073709551615"), "/i"); }) ==
+        "/i: expected an integer below 2^63, got integer 18446744073709551615");
+  CHECK(as_integer(json::parse("9223372036854775807"), "/i") == INT64_MAX);
   CHECK(error_of([&] { require_object(json::array(), "cfg.json:"); }) == "cfg.json:/: expected an object, got array");
 }
 

@@ -34,3 +34,15 @@ TEST_CASE("fp8_e4m3 is an alias of fp8_e4m3fn; unknown names are InputErrors", "
   CHECK_THROWS_AS(format_by_name("p=1,emax=15"), InputError);
   CHECK_THROWS_AS(custom_format(60, 15), InputError);
 }
+
+TEST_CASE("a custom format's numbers are reported as written, even beyond int's range", "[round]") {
+  // sscanf's %d turned 99999999999999999999 into -1: "p=-1 is outside [2, 53]" (issue 23).
+  CHECK_THROWS_WITH(format_by_name("p=99999999999999999999,emax=15"),
+                    "format precision p=99999999999999999999 is outside [2, 53]");
+  CHECK_THROWS_WITH(format_by_name("p=11,emax=4294967311"), "format emax=4294967311 is outside [1, 1023]");
+  CHECK_THROWS_WITH(format_by_name("p=-3,emax=15"), "format precision p=-3 is outside [2, 53]");
+  CHECK(format_by_name("p=24,emax=127,subnormals=1") == format_by_name("fp32"));
+  CHECK_FALSE(format_by_name("p=11,emax=15,subnormals=0").subnormals);
+  for (const char* bad : {"p=11,emax=15,subnormals=2", "p=,emax=15", "p=11,emax=", "p=11", "p=11,emax=15x", "p=+11,emax=15"})
+    CHECK_THROWS_WITH(format_by_name(bad), Catch::StartsWith("unknown format"));
+}

@@ -191,7 +191,7 @@ def test_errors_carry_the_programs_messages(tmp_path, rng):
         pasa.generate({"shape": {"Sqq": 3}})
     assert str(e.value) == cli.replace(f"{tmp_path / 'p.json'}:", "problem:")
     assert str(e.value).startswith("problem:/shape/Sqq: unknown key 'Sqq' (did you mean 'Sq'?)")
-    with pytest.raises(ValueError, match=r"^problem:/: problem shape has a zero: B=1 Nq=1 Nkv=1 Sq=0"):
+    with pytest.raises(ValueError, match=r"^problem:/shape/Sq: problem shape has a zero: B=1 Nq=1 Nkv=1 Sq=0"):
         pasa.generate({"shape": {"Sq": 0}})
     with pytest.raises(ValueError, match=r"^problem: invalid JSON"):
         pasa.generate("{")

@@ -37,6 +37,27 @@ def test_golden_at_100000_bits_stops_on_ctrl_c():
     assert g["guaranteed_bits"] > 53
 
 
+def test_attention_stops_on_ctrl_c_between_work_items():
+    # Every product and sum of both GEMMs stochastically rounded: about 30 s on one thread (2 heads x 128
+    # query blocks of 8 rows, ~0.2 s each). parallel_for checks the cancel flag between items, so the call
+    # stops within one item; it ran to its end before (issue 23).
+    rng = np.random.default_rng(0)
+    q, k, v = [rng.uniform(-1, 1, (2, 1024, 64)).astype(np.float16) for _ in range(3)]
+    alloc = {"preset": "fa_fp16", "gemm": {"model": "every_op"}, "stages": {"qk_acc": {"format": "bf16", "round": "sr"}}}
+    small_args = [x[:, :16] for x in (q, k, v)]
+    before = pasa.attention(*small_args, alloc=alloc, s1=8, threads=1)
+    timer = interrupt_after(0.5)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        pasa.attention(q, k, v, alloc=alloc, s1=8, threads=2)
+    elapsed = time.monotonic() - t0
+    timer.join()
+    assert elapsed < 2.5, elapsed
+    # Not cancelled, the same call gives the same bits as before the interrupt (the request was cleared).
+    after = pasa.attention(*small_args, alloc=alloc, s1=8, threads=1)
+    assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
+
+
 def test_sweep_stops_on_ctrl_c_and_keeps_partial(tmp_path):
     config = {"name": "interrupt", "problem": {"shape": {"Nq": 1, "Sq": 64, "D": 16}, "format": "fp16",
                                                "seed": "$seed", "generator": {"kind": "uniform", "x0": 0, "am": 1}},

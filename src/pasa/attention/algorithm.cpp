@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -136,8 +137,9 @@ void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
       throw InputError(fmt::format("/quant: the FP8 recipe runs with fa2 or pasa (tile by tile), got \"{}\"", spec.name));
     if (q.shift_first && (spec.name != "pasa" || q.scales == QuantScale::none))
       throw InputError("/quant/shift_first: shift_first (PASA's pre-processing before quantisation) needs pasa and scales");
-    if (!(q.fmax > 0 && std::isfinite(q.fmax)))
-      throw InputError(fmt::format("/quant/fmax: fmax must be a positive number, got {}", q.fmax));
+    if (!quant_fmax_ok(q.fmax))
+      throw InputError(fmt::format("/quant/fmax: fmax must lie in fp32's normal range [{}, {}], got {}", FLT_MIN, FLT_MAX,
+                                   q.fmax));
     if (q.p_offset < -64 || q.p_offset > 64)
       throw InputError(fmt::format("/quant/p_offset: p_offset must be in [-64, 64], got {}", q.p_offset));
     // [FA3, §3.3] the transform is the Walsh–Hadamard matrix of order D (quantise.cpp hadamard_rows).

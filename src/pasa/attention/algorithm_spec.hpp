@@ -3,6 +3,7 @@
 // the registry that runs it is algorithm.hpp, the engines are attention/detail/.
 #pragma once
 
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -61,6 +62,9 @@ struct QuantOptions {
   bool operator==(const QuantOptions&) const = default;
 };
 const char* quant_scale_name(QuantScale s);
+// fmax must be a normal fp32 number: the scale is fp32(fp32(amax) · fp32(1/fmax)) (fp8_scale, quantise.hpp),
+// and beyond that range fp32(1/fmax) is 0 or inf, which fp8_scale would silently turn into "no scaling".
+inline bool quant_fmax_ok(double fmax) { return fmax >= FLT_MIN && fmax <= FLT_MAX; }
 QuantScale quant_scale_by_name(std::string_view name);  // throws InputError naming the known ones
 
 struct AlgorithmSpec {

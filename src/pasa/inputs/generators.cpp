@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include <boost/random/bernoulli_distribution.hpp>
 #include <boost/random/mersenne_twister.hpp>
@@ -127,24 +128,27 @@ std::size_t inputs_bytes(const ProblemSpec& p) {
 }
 
 void validate(const ProblemSpec& p) {
-  if (p.B == 0 || p.Nq == 0 || p.Nkv == 0 || p.Sq == 0 || p.Skv == 0 || p.D == 0)
-    throw InputError(fmt::format("problem shape has a zero: B={} Nq={} Nkv={} Sq={} Skv={} D={}", p.B, p.Nq,
-                                 p.Nkv, p.Sq, p.Skv, p.D));
+  const std::pair<const char*, std::size_t> dims[] = {{"B", p.B},   {"Nq", p.Nq},   {"Nkv", p.Nkv},
+                                                      {"Sq", p.Sq}, {"Skv", p.Skv}, {"D", p.D}};
+  for (const auto& [key, n] : dims)
+    if (n == 0)
+      throw InputError(fmt::format("/shape/{}: problem shape has a zero: B={} Nq={} Nkv={} Sq={} Skv={} D={}", key,
+                                   p.B, p.Nq, p.Nkv, p.Sq, p.Skv, p.D));
   if (p.Nq % p.Nkv != 0)
-    throw InputError(fmt::format("problem shape: Nq = {} is not a multiple of Nkv = {}", p.Nq, p.Nkv));
+    throw InputError(fmt::format("/shape/Nkv: problem shape: Nq = {} is not a multiple of Nkv = {}", p.Nq, p.Nkv));
   try {
     (void)format_by_name(p.format);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("problem format '{}': {}", p.format, e.what()));
+    throw InputError(fmt::format("/format: problem format '{}': {}", p.format, e.what()));
   }
-  if (!std::isfinite(p.scale)) throw InputError(fmt::format("problem scale must be finite, got {}", p.scale));
+  if (!std::isfinite(p.scale)) throw InputError(fmt::format("/scale: problem scale must be finite, got {}", p.scale));
   if (!p.kv_len.empty() && p.kv_len.size() != p.B)
-    throw InputError(fmt::format("problem kv_len has {} entries, expected B = {}", p.kv_len.size(), p.B));
+    throw InputError(fmt::format("/kv_len: problem kv_len has {} entries, expected B = {}", p.kv_len.size(), p.B));
   for (std::size_t b = 0; b < p.kv_len.size(); ++b)
     if (p.kv_len[b] > p.Skv)
-      throw InputError(fmt::format("problem kv_len[{}] = {} exceeds Skv = {}", b, p.kv_len[b], p.Skv));
+      throw InputError(fmt::format("/kv_len/{}: problem kv_len[{}] = {} exceeds Skv = {}", b, b, p.kv_len[b], p.Skv));
   if (inputs_bytes(p) == kTooLarge)
-    throw InputError(fmt::format("problem shape B={} Nq={} Nkv={} Sq={} Skv={} D={}: its element count overflows",
+    throw InputError(fmt::format("/shape: problem shape B={} Nq={} Nkv={} Sq={} Skv={} D={}: its element count overflows",
                                  p.B, p.Nq, p.Nkv, p.Sq, p.Skv, p.D));
   validate(p.q, "/q");
   validate(p.k, "/k");

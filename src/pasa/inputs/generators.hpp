@@ -66,7 +66,9 @@ GenKind gen_kind_by_name(const std::string&);  // throws InputError listing the 
 inline constexpr double kMinWavelength = 0x1p-950, kMaxPhaseDeg = 0x1p1000, kMaxSeqBias = 0x1p950;
 
 // Throws InputError for impossible parameters (shape zeros, an element count that overflows, N_q % N_kv,
-// am < 0, p outside [0, 1], values beyond double's range, ...).
+// am < 0, p outside [0, 1], values beyond double's range, ...). Every message starts with the JSON pointer, in
+// the problem's JSON (io/problem_json.hpp), of the element that is wrong ("/kv_len/1: ...", "/shape/Sq: ...",
+// "/q/p: ..."), which problem_from_json prefixes with the file and the problem's own place.
 void validate(const ProblemSpec&);
 // One generator; errors start with "<path>/<key>: " (path e.g. "/generator" or "/q"). The one check of a
 // generator: the JSON reader, the command line and generate_tensor all call it, and a generator that passes

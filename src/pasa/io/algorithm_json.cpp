@@ -1,5 +1,6 @@
 #include "pasa/io/algorithm_json.hpp"
 
+#include <cfloat>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -47,8 +48,9 @@ QuantOptions quant_from_json(const json& j, const std::string& path) {
     }
   }
   read_number(j, "fmax", path, q.fmax);
-  if (!(q.fmax > 0 && std::isfinite(q.fmax)))
-    json_fail(path + "/fmax", fmt::format("expected a positive number, got {}", j.at("fmax").dump()));
+  if (!quant_fmax_ok(q.fmax))
+    json_fail(path + "/fmax", fmt::format("expected a number in fp32's normal range [{}, {}] (the scale is computed "
+                                          "in fp32), got {}", FLT_MIN, FLT_MAX, j.at("fmax").dump()));
   read_bool(j, "hadamard", path, q.hadamard);
   read_u64(j, "hadamard_seed", path, q.hadamard_seed);
   double po = 0;

@@ -40,6 +40,10 @@ void read_stage(const json& j, const std::string& path, Stage st, StageSpec& s) 
     if (w < 1 || w > 1024 || (w & (w - 1)) != 0)
       json_fail(path + "/width", fmt::format("expected a power of two in [1, 1024], got {}", w));
     s.reduce.width = static_cast<int>(w);
+    // The lanes exist only in the blocked order; a width with another order would be accepted and ignored.
+    if (s.reduce.order != ReduceOrder::blocked)
+      json_fail(path + "/width", fmt::format("a width applies to \"order\": \"blocked\" only; this stage's order is "
+                                             "\"{}\"", reduce_order_name(s.reduce.order)));
   }
   if (j.contains("via")) s.via = as_named(j.at("via"), path + "/via", exp_via_by_name);
 }
@@ -186,7 +190,7 @@ json to_json(const Allocation& a) {
     if (!plain_reduce) {
       if (s.reduce.acc) o["acc"] = s.reduce.acc->name;
       o["order"] = reduce_order_name(s.reduce.order);
-      if (s.reduce.order == ReduceOrder::blocked || s.reduce.width != Reduction{}.width) o["width"] = s.reduce.width;
+      if (s.reduce.order == ReduceOrder::blocked) o["width"] = s.reduce.width;  // (read back only with blocked)
     }
     if (!plain_via) o["via"] = exp_via_name(s.via);
     stages[stage_name(st)] = o;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -200,6 +201,10 @@ double as_number(const nlohmann::json& v, const std::string& place) {
 }
 
 std::int64_t as_integer(const nlohmann::json& v, const std::string& place) {
+  // (an unsigned value above 2^63 - 1 would convert to a negative one, and a range error would then show
+  // that number instead of the one written)
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    bad(place, v, "an integer below 2^63");
   if (v.is_number_integer()) return v.get<std::int64_t>();
   if (v.is_number_float()) {
     const double x = v.get<double>();

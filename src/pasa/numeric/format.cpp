@@ -1,8 +1,10 @@
 #include "pasa/numeric/format.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <utility>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -62,6 +64,31 @@ std::string known_format_names() {
              "float8_e4m3fn, float8_e5m2), or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
 }
 
+namespace {
+
+// The integer that starts `s` (an optional '-', then digits), removed from s; false when there is none.
+bool take_integer(std::string_view& s, std::string_view& digits) {
+  std::size_t n = !s.empty() && s[0] == '-' ? 1 : 0;
+  const std::size_t first = n;
+  while (n < s.size() && s[n] >= '0' && s[n] <= '9') ++n;
+  if (n == first) return false;
+  digits = s.substr(0, n);
+  s.remove_prefix(n);
+  return true;
+}
+
+// `digits` as an int in [lo, hi]; otherwise an InputError that shows the number as it was written (an int
+// conversion such as sscanf's %d would turn p=99999999999999999999 into p=-1 first).
+int integer_in(std::string_view digits, const char* what, int lo, int hi) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc{} || end != digits.data() + digits.size() || v < lo || v > hi)
+    throw InputError(fmt::format("format {}{} is outside [{}, {}]", what, digits, lo, hi));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
 Format format_by_name(std::string_view name) {
   if (name == "fp8_e4m3") name = "fp8_e4m3fn";  // the OCP name without LLVM's "fn" suffix [OCP8]
   // The dtype names numpy and ml_dtypes users type (numpy.dtype(...).name) for the same formats.
@@ -72,12 +99,13 @@ Format format_by_name(std::string_view name) {
     if (name == dtype_name) name = format_name;
   for (const auto& f : builtin_formats())
     if (f.name == name) return f;
-  int p = 0, emax = 0, consumed = 0;
-  const std::string s(name);
-  if (std::sscanf(s.c_str(), "p=%d,emax=%d%n", &p, &emax, &consumed) == 2) {
-    const std::string rest = s.substr(static_cast<size_t>(consumed));
-    if (rest.empty() || rest == ",subnormals=1") return custom_format(p, emax, true);
-    if (rest == ",subnormals=0") return custom_format(p, emax, false);
+  // "p=<bits>,emax=<e>[,subnormals=0|1]"
+  std::string_view s = name, p_text, emax_text;
+  if (s.starts_with("p=") && (s.remove_prefix(2), take_integer(s, p_text)) && s.starts_with(",emax=") &&
+      (s.remove_prefix(6), take_integer(s, emax_text)) && (s.empty() || s == ",subnormals=1" || s == ",subnormals=0")) {
+    const int p = integer_in(p_text, "precision p=", 2, 53);
+    const int emax = integer_in(emax_text, "emax=", 1, 1023);
+    return custom_format(p, emax, s != ",subnormals=0");
   }
   throw InputError(fmt::format("unknown format \"{}\"; known formats: {}", name, known_format_names()));
 }
