@@ -66,7 +66,16 @@ def main():
     ap.add_argument("--models", default="normalised_lse", help="comma list: normalised_lse, unnormalised")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=1, help="the seed split_kv_ports.py ran with")
+    ap.add_argument("--shape", help="B,Nq,Nkv,Skv,D instead of split_kv_ports.SHAPE (a reduced self-check)")
     a = ap.parse_args()
+    if a.shape:
+        try:
+            dims = [int(x) for x in a.shape.split(",")]
+            if len(dims) != 5 or min(dims) < 1:
+                raise ValueError
+        except ValueError:
+            raise SystemExit(f"compare_split_kv: --shape {a.shape!r}: expected five positive integers B,Nq,Nkv,Skv,D")
+        ports.SHAPE.update(zip(("B", "Nq", "Nkv", "Skv", "D"), dims))
     models = a.models.split(",")
     for m in models:
         if m not in ("normalised_lse", "unnormalised"):

@@ -131,13 +131,17 @@ Allocation preset_or_throw(std::string_view name, const std::string& where) {
   return with_fp32_reductions(strict_preset(name, where));
 }
 
-// Split-KV as the kernels store it (MergeSpec): the merge arithmetic in the o stage's format, each part's
-// normalised output in the output format, its lse in fp32 (fp64 for the fp64 preset).
+// Split-KV as the kernels store it (MergeSpec): each part's normalised output in the output format, its lse
+// in fp32, the combine in fp32 registers (FA2's combine kernel, vLLM's reduce kernel and FlashInfer's
+// merge_state all compute in float, whatever the output type: an lse of ~1e4 in fp16 would lose the
+// weights entirely); fp64 for the fp64 preset.
 Allocation with_kernel_merge(Allocation a) {
   StageSpec& m = a.spec(Stage::merge);
+  const Format f = format_by_name(a.spec(Stage::o).format.p >= 53 ? "fp64" : "fp32");
+  m.format = f;
   m.merge.model = MergeModel::normalised_lse;
   m.merge.partial = a.spec(Stage::out).format;
-  m.merge.lse = format_by_name(a.spec(Stage::o).format.p >= 53 ? "fp64" : "fp32");
+  m.merge.lse = f;
   return a;
 }
 

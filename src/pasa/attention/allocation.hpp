@@ -155,7 +155,7 @@ MergeModel merge_model_by_name(std::string_view name);  // throws InputError nam
 // The storage of the parts between the split kernel and the combine kernel (normalised_lse only). Formats
 // absent are the merge stage's own format (as Reduction::acc); both round with the merge stage's
 // RoundOptions. Presets: partial = the out stage's format (vLLM, FlashInfer: the output dtype; FA2's own
-// combine reads an fp32 buffer: "partial": "fp32"), lse = fp32 (every kernel).
+// combine reads an fp32 buffer: "partial": "fp32"), lse = fp32 and the merge stage fp32 (every kernel).
 struct MergeSpec {
   MergeModel model = MergeModel::normalised_lse;
   std::optional<Format> partial;  // each part's normalised output O_t
@@ -210,7 +210,7 @@ ExpVia exp_via_by_name(std::string_view name);  // throws InputError naming the 
 // fp32: fa_fp16, pasa_fp16, fa_bf16, pasa_bf16, pasa_fp8), `<preset>_strict` keeps every partial sum in the
 // stage format. Throws InputError for unknown names.
 // Split-KV: every preset merges as the flash-decoding kernels do (MergeModel::normalised_lse, partials in
-// the out format, lse in fp32 — fp64 in fp64 — merge arithmetic in the o stage's format).
+// the out format, lse and the merge arithmetic in fp32 — fp64 in fp64).
 // `<preset>_h100` (every preset but fp64): the same stages with the GEMMs under the H100's tensor-core model
 // for the Q stage's format (tensor_core_preset "h100_fp16", "h100_bf16" or "h100_e4m3"): opt-in, the plain
 // presets keep the `ordered` model.
