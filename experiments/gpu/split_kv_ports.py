@@ -174,7 +174,7 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(),
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name() if a.device.startswith("cuda") else a.device,
             "shape": SHAPE, "seed": a.seed, "allow_tf32": False, "allow_fp16_reduced_precision_reduction": False}
     with open(os.path.join(a.out, "gpu_info.json"), "w") as f:
         json.dump(info, f, indent=2)

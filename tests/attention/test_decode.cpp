@@ -225,16 +225,21 @@ TEST_CASE("PASA in split form keeps the global recovery: no overflow where the s
   CHECK(compare_outputs(run_attention(in, spec_of("fa2", "fa_fp16_fp32", 128, 4)).o, g.o).nan_count > 0);
 }
 
-TEST_CASE("the merge stage: every preset has merge == o, and allocations without it stay valid", "[decode][alloc]") {
+TEST_CASE("the merge stage: every preset merges in fp32 as the kernels store parts", "[decode][alloc]") {
   for (const auto& p : allocation_preset_names()) {
     const Allocation a = allocation_preset(p);
     INFO(p);
-    CHECK(a.spec(Stage::merge) == a.spec(Stage::o));
-    CHECK_FALSE(to_json(a).at("stages").contains("merge"));  // the written form is as before
+    const StageSpec& m = a.spec(Stage::merge);
+    CHECK(m.format.name == (p == "fp64" ? "fp64" : "fp32"));
+    CHECK(m.merge.model == MergeModel::normalised_lse);
+    CHECK(m.partial() == a.spec(Stage::out).format);
+    CHECK(m.lse().name == (p == "fp64" ? "fp64" : "fp32"));
+    CHECK(to_json(a).at("stages").at("merge").at("model") == "normalised_lse");
     CHECK(allocation_from_json(to_json(a), "") == a);
   }
   // A full allocation written before the merge stage existed: every other stage, merge = o.
   nlohmann::json full = to_json(allocation_preset("fa_fp16_fp32"));
+  full["stages"].erase("merge");
   full["stages"]["o"] = "bf16";
   const Allocation a = allocation_from_json(full, "");
   CHECK(a.spec(Stage::merge).format.name == "bf16");

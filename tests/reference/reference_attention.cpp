@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpfr.h>
@@ -458,30 +459,147 @@ class Reference {
     write(b, h, r, O, m + std::log(l));
   }
 
-  // [FA2, Alg. 1]: m_j = max(m_{j−1}, rowmax S_j), P̃ = e^{S_j − m_j}, l_j = e^{m_{j−1} − m_j}·l_{j−1} + rowsum P̃,
-  // O_j = e^{m_{j−1} − m_j}·O_{j−1} + P̃V; O = O/l, lse = m + log l (+ smooth_k's scale·q·mean(K)).
-  void fa2_row(std::size_t b, std::size_t h, std::size_t r) {
-    double m = -kInf, l = 0.0;
+  // One part's state (split-KV; the whole row when unsplit): running max m (PASA: relative to Inva·F),
+  // sum l, unnormalised O, whether the row saw a key, and PASA's pseudo-average F over its `blocks` blocks.
+  struct PartState {
+    double m = -kInf, l = 0.0, F = 0.0;
+    std::vector<double> O;
     bool seen = false;
-    std::vector<double> O(D, 0.0);
-    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
-      const std::size_t n = std::min(spec_.s2, Skv - j0);
+    std::size_t blocks = 0;
+  };
+
+  // The key ranges of the split-KV parts of row r ([UA], docs/decode.md): the s2-blocks up to the last key any
+  // row of r's query block sees, cut into `splits` parts of ceil(blocks / splits) blocks; one part unsplit.
+  std::vector<std::pair<std::size_t, std::size_t>> parts_of(std::size_t b, std::size_t r) const {
+    if (spec_.splits <= 1) return {{0, Skv}};
+    const std::size_t r0 = r / spec_.s1 * spec_.s1, r1 = std::min(Sq, r0 + spec_.s1), s2 = spec_.s2;
+    std::size_t end = 0;
+    for (std::size_t i = r0; i < r1; ++i) end = std::max(end, visible_end(in_, b, i));
+    const std::size_t blocks = (end + s2 - 1) / s2;
+    const std::size_t per = std::max<std::size_t>(1, (blocks + spec_.splits - 1) / spec_.splits);
+    std::vector<std::pair<std::size_t, std::size_t>> p;
+    for (std::size_t b0 = 0; b0 < blocks; b0 += per) p.emplace_back(b0 * s2, std::min(Skv, std::min(blocks, b0 + per) * s2));
+    return p;
+  }
+
+  // The merge of split-KV parts in the merge stage, as its MergeSpec's model says (split_kv.hpp states both).
+  // Returns the merged state: unnormalised (m, l, O, and PASA's F) or normalised (O, l = 1, m = lse, F = 0).
+  PartState merge(const std::vector<PartState>& parts, bool pasa) const {
+    const StageSpec& ms = st(Stage::merge);
+    PartState out;
+    out.O.assign(D, 0.0);
+    if (ms.merge.model == MergeModel::normalised_lse) {
+      const StageSpec ps{ms.partial(), ms.round}, ls{ms.lse(), ms.round};
+      std::vector<double> lse(parts.size(), -kInf);
+      std::vector<std::vector<double>> Ot(parts.size(), std::vector<double>(D, 0.0));
+      double L = -kInf;
+      for (std::size_t t = 0; t < parts.size(); ++t) {
+        const PartState& p = parts[t];
+        if (!p.seen || p.l == 0) continue;  // lse_t = −∞: no term
+        const double frame = pasa ? p.m + inva_ * p.F : p.m;
+        lse[t] = rnd(ls, frame + std::log(p.l));
+        for (std::size_t d = 0; d < D; ++d) Ot[t][d] = rnd(ps, div(Stage::div, p.O[d], p.l));
+        L = std::max(L, lse[t]);
+        out.seen = true;
+      }
+      if (!out.seen) return out;
+      double s = 0;
+      bool first = true;
+      for (std::size_t t = 0; t < parts.size(); ++t) {
+        if (lse[t] == -kInf) continue;
+        const double e = exp(Stage::merge, sub(Stage::merge, lse[t], L));
+        s = first ? e : add(Stage::merge, s, e);
+        first = false;
+      }
+      const double total = add(Stage::merge, L, R(Stage::merge, std::log(s)));
+      first = true;
+      for (std::size_t t = 0; t < parts.size(); ++t) {
+        if (lse[t] == -kInf) continue;
+        const double w = exp(Stage::merge, sub(Stage::merge, lse[t], total));
+        for (std::size_t d = 0; d < D; ++d) {
+          const double term = mul(Stage::merge, w, Ot[t][d]);
+          out.O[d] = first ? term : add(Stage::merge, out.O[d], term);
+        }
+        first = false;
+      }
+      out.m = total;
+      out.l = 1.0;
+      return out;
+    }
+    // unnormalised: PASA re-frames each part to the global pseudo-average F = (Σ J_t·F_t)/J first.
+    std::vector<double> mt(parts.size());
+    for (std::size_t t = 0; t < parts.size(); ++t) mt[t] = parts[t].m;
+    if (pasa) {
+      bool first = true;
+      for (const PartState& p : parts) {
+        if (p.blocks == 0) continue;
+        out.blocks += p.blocks;
+        const double w = mul(Stage::merge, static_cast<double>(p.blocks), p.F);
+        out.F = first ? w : add(Stage::merge, out.F, w);
+        first = false;
+      }
+      if (out.blocks == 0) return out;
+      out.F = div(Stage::merge, out.F, static_cast<double>(out.blocks));
+      for (std::size_t t = 0; t < parts.size(); ++t)
+        if (parts[t].blocks != 0 && inva_ != 0)
+          mt[t] = add(Stage::merge, mt[t], mul(Stage::merge, inva_, sub(Stage::merge, parts[t].F, out.F)));
+    }
+    double M = -kInf;
+    for (std::size_t t = 0; t < parts.size(); ++t)
+      if (parts[t].seen) M = std::max(M, mt[t]);
+    for (std::size_t t = 0; t < parts.size(); ++t) {
+      const PartState& p = parts[t];
+      if (!p.seen || M == -kInf) continue;
+      const double a = exp(Stage::merge, sub(Stage::merge, mt[t], M));
+      const double al = mul(Stage::merge, a, p.l);
+      out.l = out.seen ? add(Stage::merge, out.l, al) : al;
+      for (std::size_t d = 0; d < D; ++d) {
+        const double ao = mul(Stage::merge, a, p.O[d]);
+        out.O[d] = out.seen ? add(Stage::merge, out.O[d], ao) : ao;
+      }
+      out.seen = true;
+    }
+    out.m = M;
+    return out;
+  }
+
+  // The row's state over its parts: the one part as it is (unsplit), else merged.
+  PartState row_state(const std::vector<PartState>& parts, bool pasa) const {
+    return spec_.splits <= 1 ? parts.front() : merge(parts, pasa);
+  }
+
+  // [FA2, Alg. 1] over the keys [jb, je): m_j = max(m_{j−1}, rowmax S_j), P̃ = e^{S_j − m_j},
+  // l_j = e^{m_{j−1} − m_j}·l_{j−1} + rowsum P̃, O_j = e^{m_{j−1} − m_j}·O_{j−1} + P̃V.
+  PartState fa2_part(std::size_t b, std::size_t h, std::size_t r, std::size_t jb, std::size_t je) const {
+    PartState ps;
+    ps.O.assign(D, 0.0);
+    for (std::size_t j0 = jb; j0 < je; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, je - j0);
       if (!tile_visible(b, r, j0, j0 + n)) continue;
       const std::vector<double> z = logits(b, h, r, j0, n);
-      const double alpha = running_max(m, z, seen);
+      const double alpha = running_max(ps.m, z, ps.seen);
       std::vector<double> p(n);
-      for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], m);
+      for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], ps.m);
       const double rs = reduce_sum(p, st(Stage::sum));
       for (double& x : p) x = R(Stage::p, x);
       const std::vector<double> PV = pv(b, h, p, j0);
-      l = add(Stage::sum, mul(Stage::sum, alpha, l), rs);
-      for (std::size_t d = 0; d < D; ++d) O[d] = add(Stage::o, mul(Stage::o, alpha, O[d]), PV[d]);
+      ps.l = add(Stage::sum, mul(Stage::sum, alpha, ps.l), rs);
+      for (std::size_t d = 0; d < D; ++d) ps.O[d] = add(Stage::o, mul(Stage::o, alpha, ps.O[d]), PV[d]);
     }
-    if (!seen) return write_empty(b, h, r);
-    for (double& x : O) x = R(Stage::out, div(Stage::div, x, l));
-    double lse = m + std::log(l);
+    return ps;
+  }
+
+  // FA2 over the row's parts (split-KV merged), then O = O/l, lse = m + log l (+ smooth_k's scale·q·mean(K)).
+  void fa2_row(std::size_t b, std::size_t h, std::size_t r) {
+    std::vector<PartState> parts;
+    for (const auto& [jb, je] : parts_of(b, r)) parts.push_back(fa2_part(b, h, r, jb, je));
+    if (parts.empty()) return write_empty(b, h, r);
+    PartState ps = row_state(parts, false);
+    if (!ps.seen) return write_empty(b, h, r);
+    for (double& x : ps.O) x = R(Stage::out, div(Stage::div, x, ps.l));
+    double lse = ps.m + std::log(ps.l);
     if (spec_.name == "smooth_k") lse += lse_shift_[(b * Nq + h) * Sq + r];
-    write(b, h, r, O, lse);
+    write(b, h, r, ps.O, lse);
   }
 
   // SageAttention's smooth K: K − mean(K) over the sequence per (batch, kv head, d), in k_shift; the lse
@@ -553,8 +671,8 @@ class Reference {
     inva_ = rnd(st(Stage::mean), q.v);
   }
 
-  // [PASA, Alg. 1] for one query row, steps 3–22.
-  void pasa_row(std::size_t b, std::size_t h, std::size_t r) {
+  // [PASA, Alg. 1] steps 3–21 for one query row over the keys [jb, je) (a split-KV part, or all of them).
+  PartState pasa_part(std::size_t b, std::size_t h, std::size_t r, std::size_t jb, std::size_t je) const {
     const PasaOptions& o = spec_.pasa;
     if (!(o.beta >= 0 && o.beta < 1)) throw std::invalid_argument("reference: beta outside [0, 1)");
     const bool printed = o.form == "printed";
@@ -562,8 +680,8 @@ class Reference {
     bool seen = false;
     std::vector<double> O(D, 0.0);
     std::size_t j = 0;  // blocks processed
-    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
-      const std::size_t n = std::min(spec_.s2, Skv - j0);
+    for (std::size_t j0 = jb; j0 < je; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, je - j0);
       if (!tile_visible(b, r, j0, j0 + n)) continue;
       ++j;
       // Eq. 12: S' = Q·K'ᵀ (scaled through M, or here when α is not in M).
@@ -625,11 +743,21 @@ class Reference {
       l = add(Stage::sum, mul(Stage::sum, e_old, l), rs);
       for (std::size_t d = 0; d < D; ++d) O[d] = add(Stage::o, mul(Stage::o, e_old, O[d]), PV[d]);
     }
-    if (!seen) return write_empty(b, h, r);
+    PartState ps;
+    ps.m = m, ps.l = l, ps.F = F, ps.O = std::move(O), ps.seen = seen, ps.blocks = j;
+    return ps;
+  }
+
+  void pasa_row(std::size_t b, std::size_t h, std::size_t r) {
+    std::vector<PartState> parts;
+    for (const auto& [jb, je] : parts_of(b, r)) parts.push_back(pasa_part(b, h, r, jb, je));
+    if (parts.empty()) return write_empty(b, h, r);
+    PartState ps = row_state(parts, true);
+    if (!ps.seen) return write_empty(b, h, r);
     // Step 22: O = O/l; the running max is relative to Inva·F, so the lse (fp64) adds it back.
-    for (double& x : O) x = R(Stage::out, div(Stage::div, x, l));
-    const double frame = m + inva_ * F;
-    write(b, h, r, O, frame + std::log(l));
+    for (double& x : ps.O) x = R(Stage::out, div(Stage::div, x, ps.l));
+    const double frame = ps.m + inva_ * ps.F;
+    write(b, h, r, ps.O, frame + std::log(ps.l));
   }
 
   const AttentionInputs& in_;

@@ -131,12 +131,36 @@ Allocation preset_or_throw(std::string_view name, const std::string& where) {
   return with_fp32_reductions(strict_preset(name, where));
 }
 
+// Split-KV as the kernels store it (MergeSpec): each part's normalised output in the output format, its lse
+// in fp32, the combine in fp32 registers (FA2's combine kernel, vLLM's reduce kernel and FlashInfer's
+// merge_state all compute in float, whatever the output type: an lse of ~1e4 in fp16 would lose the
+// weights entirely); fp64 for the fp64 preset.
+Allocation with_kernel_merge(Allocation a) {
+  StageSpec& m = a.spec(Stage::merge);
+  const Format f = format_by_name(a.spec(Stage::o).format.p >= 53 ? "fp64" : "fp32");
+  m.format = f;
+  m.merge.model = MergeModel::normalised_lse;
+  m.merge.partial = a.spec(Stage::out).format;
+  m.merge.lse = f;
+  return a;
+}
+
 }  // namespace
 
 bool StageSpec::operator==(const StageSpec& o) const {
   return format == o.format && round.mode == o.round.mode && round.overflow == o.round.overflow &&
          round.flush_input == o.round.flush_input && round.flush_output == o.round.flush_output &&
-         reduce == o.reduce && via == o.via;
+         reduce == o.reduce && via == o.via && merge == o.merge;
+}
+
+const char* merge_model_name(MergeModel m) {
+  return m == MergeModel::unnormalised ? "unnormalised" : "normalised_lse";
+}
+
+MergeModel merge_model_by_name(std::string_view name) {
+  if (name == "normalised_lse") return MergeModel::normalised_lse;
+  if (name == "unnormalised") return MergeModel::unnormalised;
+  throw InputError(fmt::format("unknown merge model \"{}\"; known: normalised_lse, unnormalised", name));
 }
 
 std::array<StageSpec, kStageCount> uniform_stages(const Format& f) {
@@ -230,6 +254,6 @@ AlignRound align_round_by_name(std::string_view name) {
   throw InputError(fmt::format("unknown alignment rounding \"{}\"; known: truncate, nearest", name));
 }
 
-Allocation allocation_preset(std::string_view name) { return preset_or_throw(name, ""); }
+Allocation allocation_preset(std::string_view name) { return with_kernel_merge(preset_or_throw(name, "")); }
 
 }  // namespace pasa

@@ -19,9 +19,9 @@
 //   shift     PASA's shifting matrix M (Eq. 10)
 //   k_shift   the shifted keys written by PASA's pre-processing GEMM (Eq. 11) or smooth_k's K − mean(K)
 //   mean      PASA's row means S̄' and pseudo-averages F (Eq. 15) and correction terms Δm'; smooth_k's mean of K
-//   merge     the merge of split-KV parts (AlgorithmSpec::splits > 1, [UA]): re-framing, e^{m_t − M}, Σ a_t·l_t,
-//             Σ a_t·O_t. Used only with splits; where an allocation does not name it, it is the `o` stage's spec
-//             (the presets: merge == o), so allocations written before it existed keep their meaning.
+//   merge     the merge of split-KV parts (AlgorithmSpec::splits > 1, [UA]): its arithmetic, and with it
+//             (StageSpec::merge, MergeSpec below) the model of what each part stores. Used only with splits;
+//             where an allocation does not name it, it is the `o` stage's spec.
 //
 // Reductions (the row sum l in `sum`, the means in `mean`) have their own accumulator: see Reduction.
 // Elementwise steps are computed exactly and rounded once to their stage's format, except the exp stage's
@@ -149,6 +149,33 @@ enum class ExpVia {
           // always correctly rounded), the float result rounded to the stage format: CUDA's expf then a cast
 };
 
+// How split-KV parts are stored and merged (the merge stage only; docs/decode.md, "Split-KV merge models").
+enum class MergeModel {
+  // Flash-decoding as the kernels store it (FA2's splitkv + combine kernels, vLLM's paged attention v2,
+  // FlashInfer's merge_state): each part t ends its own softmax, O_t = Õ_t/l_t rounded to div, then stored in
+  // the `partial` format; lse_t = m_t + log l_t stored in the `lse` format. The combine, in the merge stage:
+  // L = max_t lse_t, s = Σ_t e^{lse_t − L}, lse = L + log s, O = Σ_t e^{lse_t − lse}·O_t (each step one
+  // rounding); then O/1 through div (a no-op when div is at least as wide as merge) and the output cast.
+  normalised_lse,
+  // The unnormalised state of each part (Õ_t, m_t, l_t) kept unrounded and merged in the merge stage:
+  // M = max m_t, a_t = e^{m_t − M}, l = Σ a_t·l_t, O = Σ a_t·Õ_t, then O/l (div) and the output cast. A
+  // kernel that keeps the parts' raw accumulators (or an on-chip split within one CTA).
+  unnormalised,
+};
+const char* merge_model_name(MergeModel m);
+MergeModel merge_model_by_name(std::string_view name);  // throws InputError naming the known models
+
+// The storage of the parts between the split kernel and the combine kernel (normalised_lse only). Formats
+// absent are the merge stage's own format (as Reduction::acc); both round with the merge stage's
+// RoundOptions. Presets: partial = the out stage's format (vLLM, FlashInfer: the output dtype; FA2's own
+// combine reads an fp32 buffer: "partial": "fp32"), lse = fp32 and the merge stage fp32 (every kernel).
+struct MergeSpec {
+  MergeModel model = MergeModel::normalised_lse;
+  std::optional<Format> partial;  // each part's normalised output O_t
+  std::optional<Format> lse;      // each part's lse_t
+  bool operator==(const MergeSpec&) const = default;
+};
+
 struct StageSpec {
   StageSpec() = default;
   StageSpec(Format f, RoundOptions r = {}) : format(std::move(f)), round(r) {}  // NOLINT: a format is a stage
@@ -156,7 +183,10 @@ struct StageSpec {
   RoundOptions round;  // mode (rne, rz, ru, rd, ro, sr), overflow (ieee, saturate), ftz/daz
   Reduction reduce;    // used by the stages that reduce (sum, mean)
   ExpVia via = ExpVia::exact;  // used by the exp stage only
+  MergeSpec merge;             // used by the merge stage only
   const Format& acc() const { return reduce.acc ? *reduce.acc : format; }
+  const Format& partial() const { return merge.partial ? *merge.partial : format; }
+  const Format& lse() const { return merge.lse ? *merge.lse : format; }
   bool operator==(const StageSpec& o) const;
 };
 
@@ -200,6 +230,8 @@ ExpVia exp_via_by_name(std::string_view name);  // throws InputError naming the 
 // round once (hardware practice); where that differs from the strict model (a sum or mean stage narrower than
 // fp32: fa_fp16, pasa_fp16, fa_bf16, pasa_bf16, pasa_fp8), `<preset>_strict` keeps every partial sum in the
 // stage format. Throws InputError for unknown names.
+// Split-KV: every preset merges as the flash-decoding kernels do (MergeModel::normalised_lse, partials in
+// the out format, lse and the merge arithmetic in fp32 — fp64 in fp64).
 // `<preset>_h100` (every preset but fp64): the same stages with the GEMMs under the H100's tensor-core model
 // for the Q stage's format (tensor_core_preset "h100_fp16", "h100_bf16" or "h100_e4m3"): opt-in, the plain
 // presets keep the `ordered` model.

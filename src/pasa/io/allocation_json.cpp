@@ -15,8 +15,9 @@ bool reduces(Stage st) { return st == Stage::sum || st == Stage::mean; }
 
 // A stage is a format name (for sum and mean: accumulated in that format, sequentially), or
 // {"format": ..., "round": ..., "overflow": ..., "ftz": ..., "daz": ...} with, for sum and mean,
-// "acc", "order", "width" (the Reduction), and for exp, "via". Fields absent keep the base's values (an
-// accumulator never given stays the stage's own format, whatever format the stage gets).
+// "acc", "order", "width" (the Reduction), for exp, "via", and for merge, "model", "partial", "lse" (the
+// MergeSpec; a format name keeps the base's). Fields absent keep the base's values (an accumulator never
+// given stays the stage's own format, whatever format the stage gets).
 void read_stage(const json& j, const std::string& path, Stage st, StageSpec& s) {
   if (j.is_string()) {
     s.format = as_named(j, path, format_by_name);
@@ -27,6 +28,7 @@ void read_stage(const json& j, const std::string& path, Stage st, StageSpec& s) 
   std::vector<std::string> known{"format", "round", "overflow", "ftz", "daz"};
   if (reduces(st)) known.insert(known.end(), {"acc", "order", "width"});
   if (st == Stage::exp) known.push_back("via");
+  if (st == Stage::merge) known.insert(known.end(), {"model", "partial", "lse"});
   check_keys(j, known, path);
   if (j.contains("format")) s.format = as_named(j.at("format"), path + "/format", format_by_name);
   if (j.contains("round")) s.round.mode = as_named(j.at("round"), path + "/round", round_mode_by_name);
@@ -46,6 +48,9 @@ void read_stage(const json& j, const std::string& path, Stage st, StageSpec& s) 
                                              "\"{}\"", reduce_order_name(s.reduce.order)));
   }
   if (j.contains("via")) s.via = as_named(j.at("via"), path + "/via", exp_via_by_name);
+  if (j.contains("model")) s.merge.model = as_named(j.at("model"), path + "/model", merge_model_by_name);
+  if (j.contains("partial")) s.merge.partial = as_named(j.at("partial"), path + "/partial", format_by_name);
+  if (j.contains("lse")) s.merge.lse = as_named(j.at("lse"), path + "/lse", format_by_name);
 }
 
 // The tensor-core fields of "gemm": "tensor_core" (a named model: tensor_core_preset) first, then the fields
@@ -152,9 +157,14 @@ Allocation allocation_from_json(const json& j, const std::string& path) {
       given[static_cast<std::size_t>(s)] = true;
     }
   }
-  // The merge stage (split-KV) came after allocations were first written: not given, it is the o stage's.
+  // The merge stage (split-KV) came after allocations were first written: not given, its arithmetic is the
+  // o stage's (format and rounding); its MergeSpec (what the parts store) stays the base's.
   if (!given[static_cast<std::size_t>(Stage::merge)]) {
-    if (full || given[static_cast<std::size_t>(Stage::o)]) a.spec(Stage::merge) = a.spec(Stage::o);
+    if (full || given[static_cast<std::size_t>(Stage::o)]) {
+      const MergeSpec keep = a.spec(Stage::merge).merge;
+      a.spec(Stage::merge) = a.spec(Stage::o);
+      a.spec(Stage::merge).merge = keep;
+    }
     given[static_cast<std::size_t>(Stage::merge)] = true;
   }
   if (full)
@@ -176,7 +186,8 @@ json to_json(const Allocation& a) {
                              !s.round.flush_input && !s.round.flush_output;
     const bool plain_reduce = !reduces(st) || s.reduce == Reduction{};
     const bool plain_via = st != Stage::exp || s.via == ExpVia::exact;
-    if (plain_round && plain_reduce && plain_via) {
+    const bool plain_merge = st != Stage::merge || s.merge == MergeSpec{};
+    if (plain_round && plain_reduce && plain_via && plain_merge) {
       stages[stage_name(st)] = s.format.name;
       continue;
     }
@@ -193,6 +204,11 @@ json to_json(const Allocation& a) {
       if (s.reduce.order == ReduceOrder::blocked) o["width"] = s.reduce.width;  // (read back only with blocked)
     }
     if (!plain_via) o["via"] = exp_via_name(s.via);
+    if (!plain_merge) {
+      o["model"] = merge_model_name(s.merge.model);
+      if (s.merge.partial) o["partial"] = s.merge.partial->name;
+      if (s.merge.lse) o["lse"] = s.merge.lse->name;
+    }
     stages[stage_name(st)] = o;
   }
   json gemm = {{"model", kind_name(a.gemm.kind)}};

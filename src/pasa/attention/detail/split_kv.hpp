@@ -2,7 +2,13 @@
 // the keys a work item sees are cut into `splits` parts at s2-block boundaries, each part runs the engine's
 // block loop from a fresh state and returns (unnormalised O, max m, sum l) — and, for PASA, its
 // pseudo-average F and block count J — and the parts are merged in the allocation's `merge` stage
-// ([UA]: "merged at the end"; the flash-decoding reduction):
+// ([UA]: "merged at the end"; the flash-decoding reduction) as its MergeSpec's model says.
+// normalised_lse (the presets; what flash-decoding kernels store): each part's O_t/l_t rounded to div, then
+// to the partial format, and lse_t = m_t (+ Inva·F_t for PASA) + log l_t rounded to the lse format; then
+//   L = max_t lse_t,  s = Σ_t e^{lse_t − L},  lse = L + log s,  O = Σ_t e^{lse_t − lse}·O_t
+// (each step one rounding to merge; a part whose row saw no key has lse_t = −∞ and no term), and the result
+// handed on normalised: l = 1, m = lse (F = 0), so the final O/l is a rounding to div only.
+// unnormalised (today's model before issue 25; the parts' accumulators merged unrounded):
 //   PASA only:  F = (Σ_t J_t·F_t)/J,  m_t ← m_t + Inva·(F_t − F)   (each part re-framed to the global
 //               pseudo-average, Eq. 13–15: a part's max is relative to Inva·F_t)
 //   M = max_t m_t,  a_t = e^{m_t − M} (0 for a part whose row saw no key),
@@ -34,7 +40,8 @@ struct Partial {
 std::vector<std::pair<std::size_t, std::size_t>> split_ranges(const Run& run, const Item& it);
 
 // Merges the parts into `out` (m, l, O, seen; with pasa = true also F, re-framing as above; inva = the
-// engine's Inva, rounded to mean). Every operation is one rounding to the merge stage.
+// engine's Inva, rounded to mean) under the merge stage's MergeSpec. Every operation is one rounding to the
+// merge stage (the stored parts: to their partial and lse formats).
 void merge_partials(const Run& run, const std::vector<Partial>& parts, bool pasa, double inva, Partial& out,
                     RandomBits* rng);
 
