@@ -72,6 +72,7 @@ def check_all_routes(tmp_path, problem, algos, tag, cwd_problem=None):
         out, _ = pasa.attention(**inputs, spec=algo, threads=2)
         assert_same_bits(out, o_cli)
         m = pasa.metrics(out, golden, baseline)
+        assert m.pop("rel_rmse") == m["rmse"]  # Eq. 19's name; "rmse" is the programs' key
         assert_same_json(m, j["metrics"])
         assert_same_json(pasa.score_stats(**inputs), j["scores"])
         row = rows[f"a{i}"]
