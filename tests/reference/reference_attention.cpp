@@ -270,6 +270,7 @@ class Reference {
   Reference(const AttentionInputs& in, const AlgorithmSpec& spec)
       : in_(in), spec_(spec), a_(effective_allocation(in, spec)) {
     for (const auto& s : a_.stages) no_stochastic(s);
+    if (spec.quant.active()) throw std::invalid_argument("reference: the FP8 recipe (quant) is not restated here");
     B = in.q.shape.B, Nq = in.q.shape.N, Nkv = in.k.shape.N, Sq = in.q.shape.S, Skv = in.k.shape.S;
     D = in.q.shape.D;
     group = Nq / Nkv;
@@ -282,6 +283,7 @@ class Reference {
     for (double& x : v_) x = rnd(st(Stage::v), x);
     keys_ = k_;
     scale_ = rnd(st(Stage::scale), in.effective_scale());
+    if (!in.mask.select.empty()) select_value_ = rnd(st(Stage::scale), in.mask.select_value);
   }
 
   AttentionOutput run() {
@@ -332,12 +334,37 @@ class Reference {
                            &keys_[kv_index(b, h / group, j0 + c)], 1, D);
     return s;
   }
-  // Z = round_scale(S·scale), hidden keys −inf.
+  // Z = round_scale(S·scale), then the bias and the select, hidden keys −inf.
   std::vector<double> logits(std::size_t b, std::size_t h, std::size_t r, std::size_t j0, std::size_t n) const {
     std::vector<double> z = scores(b, h, r, j0, n);
     for (std::size_t c = 0; c < n; ++c) z[c] = mul(Stage::scale, z[c], scale_);
+    // smooth_k's scores are s − scale·q·mean(K): the select value is written in that frame.
+    bias_select(b, h, r, j0, z, spec_.name == "smooth_k" ? lse_shift_[(b * Nq + h) * Sq + r] : 0.0);
     mask(b, r, j0, z);
     return z;
+  }
+  // [IFA] z = round_scale(z + pse_j), then a selected key's score: the select value (rounded to scale) of
+  // the unshifted frame, written in the engine's frame z = s − f as round_scale(value − f).
+  void bias_select(std::size_t b, std::size_t h, std::size_t r, std::size_t j0, std::vector<double>& z, double f) const {
+    if (const double* pse = pse_row(in_, b, h, r))
+      for (std::size_t c = 0; c < z.size(); ++c) z[c] = add(Stage::scale, z[c], pse[j0 + c]);
+    if (const std::uint8_t* sel = select_row(in_, b, r)) {
+      const double zs = f == 0 ? select_value_ : sub(Stage::scale, select_value_, f);
+      for (std::size_t c = 0; c < z.size(); ++c)
+        if (sel[j0 + c]) z[c] = zs;
+    }
+  }
+  // Whether row r's visible keys in [j0, j0 + n) exist and are all selected.
+  bool all_selected(std::size_t b, std::size_t r, std::size_t j0, std::size_t n) const {
+    const std::uint8_t* sel = select_row(in_, b, r);
+    if (!sel) return false;
+    bool any = false;
+    for (std::size_t c = 0; c < n; ++c)
+      if (visible(in_, b, r, j0 + c)) {
+        if (!sel[j0 + c]) return false;
+        any = true;
+      }
+    return any;
   }
   void mask(std::size_t b, std::size_t r, std::size_t j0, std::vector<double>& z) const {
     for (std::size_t c = 0; c < z.size(); ++c)
@@ -460,15 +487,97 @@ class Reference {
 
   // [FA2, Alg. 1]: m_j = max(m_{j−1}, rowmax S_j), P̃ = e^{S_j − m_j}, l_j = e^{m_{j−1} − m_j}·l_{j−1} + rowsum P̃,
   // O_j = e^{m_{j−1} − m_j}·O_{j−1} + P̃V; O = O/l, lse = m + log l (+ smooth_k's scale·q·mean(K)).
-  void fa2_row(std::size_t b, std::size_t h, std::size_t r) {
-    double m = -kInf, l = 0.0;
+  // The state of one split-KV part of a row (the whole row without split-KV): unnormalised O, max m, sum l,
+  // and for PASA the pseudo-average F and the blocks processed.
+  struct Part {
+    double m, l = 0.0, F = 0.0;
+    std::vector<double> O;
     bool seen = false;
-    std::vector<double> O(D, 0.0);
-    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
-      const std::size_t n = std::min(spec_.s2, Skv - j0);
+    std::size_t blocks = 0;
+    Part(double m0, std::size_t D) : m(m0), O(D, 0.0) {}
+  };
+
+  // Split-KV [UA]: the blocks up to the last key any row of r's query block sees, cut into `splits` parts of
+  // ⌈blocks/splits⌉ blocks.
+  std::vector<std::pair<std::size_t, std::size_t>> split_ranges(std::size_t b, std::size_t r) const {
+    const std::size_t r0 = r / spec_.s1 * spec_.s1, r1 = std::min(Sq, r0 + spec_.s1), s2 = spec_.s2;
+    std::size_t end = 0;
+    for (std::size_t i = r0; i < r1; ++i) end = std::max(end, visible_end(in_, b, i));
+    const std::size_t blocks = (end + s2 - 1) / s2;
+    const std::size_t per = std::max<std::size_t>(1, (blocks + spec_.splits - 1) / spec_.splits);
+    std::vector<std::pair<std::size_t, std::size_t>> parts;
+    for (std::size_t b0 = 0; b0 < blocks; b0 += per) parts.emplace_back(b0 * s2, std::min(Skv, std::min(blocks, b0 + per) * s2));
+    return parts;
+  }
+
+  // The merge of the parts, each operation one rounding to the merge stage: PASA first F = (Σ J_t·F_t)/J and
+  // m_t += Inva·(F_t − F); then M = max m_t, a_t = e^{m_t − M}, l = Σ a_t·l_t, O = Σ a_t·O_t in part order.
+  Part merge(const std::vector<Part>& parts, bool pasa, double m0) const {
+    Part out(m0, D);
+    std::vector<double> mt;
+    for (const Part& p : parts) mt.push_back(p.m);
+    if (pasa) {
+      std::size_t J = 0;
+      bool first = true;
+      for (const Part& p : parts) {
+        if (p.blocks == 0) continue;
+        J += p.blocks;
+        const double t = mul(Stage::merge, static_cast<double>(p.blocks), p.F);
+        out.F = first ? t : add(Stage::merge, out.F, t);
+        first = false;
+      }
+      out.blocks = J;
+      if (J == 0) return out;
+      out.F = div(Stage::merge, out.F, static_cast<double>(J));
+      for (std::size_t k = 0; k < parts.size(); ++k)
+        if (parts[k].blocks != 0 && inva_ != 0)
+          mt[k] = add(Stage::merge, mt[k], mul(Stage::merge, inva_, sub(Stage::merge, parts[k].F, out.F)));
+    }
+    double M = -kInf;
+    for (std::size_t k = 0; k < parts.size(); ++k)
+      if (parts[k].seen) M = std::max(M, mt[k]);
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const Part& p = parts[k];
+      if (!p.seen || M == -kInf) continue;
+      const double a = exp(Stage::merge, sub(Stage::merge, mt[k], M));
+      const double al = mul(Stage::merge, a, p.l);
+      out.l = out.seen ? add(Stage::merge, out.l, al) : al;
+      for (std::size_t d = 0; d < D; ++d) {
+        const double ao = mul(Stage::merge, a, p.O[d]);
+        out.O[d] = out.seen ? add(Stage::merge, out.O[d], ao) : ao;
+      }
+      out.seen = true;
+    }
+    out.m = M;
+    return out;
+  }
+
+  // Runs part(jb, je, state) over the whole row, or per split-KV part and merges.
+  template <class PartFn>
+  Part split_row(std::size_t b, std::size_t r, bool pasa, double m0, PartFn&& part) const {
+    if (spec_.splits <= 1) {
+      Part p(m0, D);
+      part(0, Skv, p);
+      return p;
+    }
+    std::vector<Part> parts;
+    for (const auto& [jb, je] : split_ranges(b, r)) {
+      parts.emplace_back(m0, D);
+      part(jb, je, parts.back());
+    }
+    return merge(parts, pasa, m0);
+  }
+
+  // [FA2, Alg. 1] over the key blocks of [jb, je).
+  void fa2_part(std::size_t b, std::size_t h, std::size_t r, std::size_t jb, std::size_t je, Part& part) const {
+    double& m = part.m;
+    double& l = part.l;
+    std::vector<double>& O = part.O;
+    for (std::size_t j0 = jb; j0 < je; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, je - j0);
       if (!tile_visible(b, r, j0, j0 + n)) continue;
       const std::vector<double> z = logits(b, h, r, j0, n);
-      const double alpha = running_max(m, z, seen);
+      const double alpha = running_max(m, z, part.seen);
       std::vector<double> p(n);
       for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], m);
       const double rs = reduce_sum(p, st(Stage::sum));
@@ -477,11 +586,15 @@ class Reference {
       l = add(Stage::sum, mul(Stage::sum, alpha, l), rs);
       for (std::size_t d = 0; d < D; ++d) O[d] = add(Stage::o, mul(Stage::o, alpha, O[d]), PV[d]);
     }
-    if (!seen) return write_empty(b, h, r);
-    for (double& x : O) x = R(Stage::out, div(Stage::div, x, l));
-    double lse = m + std::log(l);
+  }
+
+  void fa2_row(std::size_t b, std::size_t h, std::size_t r) {
+    Part p = split_row(b, r, false, -kInf, [&](std::size_t jb, std::size_t je, Part& s) { fa2_part(b, h, r, jb, je, s); });
+    if (!p.seen) return write_empty(b, h, r);
+    for (double& x : p.O) x = R(Stage::out, div(Stage::div, x, p.l));
+    double lse = p.m + std::log(p.l);
     if (spec_.name == "smooth_k") lse += lse_shift_[(b * Nq + h) * Sq + r];
-    write(b, h, r, O, lse);
+    write(b, h, r, p.O, lse);
   }
 
   // SageAttention's smooth K: K − mean(K) over the sequence per (batch, kv head, d), in k_shift; the lse
@@ -557,13 +670,27 @@ class Reference {
   void pasa_row(std::size_t b, std::size_t h, std::size_t r) {
     const PasaOptions& o = spec_.pasa;
     if (!(o.beta >= 0 && o.beta < 1)) throw std::invalid_argument("reference: beta outside [0, 1)");
+    Part p = split_row(b, r, true, o.m0_zero ? 0.0 : -kInf,
+                       [&](std::size_t jb, std::size_t je, Part& s) { pasa_part(b, h, r, jb, je, s); });
+    if (!p.seen) return write_empty(b, h, r);
+    // Step 22: O = O/l; the running max is relative to Inva·F, so the lse (fp64) adds it back.
+    for (double& x : p.O) x = R(Stage::out, div(Stage::div, x, p.l));
+    const double frame = p.m + inva_ * p.F;
+    write(b, h, r, p.O, frame + std::log(p.l));
+  }
+
+  // [PASA, Alg. 1] steps 3–21 for one query row over the key blocks of [jb, je) (F^1 restarts in each part).
+  void pasa_part(std::size_t b, std::size_t h, std::size_t r, std::size_t jb, std::size_t je, Part& part) const {
+    const PasaOptions& o = spec_.pasa;
     const bool printed = o.form == "printed";
-    double m = o.m0_zero ? 0.0 : -kInf, l = 0.0, F = 0.0;
-    bool seen = false;
-    std::vector<double> O(D, 0.0);
-    std::size_t j = 0;  // blocks processed
-    for (std::size_t j0 = 0; j0 < Skv; j0 += spec_.s2) {
-      const std::size_t n = std::min(spec_.s2, Skv - j0);
+    double& m = part.m;
+    double& l = part.l;
+    double& F = part.F;
+    bool& seen = part.seen;
+    std::vector<double>& O = part.O;
+    std::size_t& j = part.blocks;  // blocks processed
+    for (std::size_t j0 = jb; j0 < je; j0 += spec_.s2) {
+      const std::size_t n = std::min(spec_.s2, je - j0);
       if (!tile_visible(b, r, j0, j0 + n)) continue;
       ++j;
       // Eq. 12: S' = Q·K'ᵀ (scaled through M, or here when α is not in M).
@@ -571,7 +698,11 @@ class Reference {
       if (!o.alpha_in_M)
         for (double& x : z) x = mul(Stage::scale, x, scale_);
       // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
-      const double mean = reduce_mean(z, st(Stage::mean));
+      double mean = reduce_mean(z, st(Stage::mean));
+      // The select value is a score of the unshifted frame: in the block's frame S' = S − Inva·S̄'_j it is
+      // value − Inva·S̄'_j; a row that sees only selected keys in the block takes frame 0 (S̄'_j := 0).
+      if (all_selected(b, r, j0, n)) mean = 0;
+      bias_select(b, h, r, j0, z, inva_ != 0 && select_row(in_, b, r) ? mul(Stage::mean, inva_, mean) : 0.0);
       mask(b, r, j0, z);
       // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
       double F_old, F_new;
@@ -625,11 +756,6 @@ class Reference {
       l = add(Stage::sum, mul(Stage::sum, e_old, l), rs);
       for (std::size_t d = 0; d < D; ++d) O[d] = add(Stage::o, mul(Stage::o, e_old, O[d]), PV[d]);
     }
-    if (!seen) return write_empty(b, h, r);
-    // Step 22: O = O/l; the running max is relative to Inva·F, so the lse (fp64) adds it back.
-    for (double& x : O) x = R(Stage::out, div(Stage::div, x, l));
-    const double frame = m + inva_ * F;
-    write(b, h, r, O, frame + std::log(l));
   }
 
   const AttentionInputs& in_;
@@ -637,7 +763,7 @@ class Reference {
   Allocation a_;
   std::size_t B = 0, Nq = 0, Nkv = 0, Sq = 0, Skv = 0, D = 0, group = 1;
   std::vector<double> q_, k_, v_, keys_, lse_shift_;
-  double scale_ = 0, inva_ = 0;
+  double scale_ = 0, inva_ = 0, select_value_ = 0;
   AttentionOutput out_;
 };
 

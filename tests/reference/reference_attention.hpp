@@ -8,6 +8,11 @@
 // later rounding to p <= 53 bits cannot tell from the exact value) with MPFR and rounded with MPFR to the
 // format (precision p, emin/emax, mpfr_subnormalize), then the format's overflow and flush conventions.
 //
+// Covered: the masks (causal aligned to kv_len, kv_len, keep), the position bias pse and the select mask
+// ([IFA]; a selected score is the value of the unshifted frame, written as value − shift where an engine's
+// scores are shifted), and split-KV with its merge stage for fa2, smooth_k and pasa (PASA's split form). Not
+// covered: fdpp, the FP8 recipe (quant) and the tensor-core GEMM model (they throw std::invalid_argument).
+//
 // It shares no kernel with the engine: nothing from src/pasa/attention/detail/ or gemm.hpp; only the
 // descriptors (formats, rounding options, allocations, algorithm specs, inputs). It is slow (MPFR per
 // operation) and meant for small cases. Stochastic rounding is not supported (it consumes the engine's
