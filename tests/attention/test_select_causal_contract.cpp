@@ -200,3 +200,45 @@ TEST_CASE("causal with kv_len: aligned to each sequence's own length", "[causal]
   ps.select_value = -2;
   check_all(generate_inputs(ps, 1), 3, 2, 2, "causal + kv_len + pse + select");
 }
+
+TEST_CASE("fdpp: which rows a select mask sends to the synchronised scheme", "[select][contract]") {
+  // Scores within (φ + a, φ + b) = (−30, 11) for φ = 0: only the selected keys can leave the range. A selected
+  // score above it (+20) is a score that would overflow e^{x − φ}: its row is recomputed; one below it
+  // (−1e12) only underflows: its row is recomputed only when all its visible keys are selected.
+  ProblemSpec ps;
+  ps.B = 2;
+  ps.Nq = 2;
+  ps.Nkv = 1;
+  ps.Sq = 3;
+  ps.Skv = 40;
+  ps.D = 16;
+  ps.q.am = ps.k.am = 0.5;
+  ps.kv_len = {40, 2};
+  ps.select_p = 0.4;
+  ps.seed = 9;
+  for (double value : {20.0, -1e12}) {
+    ps.select_value = value;
+    const AttentionInputs in = generate_inputs(ps, 1);
+    std::size_t want = 0;
+    for (std::size_t b = 0; b < ps.B; ++b)
+      for (std::size_t i = 0; i < ps.Sq; ++i) {
+        std::size_t visible_keys = 0, selected = 0;
+        for (std::size_t j = 0; j < ps.kv_len[b]; ++j) {
+          ++visible_keys;
+          selected += in.mask.select[(b * ps.Sq + i) * ps.Skv + j];
+        }
+        const bool recompute = value > 0 ? selected > 0 : selected == visible_keys;
+        want += recompute ? ps.Nq : 0;  // every head of the row
+      }
+    AlgorithmSpec s = fp64_spec("fdpp", 2, 8, 1);
+    s.fdpp.phi = 0;
+    for (std::size_t splits : {1, 3}) {
+      s.splits = splits;
+      const AttentionOutput o = run_attention(in, s, 2);
+      INFO("value " << value << " splits " << splits);
+      CHECK(o.recomputed_rows == want);
+      CHECK(test::rel_rmse(o.o, golden_attention(in).o) <= 1e-13);
+    }
+    CHECK(want > 0);
+  }
+}
