@@ -67,8 +67,16 @@ struct Draw {
   T pick(const std::vector<T>& v) { return v[below(v.size())]; }
 };
 
-const std::vector<std::string> kAlgorithms = {"safe_softmax", "online_softmax", "fa1", "fa2", "pasa", "smooth_k", "fdpp"};
-bool splittable(const std::string& a) { return a == "fa2" || a == "pasa" || a == "smooth_k" || a == "fdpp"; }
+// The algorithms and what each supports, from the registry (algorithm.hpp): a new algorithm is drawn at once.
+const std::vector<std::string> kAlgorithms = algorithm_names();
+bool splittable(const std::string& a) { return algorithm_info(a).split_kv; }
+bool quantises(const std::string& a) { return algorithm_info(a).quant; }
+std::vector<std::string> names_without(bool AlgorithmInfo::*flag) {
+  std::vector<std::string> n;
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (!(a.*flag)) n.push_back(a.name);
+  return n;
+}
 
 struct Case {
   ProblemSpec ps;
@@ -149,13 +157,19 @@ Case draw_case(Draw& d) {
   if (d.chance(0.1)) p.scale = d.pick<double>({0.1, 0.5, 1.0});
 
   AlgorithmSpec& s = c.spec;
-  s.name = plain ? d.pick(std::vector<std::string>(kAlgorithms.begin(), kAlgorithms.end() - 1)) : d.pick(kAlgorithms);
+  static const std::vector<std::string> emulated = [] {  // what the reference emulator restates
+    std::vector<std::string> n;
+    for (const std::string& a : kAlgorithms)
+      if (a != "fdpp") n.push_back(a);
+    return n;
+  }();
+  s.name = plain ? d.pick(emulated) : d.pick(kAlgorithms);
   s.alloc = allocation_preset("fp64");
   s.s1 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 64);
   s.s2 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 64);
   s.seed = d.next() % 100;
   if (splittable(s.name) && d.chance(0.5)) s.splits = d.in(2, 8);
-  if (s.name == "pasa") {
+  if (algorithm_info(s.name).pasa_options) {
     s.pasa.beta = d.pick<double>({0.984497, 0.5, 0.0, 0.9, 0.999});
     s.pasa.alpha_in_M = d.chance(0.7);
     s.pasa.form = d.chance(0.7) ? "fa2" : "printed";
@@ -164,13 +178,13 @@ Case draw_case(Draw& d) {
     s.pasa.m0_zero = d.chance(0.15) && !(p.select_p > 0 && p.select_value < -500);
     s.pasa.bf16_to_fp16 = d.chance(0.8);
   }
-  if (s.name == "fdpp") s.fdpp.phi = d.pick<double>({0.0, 2.0, 8.0, -5.0});
-  if (!plain && (s.name == "fa2" || s.name == "pasa") && d.chance(0.3)) {
+  if (algorithm_info(s.name).fdpp_options) s.fdpp.phi = d.pick<double>({0.0, 2.0, 8.0, -5.0});
+  if (!plain && quantises(s.name) && d.chance(0.3)) {
     s.quant.scales = d.pick<QuantScale>({QuantScale::none, QuantScale::tensor, QuantScale::head, QuantScale::block});
     s.quant.hadamard = d.chance(std::has_single_bit(p.D) ? 0.5 : 0.05);  // D = 2^k, else refused
     s.quant.hadamard_seed = d.in(1, 9);
     s.quant.p_offset = d.chance(0.3) ? 8 : 0;
-    s.quant.shift_first = s.name == "pasa" && s.quant.scales != QuantScale::none && d.chance(0.5);
+    s.quant.shift_first = algorithm_info(s.name).pasa_options && s.quant.scales != QuantScale::none && d.chance(0.5);
   }
   if (plain || d.chance(0.5)) {  // low-precision runs
     static const std::vector<std::string> presets = allocation_preset_names();
@@ -179,15 +193,15 @@ Case draw_case(Draw& d) {
   if (d.chance(0.04)) {  // a combination the toolkit refuses
     switch (d.below(8)) {
       case 0:
-        s.name = d.pick<std::string>({"safe_softmax", "online_softmax", "fa1"});
+        s.name = d.pick(names_without(&AlgorithmInfo::split_kv));
         s.splits = d.in(2, 5);
         c.refusal = "split-KV on a normalising engine";
         break;
       case 1:
-        s.name = d.pick<std::string>({"safe_softmax", "online_softmax", "fa1", "smooth_k", "fdpp"});
+        s.name = d.pick(names_without(&AlgorithmInfo::quant));
         s.splits = 1;
         s.quant.scales = QuantScale::block;
-        c.refusal = "FP8 recipe outside fa2/pasa";
+        c.refusal = "FP8 recipe on an algorithm without it";
         break;
       case 2:
         s.name = "pasa";
@@ -296,7 +310,7 @@ std::string check(const Case& c, Stats* st) {
   // PASA recovers the block shift as Inva·S̄' (Thm. 2.1, Inva = β/(1 − β)): the rounding of S̄' comes back
   // multiplied by Inva. The bound is 1e-13 up to the paper's β (0.984497, Inva ≈ 63.5), scaled beyond.
   const double beta = c.spec.pasa.beta;
-  const double tol = c.spec.name == "pasa" ? 1e-13 * std::max(1.0, beta / (1 - beta) / 64) : 1e-13;
+  const double tol = algorithm_info(c.spec.name).pasa_options ? 1e-13 * std::max(1.0, beta / (1 - beta) / 64) : 1e-13;
   if (!(rel <= tol)) return "fp64 vs golden: relative RMSE " + sci(rel) + " (bound " + sci(tol) + ")";
   for (std::size_t i = 0; i < o.lse.size(); ++i) {
     const double a = o.lse[i], b = g.lse[i];
@@ -321,7 +335,7 @@ std::string check(const Case& c, Stats* st) {
   if (std::string d = bits_differ(a1, a2); !d.empty()) return c.preset + ": 1 vs 2 threads differ: " + d;
   if (st) ++st->low;
   const bool biased = !in.pse.data.empty() || !in.mask.select.empty();
-  if ((low.name == "fa2" || low.name == "pasa") && !biased && !low.quant.active()) {
+  if (algorithm_info(low.name).fused_path && !biased && !low.quant.active()) {
     AttentionInputs general = in;  // +0 bias: the general path, the same values
     general.pse = Tensor({in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S}, format_by_name("fp16"));
     if (std::string d = bits_differ(a1, run_attention(general, low, 1)); !d.empty())

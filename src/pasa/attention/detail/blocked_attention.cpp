@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/quantise.hpp"
 #include "pasa/core/memory.hpp"
@@ -115,7 +116,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
   biased = !in.pse.data.empty() || !in.mask.select.empty();
   set_keys_t_format(k.format);  // (decides float_tiles)
-  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
+  const bool shifts_keys = algorithm_info(spec.name).shifts_keys;  // they fill keys_t themselves
   for (std::size_t b = 0; b < B && !shifts_keys && !tiles; ++b)
     for (std::size_t h = 0; h < Nkv; ++h) set_keys_t(b, h, k.head(b, h));
 }
