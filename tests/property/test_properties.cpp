@@ -418,6 +418,7 @@ std::string describe(const Case& c) {
   AlgorithmSpec s = c.spec;
   if (!c.preset.empty()) s.alloc = allocation_preset(c.preset);
   std::ostringstream o;
+  // Each line a ready file for pasa-attn --problem P.json --algo-json A.json.
   o << "problem JSON:   " << to_json(c.ps).dump() << "\n";
   o << "algorithm JSON: " << to_json(s).dump() << (c.preset.empty() ? " (fp64 run)" : " (low-precision run; fp64 run with \"alloc\": \"fp64\")")
     << "\n";
@@ -469,7 +470,7 @@ TEST_CASE("property: the contract on random problems and algorithms", "[property
   run_properties(env_count("PASA_PROPERTY_CASES", 2000), env_count("PASA_PROPERTY_SEED", 24));
 }
 
-TEST_CASE("property: the contract on 100,000 random problems", "[property][long]") {
+TEST_CASE("property: the contract on many random problems (long)", "[property][long]") {
   run_properties(env_count("PASA_PROPERTY_LONG_CASES", 100000), env_count("PASA_PROPERTY_SEED", 24) + 1000003);
 }
 
