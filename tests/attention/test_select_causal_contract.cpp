@@ -242,3 +242,28 @@ TEST_CASE("fdpp: which rows a select mask sends to the synchronised scheme", "[s
     CHECK(want > 0);
   }
 }
+
+TEST_CASE("pasa: a fully selected row next to a block it does not see (found by the long property run)",
+          "[select][contract]") {
+  // Sq 2, Skv 34, s1 2, s2 3, causal: row 0 does not see key 33, row 1 does, so the item processes the tail
+  // block for both rows. Row 0's frame must not move there (its max sits at −1e12: any move rounds at 1e-4).
+  ProblemSpec ps;
+  ps.Sq = 2;
+  ps.Skv = 34;
+  ps.D = 1;
+  ps.format = "fp32";
+  ps.causal = true;
+  ps.select_p = 1;
+  ps.select_value = -1e12;
+  ps.seed = 510;
+  const AttentionInputs in = generate_inputs(ps, 1);
+  const Golden g = golden_attention(in);
+  for (std::size_t splits : {1, 2})
+    for (bool alpha_in_M : {false, true}) {
+      AlgorithmSpec s = fp64_spec("pasa", 2, 3, splits);
+      s.pasa.beta = 0.5;
+      s.pasa.alpha_in_M = alpha_in_M;
+      INFO("splits " << splits << " alpha_in_M " << alpha_in_M);
+      CHECK(test::rel_rmse(run_attention(in, s, 1).o, g.o) <= 1e-13);
+    }
+}

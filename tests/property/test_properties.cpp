@@ -315,9 +315,9 @@ std::string check(const Case& c, Stats* st) {
   for (std::size_t i = 0; i < o.lse.size(); ++i) {
     const double a = o.lse[i], b = g.lse[i];
     if (std::isinf(b) || std::isinf(a)) {
-      if (a != b) return "fp64 lse[" + std::to_string(i) + "] " + sci(a) + ", golden " + sci(b);
-    } else if (!(std::abs(a - b) <= 1e-12 * (1 + std::abs(b)))) {
-      return "fp64 lse[" + std::to_string(i) + "] " + sci(a) + ", golden " + sci(b);
+      if (a != b) return "fp64 lse[" + std::to_string(i) + "] " + sci(a) + ", golden " + sci(b) + ", difference " + sci(a - b);
+    } else if (!(std::abs(a - b) <= 10 * tol * (1 + std::abs(b)))) {
+      return "fp64 lse[" + std::to_string(i) + "] " + sci(a) + ", golden " + sci(b) + ", difference " + sci(a - b);
     }
   }
   if (st) ++st->fp64;

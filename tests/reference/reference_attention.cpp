@@ -354,17 +354,13 @@ class Reference {
         if (sel[j0 + c]) z[c] = zs;
     }
   }
-  // Whether row r's visible keys in [j0, j0 + n) exist and are all selected.
+  // Whether (with a select mask) row r's visible keys in [j0, j0 + n) are all selected, or none is visible.
   bool all_selected(std::size_t b, std::size_t r, std::size_t j0, std::size_t n) const {
     const std::uint8_t* sel = select_row(in_, b, r);
     if (!sel) return false;
-    bool any = false;
     for (std::size_t c = 0; c < n; ++c)
-      if (visible(in_, b, r, j0 + c)) {
-        if (!sel[j0 + c]) return false;
-        any = true;
-      }
-    return any;
+      if (visible(in_, b, r, j0 + c) && !sel[j0 + c]) return false;
+    return true;
   }
   void mask(std::size_t b, std::size_t r, std::size_t j0, std::vector<double>& z) const {
     for (std::size_t c = 0; c < z.size(); ++c)
@@ -700,7 +696,7 @@ class Reference {
       // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
       double mean = reduce_mean(z, st(Stage::mean));
       // The select value is a score of the unshifted frame: in the block's frame S' = S − Inva·S̄'_j it is
-      // value − Inva·S̄'_j; a row that sees only selected keys in the block takes frame 0 (S̄'_j := 0).
+      // value − Inva·S̄'_j; a row that sees only selected keys (or none) in the block takes frame 0 (S̄'_j := 0).
       if (all_selected(b, r, j0, n)) mean = 0;
       bias_select(b, h, r, j0, z, inva_ != 0 && select_row(in_, b, r) ? mul(Stage::mean, inva_, mean) : 0.0);
       mask(b, r, j0, z);

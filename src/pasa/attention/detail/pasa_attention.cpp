@@ -172,10 +172,11 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
         // value − Inva·S̄'_j (the shift rounded to mean, as the max corrections below use it).
         if (run.biased) {
           if (!run.in.mask.select.empty()) {
-            // A row whose visible keys in this block are all selected sees one constant score: any frame gives
-            // it the same weights, and frame 0 (S̄'_j taken as 0: no shift) keeps the value exact. value −
-            // Inva·S̄'_j would err by half an ulp of the value (6e-5 for −1e12 in fp64), differently in
-            // every block, and a row whose keys are all selected would then not average V.
+            // A row whose visible keys in this block are all selected sees one constant score, and a row that
+            // sees no key here nothing: any frame gives it the same weights, and frame 0 (S̄'_j taken as 0: no
+            // shift) keeps the value exact. value − Inva·S̄'_j would err by half an ulp of the value (6e-5
+            // for −1e12 in fp64), differently in every block, and a row whose keys are all selected would then
+            // not average V (nor would it if a block it does not see moved its frame).
             for (std::size_t k = 0; k < rows; ++k) {
               const std::uint8_t* sel = select_row(run.in, it.b, it.row_of(k));
               bool any = false, all = true;
@@ -184,7 +185,7 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
                   any = true;
                   all = all && sel[j0 + c] != 0;
                 }
-              if (any && all) mean[k] = 0;
+              if (all || !any) mean[k] = 0;
             }
             if (inva == 0) std::fill(sel_frame.begin(), sel_frame.end(), 0.0);
             else once(Stage::mean, sel_frame, [&](std::size_t r) { return two_prod(inva, mean[r]); });
