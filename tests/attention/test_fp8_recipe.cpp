@@ -147,6 +147,51 @@ TEST_CASE("FP8 scales are fp32(amax)·fp32(1/448); quantisation rounds x/scale o
   CHECK(t == std::vector<double>{1.0, 1.25, -1.0, 448.0, -448.0});
 }
 
+TEST_CASE("FP8 groups: one scale per tensor, per (batch, head) or per block of rows, from that group's amax",
+          "[fp8]") {
+  // 3 heads of S = 11 rows × D = 4, blocks of 4 rows (a tail of 3); every head and block with its own
+  // magnitude, so that a scale from the wrong group (another head, half a block) is a different number.
+  const std::size_t heads = 3, S = 11, D = 4, rows = 4, nb = 3;
+  boost::random::mt19937_64 eng(17);
+  boost::random::normal_distribution<double> n01(0.0, 1.0);
+  std::vector<double> x(heads * S * D);
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < S; ++i)
+      for (std::size_t d = 0; d < D; ++d)
+        x[(h * S + i) * D + d] = round(std::ldexp(n01(eng), static_cast<int>(2 * h + i)), format_by_name("fp16"));
+  StageSpec e4m3(format_by_name("fp8_e4m3fn"));
+  e4m3.round.overflow = Overflow::saturate;
+  auto amax_of = [&](std::size_t h0, std::size_t h1, std::size_t i0, std::size_t i1) {  // heads × rows, by hand
+    double m = 0;
+    for (std::size_t h = h0; h < h1; ++h)
+      for (std::size_t i = i0; i < i1; ++i)
+        for (std::size_t d = 0; d < D; ++d) m = std::max(m, std::fabs(x[(h * S + i) * D + d]));
+    return m;
+  };
+  auto torch_scale = [](double amax) { return static_cast<double>(static_cast<float>(amax) * (1.0f / 448.0f)); };
+  for (QuantScale kind : {QuantScale::tensor, QuantScale::head, QuantScale::block}) {
+    QuantOptions qo;
+    qo.scales = kind;
+    std::vector<double> q = x;
+    const std::vector<double> scales = quantise_groups(q.data(), heads, S, D, rows, qo, e4m3, nullptr);
+    REQUIRE(scales.size() == heads * nb);
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t b = 0; b < nb; ++b) {
+        const std::size_t i0 = b * rows, i1 = std::min(S, i0 + rows);
+        const double want = kind == QuantScale::tensor ? torch_scale(amax_of(0, heads, 0, S))
+                            : kind == QuantScale::head ? torch_scale(amax_of(h, h + 1, 0, S))
+                                                       : torch_scale(amax_of(h, h + 1, i0, i1));
+        INFO(quant_scale_name(kind) << " head " << h << " block " << b);
+        CHECK(scales[h * nb + b] == want);
+        for (std::size_t i = i0; i < i1; ++i)
+          for (std::size_t d = 0; d < D; ++d) {
+            const std::size_t at = (h * S + i) * D + d;
+            CHECK(q[at] == e4m3_reference(static_cast<long double>(x[at]) / want));
+          }
+      }
+  }
+}
+
 TEST_CASE("fa2 and pasa in fp64 with the FP8 recipe's scales, transform and P offset equal the golden", "[fp8]") {
   AttentionInputs in;
   in.q = normal_tensor({1, 2, 150, 64}, 1.0, 20.0, 11);

@@ -347,6 +347,14 @@ TEST_CASE("tensor_core features on the probe vectors", "[gemm][tensor_core]") {
     outside.acc_in_block = false;
     CHECK(dot16(outside, a, b) == 0x1p-28);
   }
+  SECTION("tf32: 8 products per block (the H100's, docs/tensor-cores.md)") {
+    const TensorCore t32 = tensor_core_preset("h100_tf32");
+    for (std::size_t j : {2u, 7u, 8u, 20u}) {
+      std::vector<double> a(32, 0.0), b(32, 0.0);
+      a[0] = 1, b[0] = 1, a[1] = -1, b[1] = 1, a[j] = 0x1p-14, b[j] = 0x1p-14;
+      CHECK(model_dot(t32, F("tf32"), F("tf32"), fp32, a, b) == (j < 8 ? 0.0 : 0x1p-28));
+    }
+  }
   SECTION("the block's sum rounded toward zero into fp32") {
     CHECK(dot16(h16, {1, -0x1p-12}, {1, 0x1p-13}) == 1 - 0x1p-24);  // 1 − 2^-25 → RZ
     CHECK(dot16(h16, {-1, 0x1p-12}, {1, 0x1p-13}) == -1 + 0x1p-24);

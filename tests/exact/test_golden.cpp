@@ -61,7 +61,9 @@ Reference reference(const AttentionInputs& in) {
     for (std::size_t h = 0; h < qs.N; ++h)
       for (std::size_t i = 0; i < qs.S; ++i) {
         auto vis = [&](std::size_t j) {
-          if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(Skv) - static_cast<long>(qs.S)) return false;
+          // causal aligned to the batch's own length L = kv_len[b] (Skv without kv_len): j <= i + (L − Sq)
+          const std::size_t L = in.mask.kv_len.empty() ? Skv : in.mask.kv_len[b];
+          if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(L) - static_cast<long>(qs.S)) return false;
           if (!in.mask.kv_len.empty() && j >= in.mask.kv_len[b]) return false;
           if (!in.mask.keep.empty() && !in.mask.keep[(b * qs.S + i) * Skv + j]) return false;
           return true;

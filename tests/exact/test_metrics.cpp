@@ -90,13 +90,14 @@ TEST_CASE("metrics: uniform-baseline rmse, centred rmse and skill by hand", "[me
 
 namespace {
 // Independent reference: the mean of V over the keys of row (b, h, i), from the mask definitions in long
-// double (causal aligned to the end: j <= i + Skv − Sq; kv_len; the boolean keep mask; KV head h / group).
+// double (causal aligned to the end: j <= i + L − Sq, L = kv_len[b] or Skv; kv_len; the boolean keep mask; KV head h / group).
 long double reference_mean(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i, std::size_t x) {
   const std::size_t sq = in.q.shape.S, skv = in.k.shape.S, d = in.q.shape.D, hk = h * in.k.shape.N / in.q.shape.N;
   long double sum = 0;
   std::size_t n = 0;
   for (std::size_t j = 0; j < skv; ++j) {
-    if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(skv) - static_cast<long>(sq)) continue;
+    const std::size_t len = in.mask.kv_len.empty() ? skv : in.mask.kv_len[b];  // causal aligned to kv_len[b]
+    if (in.mask.causal && static_cast<long>(j) > static_cast<long>(i) + static_cast<long>(len) - static_cast<long>(sq)) continue;
     if (!in.mask.kv_len.empty() && j >= in.mask.kv_len[b]) continue;
     if (!in.mask.keep.empty() && in.mask.keep[(b * sq + i) * skv + j] == 0) continue;
     sum += static_cast<long double>(in.v.data[((b * in.v.shape.N + hk) * skv + j) * d + x]);

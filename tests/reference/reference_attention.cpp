@@ -772,6 +772,9 @@ class Reference {
 }  // namespace
 
 AttentionOutput reference_attention(const AttentionInputs& in, const AlgorithmSpec& spec) {
+  // The position bias and the select mask are not restated here (the golden checks them in fp64).
+  if (!in.pse.data.empty() || !in.mask.select.empty())
+    throw std::invalid_argument("reference: pse and select are not restated here");
   return Reference(in, spec).run();
 }
 

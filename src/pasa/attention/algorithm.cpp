@@ -17,12 +17,54 @@
 #include "pasa/attention/detail/safe_softmax.hpp"
 
 namespace pasa {
-void check_algorithm_name(const std::string& name, const std::string& where) {
-  for (const auto& n : algorithm_names())
-    if (n == name) return;
+
+const std::vector<AlgorithmInfo>& algorithm_registry() {
+  static const std::vector<AlgorithmInfo> r = [] {
+    std::vector<AlgorithmInfo> v(7);
+    v[0].name = "safe_softmax";
+    v[0].summary = "3-pass safe softmax attention [FA1, §3.1]";
+    v[0].whole_rows = true;
+    v[1].name = "online_softmax";
+    v[1].summary = "2-pass online softmax [FA1, §3.1]";
+    v[1].whole_rows = true;
+    v[2].name = "fa1";
+    v[2].summary = "FlashAttention 1 [FA1, Alg. 1]: per-step normalised output";
+    v[2].whole_rows = true;
+    v[3].name = "fa2";
+    v[3].summary = "FlashAttention 2 [FA2, Alg. 1]";
+    v[3].split_kv = v[3].quant = v[3].unified = v[3].fused_path = true;
+    v[4].name = "pasa";
+    v[4].summary = "PASA [PASA, Alg. 1]: shifted keys, pseudo-average recovery";
+    v[4].split_kv = v[4].quant = v[4].unified = v[4].fused_path = v[4].shifts_keys = v[4].pasa_options = true;
+    v[5].name = "smooth_k";
+    v[5].summary = "SageAttention's smooth K [SAGE], then FA2";
+    v[5].split_kv = v[5].shifts_keys = true;
+    v[6].name = "fdpp";
+    v[6].summary = "FlashDecoding++'s asynchronised softmax with a unified max [FD++, §3]";
+    v[6].split_kv = v[6].fdpp_options = true;
+    return v;
+  }();
+  return r;
+}
+
+const AlgorithmInfo& algorithm_info(const std::string& name, const std::string& where) {
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (a.name == name) return a;
   throw InputError(fmt::format("{}unknown algorithm \"{}\"; known algorithms: {}", where, name,
                                fmt::join(algorithm_names(), ", ")));
 }
+
+void check_algorithm_name(const std::string& name, const std::string& where) { algorithm_info(name, where); }
+
+namespace {
+// The names of the registered algorithms with a property, for messages.
+std::string names_with(bool AlgorithmInfo::*flag) {
+  std::vector<std::string> n;
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (a.*flag) n.push_back(a.name);
+  return fmt::format("{}", fmt::join(n, ", "));
+}
+}  // namespace
 
 std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input_format, const AlgorithmSpec& spec,
                             int threads) {
@@ -47,17 +89,19 @@ std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input
   // (S × D) keys of pasa and smooth_k.
   const std::size_t s1 = std::min(spec.s1, q.S), s2 = std::min(spec.s2, kv.S);
   std::size_t per_thread = sat_add(sat_product(4, s1, s2), sat_product(4, s1, q.D));
-  if (spec.name == "safe_softmax" || spec.name == "online_softmax" || spec.name == "fa1")
-    per_thread = sat_add(per_thread, sat_product(2, s1, kv.S));
-  if (spec.name == "pasa" || spec.name == "smooth_k") per_thread = sat_add(per_thread, sat_product(kv.S, kv.D));
-  if (spec.name == "pasa") per_thread = sat_add(per_thread, sat_product(2, s2, s2));
+  const AlgorithmInfo& info = algorithm_info(spec.name);
+  if (info.whole_rows) per_thread = sat_add(per_thread, sat_product(2, s1, kv.S));
+  if (info.shifts_keys) per_thread = sat_add(per_thread, sat_product(kv.S, kv.D));
+  if (info.pasa_options) per_thread = sat_add(per_thread, sat_product(2, s2, s2));  // PASA's shifting matrices
   const std::size_t work_items = sat_mul(sat_product(q.B, q.N), (q.S + s1 - 1) / std::max<std::size_t>(s1, 1));
   n = sat_add(n, sat_mul(per_thread, std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), work_items)));
   return sat_mul(n, sizeof(double));
 }
 
 std::vector<std::string> algorithm_names() {
-  return {"safe_softmax", "online_softmax", "fa1", "fa2", "pasa", "smooth_k", "fdpp"};
+  std::vector<std::string> n;
+  for (const AlgorithmInfo& a : algorithm_registry()) n.push_back(a.name);
+  return n;
 }
 
 namespace {
@@ -97,7 +141,7 @@ std::vector<CaseGemm> case_gemms(const CaseLayout& c, const AlgorithmSpec& spec)
   // §2.2: PASA with bf16 inputs runs its bf16 stages in fp16 (blocked_attention.cpp effective_allocation).
   Allocation a = spec.alloc;
   const Format bf16 = format_by_name("bf16");
-  if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 && (c.q_format == bf16 || c.k_format == bf16 || c.v_format == bf16))
+  if (algorithm_info(spec.name).pasa_options && spec.pasa.bf16_to_fp16 && (c.q_format == bf16 || c.k_format == bf16 || c.v_format == bf16))
     for (auto& s : a.stages)
       if (s.format == bf16) s.format = format_by_name("fp16");
   const QuantOptions& qo = spec.quant;
@@ -106,26 +150,27 @@ std::vector<CaseGemm> case_gemms(const CaseLayout& c, const AlgorithmSpec& spec)
   const Format k = fed_format(c.k_format, a.spec(Stage::k), qk_transformed);
   const Format v = fed_format(c.v_format, a.spec(Stage::v), scaled);
   // pasa and smooth_k multiply Q by their shifted keys, held in the k_shift stage.
-  const bool shifted = spec.name == "pasa" || spec.name == "smooth_k";
+  const AlgorithmInfo& info = algorithm_info(spec.name);
+  const bool shifted = info.shifts_keys;
   std::vector<CaseGemm> g = {{GemmId::qk, q, shifted ? a.spec(Stage::k_shift).format : k, Stage::qk_acc},
                              {GemmId::pv, a.spec(Stage::p).format, v, Stage::pv_acc}};
   // (shift_first runs its pre-processing as an ordered FMA chain of its own: pasa_attention.cpp.)
-  if (spec.name == "pasa" && !qo.shift_first) g.push_back({GemmId::shift, a.spec(Stage::shift).format, k, Stage::qk_acc});
+  if (info.pasa_options && !qo.shift_first) g.push_back({GemmId::shift, a.spec(Stage::shift).format, k, Stage::qk_acc});
   return g;
 }
 
 void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
-  check_algorithm_name(spec.name, "/name: ");
+  const AlgorithmInfo& info = algorithm_info(spec.name, "/name: ");
   if (spec.s1 == 0) throw InputError("/s1: block sizes s1 and s2 must be at least 1");
   if (spec.s2 == 0) throw InputError("/s2: block sizes s1 and s2 must be at least 1");
   if (spec.splits == 0) throw InputError("/splits: splits must be at least 1 (1: no split-KV)");
-  if (spec.name == "fdpp" && !(std::isfinite(spec.fdpp.phi) && spec.fdpp.a < spec.fdpp.b))
+  if (info.fdpp_options && !(std::isfinite(spec.fdpp.phi) && spec.fdpp.a < spec.fdpp.b))
     throw InputError(fmt::format("/fdpp: phi must be finite and a < b, got phi = {}, a = {}, b = {}", spec.fdpp.phi,
                                  spec.fdpp.a, spec.fdpp.b));
-  if (spec.splits > 1 && spec.name != "fa2" && spec.name != "pasa" && spec.name != "smooth_k" && spec.name != "fdpp")
-    throw InputError(fmt::format("/splits: splits = {}: split-KV needs fa2, smooth_k, pasa or fdpp (an unnormalised "
-                                 "output to merge), got \"{}\"", spec.splits, spec.name));
-  if (spec.name == "pasa") {
+  if (spec.splits > 1 && !info.split_kv)
+    throw InputError(fmt::format("/splits: splits = {}: split-KV needs {} (an unnormalised output to merge), got \"{}\"",
+                                 spec.splits, names_with(&AlgorithmInfo::split_kv), spec.name));
+  if (info.pasa_options) {
     if (!(spec.pasa.beta >= 0 && spec.pasa.beta < 1))
       throw InputError(fmt::format("/pasa/beta: pasa: beta must be in [0, 1), got {}", spec.pasa.beta));
     if (spec.pasa.form != "fa2" && spec.pasa.form != "printed")
@@ -133,9 +178,10 @@ void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
   }
   if (spec.quant.active()) {
     const QuantOptions& q = spec.quant;
-    if (spec.name != "fa2" && spec.name != "pasa")
-      throw InputError(fmt::format("/quant: the FP8 recipe runs with fa2 or pasa (tile by tile), got \"{}\"", spec.name));
-    if (q.shift_first && (spec.name != "pasa" || q.scales == QuantScale::none))
+    if (!info.quant)
+      throw InputError(fmt::format("/quant: the FP8 recipe runs with {} (tile by tile), got \"{}\"",
+                                   names_with(&AlgorithmInfo::quant), spec.name));
+    if (q.shift_first && (!info.pasa_options || q.scales == QuantScale::none))
       throw InputError("/quant/shift_first: shift_first (PASA's pre-processing before quantisation) needs pasa and scales");
     if (!quant_fmax_ok(q.fmax))
       throw InputError(fmt::format("/quant/fmax: fmax must lie in fp32's normal range [{}, {}], got {}", FLT_MIN, FLT_MAX,

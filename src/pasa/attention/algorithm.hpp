@@ -64,6 +64,23 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
 std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input_format, const AlgorithmSpec& spec,
                             int threads);
 
+// The registry: what each algorithm is and what it supports. Validation (run_attention, unified attention),
+// the memory estimate and the property tests (tests/property/) read it instead of comparing names.
+struct AlgorithmInfo {
+  std::string name;
+  std::string summary;     // one line, with its source
+  bool split_kv = false;   // splits > 1: an unnormalised output (O, m, l) to merge
+  bool quant = false;      // the FP8 recipe (QuantOptions), tile by tile
+  bool unified = false;    // unified attention over a paged KV cache (unified.hpp)
+  bool shifts_keys = false;  // pre-processes K (and fills the QKᵀ GEMM's keys itself)
+  bool whole_rows = false;   // keeps a whole row of scores (memory: s1 × Skv per thread)
+  bool fused_path = false;   // may run its tiles on the fused float path (fused_tile.hpp)
+  bool pasa_options = false, fdpp_options = false;  // reads AlgorithmSpec::pasa / ::fdpp
+};
+const std::vector<AlgorithmInfo>& algorithm_registry();
+// The entry of `name`; throws InputError "<where>unknown algorithm \"name\"; known algorithms: ..." otherwise.
+const AlgorithmInfo& algorithm_info(const std::string& name, const std::string& where = "");
+
 std::vector<std::string> algorithm_names();
 // Throws InputError "<where>unknown algorithm \"name\"; known algorithms: ..." unless name is registered.
 void check_algorithm_name(const std::string& name, const std::string& where);

@@ -30,7 +30,8 @@ struct PasaOptions {
 // FlashDecoding++'s asynchronised softmax ([FD++, §3]): every part uses the same "unified maximum" φ,
 // P = e^{x − φ}, no running max and no rescaling; a row with a visible score x where x − φ <= a or x − φ >= b
 // (overflow or precision loss of e^{x − φ}) is recomputed with the synchronised scheme (fa2 with the same
-// splits). φ is rounded to the max stage.
+// splits); a score masked by select at or below φ + a is exempt when the row has a score inside the range
+// (it only underflows). φ is rounded to the max stage.
 struct FdppOptions {
   double phi = 0;
   double a = -30, b = 11;  // e^{11} < 65504: b fits an fp16 exp stage

@@ -1,5 +1,7 @@
 #include "pasa/attention/unified.hpp"
 
+#include "pasa/attention/algorithm.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -230,7 +232,7 @@ AttentionInputs sequence_inputs(const PagedBatch& pb, std::size_t s) {
 
 AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spec, int threads) {
   validate(pb);
-  if (spec.name != "fa2" && spec.name != "pasa")
+  if (!algorithm_info(spec.name, "unified attention: ").unified)
     throw InputError(fmt::format("unified attention: needs fa2 or pasa (an unnormalised output to merge), got \"{}\"",
                                  spec.name));
   if (spec.s1 == 0 || spec.s2 == 0 || spec.splits == 0) throw InputError("s1, s2 and splits must be at least 1");

@@ -109,10 +109,12 @@ const std::uint8_t* select_row(const AttentionInputs& in, std::size_t b, std::si
 
 std::size_t visible_end(const AttentionInputs& in, std::size_t b, std::size_t i) {
   const std::size_t sq = in.q.shape.S, skv = in.k.shape.S;
-  std::size_t end = in.mask.kv_len.empty() ? skv : in.mask.kv_len[b];
+  const std::size_t len = in.mask.kv_len.empty() ? skv : in.mask.kv_len[b];
+  std::size_t end = len;
   if (in.mask.causal) {
-    // j <= i + (Skv - Sq)  <=>  j < i + 1 + Skv - Sq, computed without unsigned wrap-around.
-    const std::size_t lim = (i + 1 + skv >= sq) ? i + 1 + skv - sq : 0;
+    // Aligned to the sequence's own length (bottom-right, as varlen kernels do): j <= i + (len - Sq)  <=>
+    // j < i + 1 + len - Sq, computed without unsigned wrap-around.
+    const std::size_t lim = (i + 1 + len >= sq) ? i + 1 + len - sq : 0;
     end = std::min(end, lim);
   }
   return end;

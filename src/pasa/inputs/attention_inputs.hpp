@@ -12,8 +12,9 @@
 namespace pasa {
 
 struct Mask {
-  // Causal aligned to the end, as in decode: key j is visible to query i iff j <= i + (Skv - Sq).
-  // With Sq > Skv the first Sq - Skv query rows see nothing (fully masked rows).
+  // Causal aligned to the end of each sequence's keys (bottom-right, as FlashAttention's varlen kernels and
+  // decode): with L = kv_len[b] (Skv without kv_len), key j is visible to query i iff j <= i + (L - Sq).
+  // With Sq > L the first Sq - L query rows see nothing (fully masked rows).
   bool causal = false;
   std::vector<std::size_t> kv_len;  // per batch valid KV length (empty: all Skv keys); keys j >= kv_len[b] hidden
   std::vector<std::uint8_t> keep;   // optional boolean (B, Sq, Skv), 1 = visible (empty: all visible)

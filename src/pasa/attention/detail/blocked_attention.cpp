@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/quantise.hpp"
 #include "pasa/core/memory.hpp"
@@ -143,7 +144,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
   biased = !in.pse.data.empty() || !in.mask.select.empty();
   set_keys_t_format(k.format);  // (decides float_tiles)
-  const bool shifts_keys = spec.name == "pasa" || spec.name == "smooth_k";  // they fill keys_t themselves
+  const bool shifts_keys = algorithm_info(spec.name).shifts_keys;  // they fill keys_t themselves
   if (!shifts_keys && !tiles)  // (each (batch, head) writes its own part of the key buffers)
     parallel_for(B * Nkv, setup_threads_, [&](std::size_t bh) { set_keys_t(bh / Nkv, bh % Nkv, k.head(bh / Nkv, bh % Nkv)); });
 }
@@ -295,7 +296,8 @@ void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng) {
   run.round_each(Stage::scale, S, count, rng, [&](std::size_t i) { return two_prod(S[i], run.scale); });
 }
 
-void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* Z, RandomBits* rng) {
+void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* Z, RandomBits* rng,
+                      const double* frame) {
   for (std::size_t k = 0; k < it.rows(); ++k) {
     const std::size_t r = it.row_of(k);
     double* z = Z + k * n;
@@ -309,9 +311,15 @@ void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_
         run.round_each(Stage::scale, z, n, rng, [&](std::size_t c) { return two_sum(z[c], p[c]); });
       }
     }
-    if (const std::uint8_t* sel = select_row(run.in, it.b, r))
+    if (const std::uint8_t* sel = select_row(run.in, it.b, r)) {
+      // The selected score is the value in the unshifted frame (after scale and pse); in a shifted frame
+      // (Z = s − f) it is value − f, one rounding to the score format, as the other scores of the tile.
+      const double f = frame ? frame[k]
+                             : (run.score_frame.empty() ? 0.0 : run.score_frame[(it.b * run.Nq + it.head_of(k)) * run.Sq + r]);
+      const double z_sel = f == 0 ? run.select_value : run.round_exact(Stage::scale, two_sum(run.select_value, -f), rng);
       for (std::size_t c = 0; c < n; ++c)
-        if (sel[j0 + c]) z[c] = run.select_value;
+        if (sel[j0 + c]) z[c] = z_sel;
+    }
   }
 }
 

@@ -89,6 +89,9 @@ struct Run {
   bool masked = false;
   bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
   double select_value = 0;    // the select mask's value rounded to the scale stage
+  // (B, Nq, Sq) or empty: the per-row shift f of an engine whose scores are s − f for every key (smooth_k:
+  // scale·q·mean(K)); the select value is then written as value − f (tile_bias_select).
+  std::vector<double> score_frame;
   GemmSpec qk, pv;
   // K and V read through tiles (nullptr: from k, v and keys_t). The inputs' K and V then give only shape and
   // format (their data may be empty), must need no rounding to the k and v stages, and keys_t, v_f32 stay
@@ -207,8 +210,12 @@ void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
 // Z = round_scale(S · scale), in place.
 void tile_scale(const Run& run, double* S, std::size_t count, RandomBits* rng);
 // [IFA] Z = round_scale(Z + pse) where the inputs have a pse, then Z = select_value where the select mask
-// says so, for the rows of `it` × keys [j0, j0 + n) (Z: rows × n).
-void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* Z, RandomBits* rng);
+// says so, for the rows of `it` × keys [j0, j0 + n) (Z: rows × n). The select value is a score in the
+// UNSHIFTED frame (it replaces scale·q·k + pse): where an engine's scores are shifted, Z = s − f_k for item
+// row k, a selected key gets round_scale(select_value − f_k). f: `frame` (per item row; PASA's block shift
+// Inva·S̄'_j), else run.score_frame (smooth_k's scale·q·mean(K)), else 0.
+void tile_bias_select(const Run& run, const Item& it, std::size_t j0, std::size_t n, double* Z, RandomBits* rng,
+                      const double* frame = nullptr);
 // Masked entries become −inf.
 void tile_mask(double* Z, const std::vector<std::uint8_t>& vis, std::size_t count);
 // PV (rows × D) = P (rows × n, ld ldp) · V[j0 : j0 + n] through the P·V GEMM (pv_acc, pv). P already in p.

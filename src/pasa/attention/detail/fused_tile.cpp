@@ -1,5 +1,7 @@
 #include "pasa/attention/detail/fused_tile.hpp"
 
+#include "pasa/attention/algorithm.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -176,7 +178,7 @@ void transpose_into(const From* src, std::size_t lds, std::size_t m, std::size_t
 bool fused_tiles(const Run& run) {
 #if defined(__AVX512F__)
   const StageSpec& exp = run.stage(Stage::exp);
-  return (run.spec.name == "fa2" || run.spec.name == "pasa") && !run.tiles && !run.quantised && !run.biased &&
+  return algorithm_info(run.spec.name).fused_path && !run.tiles && !run.quantised && !run.biased &&
          run.spec.quant.p_offset == 0 && (gemm_output_in_floats(run.qk) || general_gemm_in_floats(run.qk)) &&
          (gemm_output_in_floats(run.pv) || general_gemm_in_floats(run.pv)) &&
          exp.via == ExpVia::exact && exp.format.p <= 24 &&

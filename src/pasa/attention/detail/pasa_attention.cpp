@@ -135,7 +135,7 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
     P.resize(rows * s2);
     PV.resize(rows * D);
     std::vector<double> Fnew(rows), Fold(rows), mean(rows), rs(rows), a_old(rows),
-        a_new(rows), mloc(rows), shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows);
+        a_new(rows), mloc(rows), shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows), sel_frame(rows);
     std::vector<std::uint8_t> vis;
     // The block loop over keys [jb, je), continuing the state part (m, l, O, F, seen; part.blocks = j so far).
     auto blocks = [&](std::size_t jb, std::size_t je, Partial& part) {
@@ -147,6 +147,11 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
     const bool fused = run.float_tiles;
     FusedTile& ft = fused_buffers();
     if (fused) fused_begin_item(run, it, ft);
+    // Every step below works on the block's rows at once: one rounding of each exact result
+    // (two_sum, two_prod, exact_quotient), row by row.
+    auto once = [&](Stage stage, std::vector<double>& x, auto exact) {
+      run.round_each(stage, x.data(), rows, rng, exact);
+    };
     for (std::size_t j0 = jb; j0 < je; j0 += s2) {
       const std::size_t n = std::min(s2, je - j0);
       if (fused ? run.masked && !tile_visibility(run, it, j0, j0 + n, ft.vis)
@@ -165,15 +170,33 @@ double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
         // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
         reduce_rows(run, Stage::mean, ReduceOp::mean, Z.data(), rows, n, n, mean.data(), rng);
         // The bias and the select come after the mean: the recovery Inva·S̄' = β·S̄ (Thm. 2.1) holds for the
-        // scores the keys were shifted by, and pse/select are per-key changes of the shifted scores.
-        if (run.biased) tile_bias_select(run, it, j0, n, Z.data(), rng);
+        // scores the keys were shifted by, and pse is a per-key change of the shifted scores. The select
+        // value is a score of the unshifted frame: in the block's frame (S' = S − Inva·S̄'_j) it is
+        // value − Inva·S̄'_j (the shift rounded to mean, as the max corrections below use it).
+        if (run.biased) {
+          if (!run.in.mask.select.empty()) {
+            // A row whose visible keys in this block are all selected sees one constant score, and a row that
+            // sees no key here nothing: any frame gives it the same weights, and frame 0 (S̄'_j taken as 0: no
+            // shift) keeps the value exact. value − Inva·S̄'_j would err by half an ulp of the value (6e-5
+            // for −1e12 in fp64), differently in every block, and a row whose keys are all selected would then
+            // not average V (nor would it if a block it does not see moved its frame).
+            for (std::size_t k = 0; k < rows; ++k) {
+              const std::uint8_t* sel = select_row(run.in, it.b, it.row_of(k));
+              bool any = false, all = true;
+              for (std::size_t c = 0; c < n; ++c)
+                if (vis[k * n + c]) {
+                  any = true;
+                  all = all && sel[j0 + c] != 0;
+                }
+              if (all || !any) mean[k] = 0;
+            }
+            if (inva == 0) std::fill(sel_frame.begin(), sel_frame.end(), 0.0);
+            else once(Stage::mean, sel_frame, [&](std::size_t r) { return two_prod(inva, mean[r]); });
+          }
+          tile_bias_select(run, it, j0, n, Z.data(), rng, sel_frame.data());
+        }
         if (run.masked) tile_mask(Z.data(), vis, Z.size());
       }
-      // Every step below works on the block's rows at once: one rounding of each exact result
-      // (two_sum, two_prod, exact_quotient), row by row.
-      auto once = [&](Stage stage, std::vector<double>& x, auto exact) {
-        run.round_each(stage, x.data(), rows, rng, exact);
-      };
       // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
       if (jj == 1) {
         Fnew = mean;

@@ -33,6 +33,9 @@ void smooth_k_attention(Run& run, AttentionOutput& out, int threads) {
         lse_shift[(b * run.Nq + h) * run.Sq + i] = scale * dot;
       }
     }
+  // The shifted keys give every score of row i the shift lse_shift[i]: a select value (a score of the
+  // unshifted frame) is written in the shifted one as value − lse_shift[i].
+  if (!run.in.mask.select.empty()) run.score_frame = lse_shift;
   fa2_attention(run, out, threads, &lse_shift);
 }
 

@@ -1,0 +1,515 @@
+// The toolkit's contract checked on random combinations of problem options and algorithms (issue 24, item 1;
+// docs/contract.md):
+//   1. every blocked algorithm in fp64 (any s1, s2, splits, PASA / fdpp / FP8-recipe options) equals the MPFR
+//      golden: relative RMSE of O <= 1e-13, and lse within 1e-12·(1 + |lse|);
+//   2. under a low-precision allocation (a random preset) it gives the independent reference emulator's bits
+//      (tests/reference/) wherever the emulator covers the combination (no split-KV, pse, select, FP8 recipe,
+//      fdpp, tensor-core GEMM, stochastic rounding or formats without subnormals; small shapes: MPFR per
+//      operation);
+//   3. its bits do not depend on the thread count (1 vs 2) nor on the fused/general path (fa2 and pasa: an
+//      all-zero pse selects the general path without changing a value);
+//   4. a combination the toolkit does not support is refused with an InputError naming it, before any work
+//      (drawn on purpose: split-KV on a normalising engine, the FP8 recipe on the others, shift_first without
+//      scales, fdpp with a >= b, s1 = 0, kv_len > Skv, β = 1, ...).
+// The draws: B, Nq and Nkv (GQA ratios 1–8), Sq != Skv (1 to ~300), D (1 to 80, mostly not multiples of 16),
+// every input format and generator, kv_len (none, 0, partial, full), causal, pse, select with any value (very
+// negative, mild, 0, positive, every key of a row), every algorithm with random s1, s2 and splits.
+//
+// A seeded generator of our own (SplitMix64), not RapidCheck: the draws are reproducible from one printed
+// number on every platform (no library's distribution code in between), the shrinking is ours to steer (halve
+// the sizes, drop one option at a time, keep what still fails) and ends in the project's own input format (a
+// ready problem JSON + algorithm JSON pair for pasa-attn), and no dependency is added.
+//
+// Default run: PASA_PROPERTY_CASES cases (default 2000) from PASA_PROPERTY_SEED (default 24). The [long] test
+// runs PASA_PROPERTY_LONG_CASES (default 100000) from another seed. PASA_PROPERTY_VERBOSE=1 prints each case.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/exact/golden.hpp"
+#include "pasa/inputs/generators.hpp"
+#include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/problem_json.hpp"
+#include "reference/reference_attention.hpp"
+
+using namespace pasa;
+
+namespace {
+
+// SplitMix64 [Steele, Lea & Flood 2014]: one 64-bit state, a fixed output function.
+struct Draw {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+  std::size_t in(std::size_t a, std::size_t b) { return a + below(b - a + 1); }  // [a, b]
+  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+  double range(double a, double b) { return a + (b - a) * unit(); }
+  bool chance(double p) { return unit() < p; }
+  template <class T>
+  T pick(const std::vector<T>& v) { return v[below(v.size())]; }
+};
+
+// The algorithms and what each supports, from the registry (algorithm.hpp): a new algorithm is drawn at once.
+const std::vector<std::string> kAlgorithms = algorithm_names();
+bool splittable(const std::string& a) { return algorithm_info(a).split_kv; }
+bool quantises(const std::string& a) { return algorithm_info(a).quant; }
+std::vector<std::string> names_without(bool AlgorithmInfo::*flag) {
+  std::vector<std::string> n;
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (!(a.*flag)) n.push_back(a.name);
+  return n;
+}
+
+struct Case {
+  ProblemSpec ps;
+  AlgorithmSpec spec;      // its alloc is fp64 for property 1
+  std::string preset;      // "" or the low-precision preset of properties 2–3
+  std::string refusal;     // non-empty: the spec was broken on purpose (what was broken); property 4 only
+};
+
+// A problem size drawn mostly small, sometimes up to ~300 along a sequence.
+std::size_t seq_len(Draw& d) {
+  const std::size_t r = d.below(20);
+  if (r < 12) return d.in(1, 20);
+  if (r < 18) return d.in(1, 80);
+  return d.in(1, 300);
+}
+
+TensorGen draw_gen(Draw& d) {
+  TensorGen g;
+  switch (d.below(3)) {
+    case 0:
+      g.kind = GenKind::uniform;
+      g.x0 = d.pick<double>({0.0, 0.0, 1.0, -2.0, 3.0});
+      g.am = d.pick<double>({1.0, 0.5, 2.0, 4.0});
+      break;
+    case 1:
+      g.kind = GenKind::hybrid;
+      g.x0 = d.pick<double>({0.0, 1.0});
+      g.am = d.pick<double>({1.0, 5.0});
+      g.p = d.pick<double>({0.001, 0.05});
+      break;
+    default:
+      g.kind = GenKind::resonance;
+      g.x0 = d.pick<double>({0.0, 0.5});
+      g.am = d.pick<double>({1.0, 2.0});
+      g.wavelength = d.pick<double>({4.0, 8.0, 3.0});
+      g.phase_deg = d.pick<double>({0.0, 180.0, 90.0});
+      g.seq_bias = d.pick<double>({0.0, 1.0});
+      g.noise = d.pick<double>({0.0, 0.1});
+  }
+  return g;
+}
+
+Case draw_case(Draw& d) {
+  Case c;
+  ProblemSpec& p = c.ps;
+  // A third of the cases are small and within the reference emulator's reach (no FP8 recipe, no fdpp), with a
+  // low-precision preset: property 2 on many of them.
+  const bool plain = d.chance(0.35);
+  const std::size_t work_cap = plain ? 20000 : 400000;
+  for (;;) {  // shapes with a bounded amount of work (B·Nq·Sq·Skv·D)
+    p.B = d.in(1, 3);
+    p.Nkv = d.in(1, 2);
+    p.Nq = p.Nkv * d.in(1, 8);
+    p.Sq = seq_len(d);
+    p.Skv = seq_len(d);
+    p.D = d.chance(0.2) ? d.pick<std::size_t>({16, 32, 64}) : d.in(1, 80);
+    if (p.B * p.Nq * p.Sq * p.Skv * p.D <= work_cap) break;
+  }
+  p.seed = d.next() % 1000;
+  p.format = d.pick<std::string>({"fp16", "fp16", "bf16", "fp32", "fp64", "fp8_e4m3", "fp8_e5m2", "tf32"});
+  p.q = draw_gen(d);
+  p.k = d.chance(0.5) ? p.q : draw_gen(d);
+  p.v = draw_gen(d);
+  p.causal = d.chance(0.3);
+  if (d.chance(0.4)) {
+    for (std::size_t b = 0; b < p.B; ++b)
+      p.kv_len.push_back(d.pick<std::size_t>({0, p.Skv, p.Skv, d.in(0, p.Skv), d.in(0, p.Skv)}));
+  }
+  if (d.chance(0.3)) {
+    p.has_pse = true;
+    p.pse.kind = GenKind::uniform;
+    p.pse.am = d.pick<double>({1.0, 3.0});
+  }
+  if (d.chance(0.35)) {
+    p.select_p = d.pick<double>({0.1, 0.5, 0.9, 1.0});
+    p.select_value = d.pick<double>({-1e12, -1e4, -30.0, -20.0, -2.0, 0.0, 3.0, d.range(-10, 10)});
+  }
+  if (d.chance(0.1)) p.scale = d.pick<double>({0.1, 0.5, 1.0});
+
+  AlgorithmSpec& s = c.spec;
+  static const std::vector<std::string> emulated = [] {  // what the reference emulator restates
+    std::vector<std::string> n;
+    for (const std::string& a : kAlgorithms)
+      if (a != "fdpp") n.push_back(a);
+    return n;
+  }();
+  s.name = plain ? d.pick(emulated) : d.pick(kAlgorithms);
+  s.alloc = allocation_preset("fp64");
+  s.s1 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 64);
+  s.s2 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 64);
+  s.seed = d.next() % 100;
+  if (splittable(s.name) && d.chance(0.5)) s.splits = d.in(2, 8);
+  if (algorithm_info(s.name).pasa_options) {
+    s.pasa.beta = d.pick<double>({0.984497, 0.5, 0.0, 0.9, 0.999});
+    s.pasa.alpha_in_M = d.chance(0.7);
+    s.pasa.form = d.chance(0.7) ? "fa2" : "printed";
+    // Alg. 1 as printed starts from m_0 = 0: exact unless every weight of a row underflows against it (a row
+    // whose keys are all selected with a very negative value), which is what "as printed" means.
+    s.pasa.m0_zero = d.chance(0.15) && !(p.select_p > 0 && p.select_value < -500);
+    s.pasa.bf16_to_fp16 = d.chance(0.8);
+  }
+  if (algorithm_info(s.name).fdpp_options) s.fdpp.phi = d.pick<double>({0.0, 2.0, 8.0, -5.0});
+  if (!plain && quantises(s.name) && d.chance(0.3)) {
+    s.quant.scales = d.pick<QuantScale>({QuantScale::none, QuantScale::tensor, QuantScale::head, QuantScale::block});
+    s.quant.hadamard = d.chance(std::has_single_bit(p.D) ? 0.5 : 0.05);  // D = 2^k, else refused
+    s.quant.hadamard_seed = d.in(1, 9);
+    s.quant.p_offset = d.chance(0.3) ? 8 : 0;
+    s.quant.shift_first = algorithm_info(s.name).pasa_options && s.quant.scales != QuantScale::none && d.chance(0.5);
+  }
+  if (plain || d.chance(0.5)) {  // low-precision runs
+    static const std::vector<std::string> presets = allocation_preset_names();
+    c.preset = d.pick(presets);
+  }
+  if (d.chance(0.04)) {  // a combination the toolkit refuses
+    switch (d.below(8)) {
+      case 0:
+        s.name = d.pick(names_without(&AlgorithmInfo::split_kv));
+        s.splits = d.in(2, 5);
+        c.refusal = "split-KV on a normalising engine";
+        break;
+      case 1:
+        s.name = d.pick(names_without(&AlgorithmInfo::quant));
+        s.splits = 1;
+        s.quant.scales = QuantScale::block;
+        c.refusal = "FP8 recipe on an algorithm without it";
+        break;
+      case 2:
+        s.name = "pasa";
+        s.quant = QuantOptions{};
+        s.quant.shift_first = true;
+        c.refusal = "shift_first without scales";
+        break;
+      case 3:
+        s.name = "fdpp";
+        s.fdpp.a = 5;
+        s.fdpp.b = d.pick<double>({5.0, -1.0});
+        c.refusal = "fdpp with a >= b";
+        break;
+      case 4:
+        (d.chance(0.5) ? s.s1 : s.s2) = 0;
+        c.refusal = "a block size of 0";
+        break;
+      case 5:
+        p.kv_len.assign(p.B, p.Skv);
+        p.kv_len[d.below(p.B)] = p.Skv + d.in(1, 3);
+        c.refusal = "kv_len > Skv";
+        break;
+      case 6:
+        s.name = "pasa";
+        s.quant = QuantOptions{};
+        s.pasa.beta = d.pick<double>({1.0, -0.5});
+        c.refusal = "beta outside [0, 1)";
+        break;
+      default:
+        s.splits = 0;
+        c.refusal = "splits = 0";
+    }
+  }
+  return c;
+}
+
+// The inputs of a case's problem, built as the library builds them (the problem JSON's meaning), except a
+// refused kv_len, which the problem JSON itself would refuse: set after generation, for run_attention to see.
+AttentionInputs inputs_of(const ProblemSpec& p) {
+  ProblemSpec q = p;
+  bool bad_len = false;
+  for (std::size_t x : p.kv_len) bad_len |= x > p.Skv;
+  if (bad_len) q.kv_len.clear();
+  AttentionInputs in = generate_inputs(q, 1);
+  if (bad_len) in.mask.kv_len = p.kv_len;
+  return in;
+}
+
+std::string sci(double x) {
+  std::ostringstream o;
+  o.precision(3);
+  o << std::scientific << x;
+  return o.str();
+}
+
+bool same_bits(double a, double b) {
+  return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+std::string bits_differ(const AttentionOutput& a, const AttentionOutput& b) {
+  for (std::size_t i = 0; i < a.o.data.size(); ++i)
+    if (!same_bits(a.o.data[i], b.o.data[i]))
+      return "o[" + std::to_string(i) + "] " + std::to_string(a.o.data[i]) + " vs " + std::to_string(b.o.data[i]);
+  for (std::size_t i = 0; i < a.lse.size(); ++i)
+    if (!same_bits(a.lse[i], b.lse[i]))
+      return "lse[" + std::to_string(i) + "] " + std::to_string(a.lse[i]) + " vs " + std::to_string(b.lse[i]);
+  return "";
+}
+
+struct Stats {
+  std::size_t cases = 0, fp64 = 0, low = 0, reference = 0, fused = 0, refused = 0;
+};
+
+// The contract on one case; "" when it holds, else what failed.
+std::string check(const Case& c, Stats* st) {
+  const AttentionInputs in = inputs_of(c.ps);
+  std::string refusal = c.refusal;
+  if (refusal.empty() && c.spec.quant.hadamard && !std::has_single_bit(c.ps.D))
+    refusal = "the Hadamard transform with D not a power of two";
+  if (!refusal.empty()) {  // property 4
+    try {
+      run_attention(in, c.spec, 1);
+    } catch (const InputError& e) {
+      if (st) ++st->refused;
+      return std::string(e.what()).empty() ? "refused without a message (" + refusal + ")" : "";
+    }
+    return "accepted a refused combination: " + refusal;
+  }
+  // Property 1: fp64 = golden.
+  GoldenOptions go;
+  go.threads = 1;
+  const Golden g = golden_attention(in, go);
+  AttentionOutput o;
+  try {
+    o = run_attention(in, c.spec, 2);
+  } catch (const std::exception& e) {
+    return std::string("fp64 run threw: ") + e.what();
+  }
+  long double num = 0, den = 0;
+  for (std::size_t i = 0; i < o.o.data.size(); ++i) {
+    const long double dlt = static_cast<long double>(o.o.data[i]) - g.o.data[i];
+    num += dlt * dlt;
+    den += static_cast<long double>(g.o.data[i]) * g.o.data[i];
+  }
+  // Relative to the golden's norm, but no less than 1e-3 of V's scale: an output that cancels to ~0 (V of
+  // both signs under even weights) is judged on V's scale, as the golden's own bound is relative to Σ p|v|.
+  long double vmax = 0;
+  for (double x : in.v.data) vmax = std::max(vmax, static_cast<long double>(std::abs(x)));
+  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.o.data.size()));
+  const double rel = den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
+  // PASA recovers the block shift as Inva·S̄' (Thm. 2.1, Inva = β/(1 − β)): the rounding of S̄' comes back
+  // multiplied by Inva. The bound is 1e-13 up to the paper's β (0.984497, Inva ≈ 63.5), scaled beyond.
+  const double beta = c.spec.pasa.beta;
+  const double tol = algorithm_info(c.spec.name).pasa_options ? 1e-13 * std::max(1.0, beta / (1 - beta) / 64) : 1e-13;
+  if (!(rel <= tol)) return "fp64 vs golden: relative RMSE " + sci(rel) + " (bound " + sci(tol) + ")";
+  for (std::size_t i = 0; i < o.lse.size(); ++i) {
+    const double a = o.lse[i], b = g.lse[i];
+    if (std::isinf(b) || std::isinf(a)) {
+      if (a != b) return "fp64 lse[" + std::to_string(i) + "] " + sci(a) + ", golden " + sci(b) + ", difference " + sci(a - b);
+    } else if (!(std::abs(a - b) <= 10 * tol * (1 + std::abs(b)))) {
+      return "fp64 lse[" + std::to_string(i) + "] " + sci(a) + ", golden " + sci(b) + ", difference " + sci(a - b);
+    }
+  }
+  if (st) ++st->fp64;
+  if (c.preset.empty()) return "";
+  // Properties 2 and 3 under a low-precision preset.
+  AlgorithmSpec low = c.spec;
+  low.alloc = allocation_preset(c.preset);
+  AttentionOutput a1, a2;
+  try {
+    a1 = run_attention(in, low, 1);
+    a2 = run_attention(in, low, 2);
+  } catch (const std::exception& e) {
+    return "low-precision run (" + c.preset + ") threw: " + e.what();
+  }
+  if (std::string d = bits_differ(a1, a2); !d.empty()) return c.preset + ": 1 vs 2 threads differ: " + d;
+  if (st) ++st->low;
+  const bool biased = !in.pse.data.empty() || !in.mask.select.empty();
+  if (algorithm_info(low.name).fused_path && !biased && !low.quant.active()) {
+    AttentionInputs general = in;  // +0 bias: the general path, the same values
+    general.pse = Tensor({in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S}, format_by_name("fp16"));
+    if (std::string d = bits_differ(a1, run_attention(general, low, 1)); !d.empty())
+      return c.preset + ": fused vs general path differ: " + d;
+    if (st) ++st->fused;
+  }
+  const std::size_t work = in.q.shape.B * in.q.shape.N * in.q.shape.S * in.k.shape.S * in.q.shape.D;
+  if (low.name != "fdpp" && !low.quant.active() && low.alloc.gemm.kind != GemmKind::tensor_core && work <= 30000) {
+    AttentionOutput r;
+    try {
+      r = reference::reference_attention(in, low);
+    } catch (const std::invalid_argument&) {
+      return "";  // not covered by the emulator (stochastic rounding, formats without subnormals)
+    }
+    if (std::string d = bits_differ(a1, r); !d.empty()) return c.preset + ": engine vs reference emulator: " + d;
+    if (st) ++st->reference;
+  }
+  return "";
+}
+
+// Smaller variants of a case: sizes halved, options dropped one at a time.
+std::vector<Case> shrinks(const Case& c) {
+  std::vector<Case> out;
+  auto add = [&](const std::function<bool(Case&)>& f) {
+    Case x = c;
+    if (f(x)) out.push_back(std::move(x));
+  };
+  auto clamp_len = [](ProblemSpec& p) {
+    for (auto& l : p.kv_len) l = std::min(l, p.Skv);
+  };
+  add([](Case& x) { return x.ps.B > 1 && (x.ps.B /= 2, x.ps.kv_len.resize(std::min(x.ps.kv_len.size(), x.ps.B)), true); });
+  add([](Case& x) { return x.ps.Nq > x.ps.Nkv && (x.ps.Nq = x.ps.Nkv * std::max<std::size_t>(1, x.ps.Nq / x.ps.Nkv / 2), true); });
+  add([](Case& x) { return x.ps.Nkv > 1 && (x.ps.Nq /= x.ps.Nkv, x.ps.Nkv = 1, true); });
+  add([](Case& x) { return x.ps.Sq > 1 && (x.ps.Sq = (x.ps.Sq + 1) / 2, true); });
+  add([](Case& x) { return x.ps.Sq > 1 && (--x.ps.Sq, true); });
+  add([&](Case& x) { return x.ps.Skv > 1 && (x.ps.Skv = (x.ps.Skv + 1) / 2, clamp_len(x.ps), true); });
+  add([&](Case& x) { return x.ps.Skv > 1 && (--x.ps.Skv, clamp_len(x.ps), true); });
+  add([](Case& x) { return x.ps.D > 1 && (x.ps.D = (x.ps.D + 1) / 2, true); });
+  add([](Case& x) { return x.ps.has_pse && !(x.ps.has_pse = false); });
+  add([](Case& x) { return x.ps.select_p > 0 && (x.ps.select_p = 0, true); });
+  add([](Case& x) { return x.ps.select_p > 0 && x.ps.select_p < 1 && (x.ps.select_p = 1, true); });
+  add([](Case& x) { return !x.ps.kv_len.empty() && x.refusal.empty() && (x.ps.kv_len.clear(), true); });
+  add([](Case& x) { return x.ps.causal && !(x.ps.causal = false); });
+  add([](Case& x) { return x.ps.scale != 0 && (x.ps.scale = 0, true); });
+  add([](Case& x) { return x.ps.q.kind != GenKind::uniform && (x.ps.q = TensorGen{}, true); });
+  add([](Case& x) { return x.ps.k.kind != GenKind::uniform && (x.ps.k = TensorGen{}, true); });
+  add([](Case& x) { return x.ps.v.kind != GenKind::uniform && (x.ps.v = TensorGen{}, true); });
+  add([](Case& x) { return x.spec.splits > 1 && (x.spec.splits = (x.spec.splits + 1) / 2 == 1 ? 1 : x.spec.splits / 2, true); });
+  add([](Case& x) { return x.spec.s1 > 1 && (x.spec.s1 = (x.spec.s1 + 1) / 2, true); });
+  add([](Case& x) { return x.spec.s2 > 1 && (x.spec.s2 = (x.spec.s2 + 1) / 2, true); });
+  add([](Case& x) { return x.spec.quant.active() && x.refusal.empty() && (x.spec.quant = QuantOptions{}, true); });
+  add([](Case& x) { return !x.preset.empty() && (x.preset.clear(), true); });
+  return out;
+}
+
+// The smallest variant that still fails (greedy: the first shrink that keeps a failure, repeated).
+Case shrink(Case c, std::string& why) {
+  for (int round = 0; round < 200; ++round) {
+    bool progress = false;
+    for (const Case& x : shrinks(c)) {
+      std::string w;
+      try {
+        w = check(x, nullptr);
+      } catch (const std::exception& e) {
+        w = std::string("threw: ") + e.what();
+      }
+      if (!w.empty()) {
+        c = x;
+        why = w;
+        progress = true;
+        break;
+      }
+    }
+    if (!progress) break;
+  }
+  return c;
+}
+
+std::string describe(const Case& c) {
+  AlgorithmSpec s = c.spec;
+  if (!c.preset.empty()) s.alloc = allocation_preset(c.preset);
+  std::ostringstream o;
+  // Each line a ready file for pasa-attn --problem P.json --algo-json A.json.
+  o << "problem JSON:   " << to_json(c.ps).dump() << "\n";
+  o << "algorithm JSON: " << to_json(s).dump() << (c.preset.empty() ? " (fp64 run)" : " (low-precision run; fp64 run with \"alloc\": \"fp64\")")
+    << "\n";
+  if (!c.refusal.empty()) o << "broken on purpose: " << c.refusal << "\n";
+  return o.str();
+}
+
+std::size_t env_count(const char* name, std::size_t dflt) {
+  const char* v = std::getenv(name);
+  return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10)) : dflt;
+}
+
+void run_properties(std::size_t n, std::uint64_t seed) {
+  Draw d{seed};
+  Stats st;
+  static const bool verbose = std::getenv("PASA_PROPERTY_VERBOSE") != nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t failures = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint64_t case_seed = d.next();
+    Draw cd{case_seed};
+    const Case c = draw_case(cd);
+    if (verbose) std::cout << "case " << k << " (seed " << case_seed << ")\n" << describe(c);
+    std::string why;
+    try {
+      why = check(c, &st);
+    } catch (const std::exception& e) {
+      why = std::string("threw: ") + e.what();
+    }
+    ++st.cases;
+    if (why.empty()) continue;
+    std::string small_why = why;
+    const Case small = shrink(c, small_why);
+    ++failures;
+    FAIL_CHECK("case " << k << " (case seed " << case_seed << ") fails: " << why << "\n" << describe(c)
+                       << "shrunk to: " << small_why << "\n" << describe(small));
+    if (failures >= 5) break;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "[property] " << st.cases << " cases in " << secs << " s: " << st.fp64 << " fp64 = golden, " << st.low
+            << " low-precision thread-independent, " << st.fused << " fused = general, " << st.reference
+            << " = reference emulator, " << st.refused << " refused as they should\n";
+  CHECK(st.cases == n);
+}
+
+}  // namespace
+
+TEST_CASE("property: the contract on random problems and algorithms", "[property]") {
+  run_properties(env_count("PASA_PROPERTY_CASES", 2000), env_count("PASA_PROPERTY_SEED", 24));
+}
+
+TEST_CASE("property: the contract on many random problems (long)", "[property][long]") {
+  run_properties(env_count("PASA_PROPERTY_LONG_CASES", 100000), env_count("PASA_PROPERTY_SEED", 24) + 1000003);
+}
+
+TEST_CASE("property: the shrinker finds a minimal failing case", "[property]") {
+  // A planted failure (D > 5 and causal) must shrink to D = 6 or the smallest D above 5, no other option.
+  Case c;
+  c.ps.B = 3;
+  c.ps.Nq = 4;
+  c.ps.Nkv = 2;
+  c.ps.Sq = 40;
+  c.ps.Skv = 70;
+  c.ps.D = 77;
+  c.ps.causal = true;
+  c.ps.has_pse = true;
+  c.spec.splits = 4;
+  c.spec.alloc = allocation_preset("fp64");
+  auto fails = [](const Case& x) { return x.ps.D > 5 && x.ps.causal; };
+  Case cur = c;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (const Case& x : shrinks(cur))
+      if (fails(x)) {
+        cur = x;
+        progress = true;
+        break;
+      }
+  }
+  CHECK(cur.ps.B == 1);
+  CHECK(cur.ps.Nq == 1);
+  CHECK(cur.ps.Sq == 1);
+  CHECK(cur.ps.Skv == 1);
+  CHECK(cur.ps.D <= 10);
+  CHECK(cur.ps.D > 5);
+  CHECK(!cur.ps.has_pse);
+  CHECK(cur.spec.splits == 1);
+  CHECK(cur.ps.causal);
+}
