@@ -134,12 +134,15 @@ Allocation preset_or_throw(std::string_view name, const std::string& where) {
 // Split-KV as the kernels store it (MergeSpec): each part's normalised output in the output format, its lse
 // in fp32, the combine in fp32 registers (FA2's combine kernel, vLLM's reduce kernel and FlashInfer's
 // merge_state all compute in float, whatever the output type: an lse of ~1e4 in fp16 would lose the
-// weights entirely); fp64 for the fp64 preset.
+// weights entirely). The fp64 preset is the exact reference, not a kernel: it merges the unnormalised
+// parts (m_t, l_t, O_t), since an lse of a row whose scores are all ~-1e12 (a select value) holds log l_t
+// only to 1e-4 even in fp64, and the fp64 run must equal the golden (docs/contract.md).
 Allocation with_kernel_merge(Allocation a) {
   StageSpec& m = a.spec(Stage::merge);
-  const Format f = format_by_name(a.spec(Stage::o).format.p >= 53 ? "fp64" : "fp32");
+  const bool exact = a.spec(Stage::o).format.p >= 53;
+  const Format f = format_by_name(exact ? "fp64" : "fp32");
   m.format = f;
-  m.merge.model = MergeModel::normalised_lse;
+  m.merge.model = exact ? MergeModel::unnormalised : MergeModel::normalised_lse;
   m.merge.partial = a.spec(Stage::out).format;
   m.merge.lse = f;
   return a;
