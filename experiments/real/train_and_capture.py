@@ -55,14 +55,12 @@ def read_text(path):
     return data if printable >= 0.95 * min(len(data), 4096) else b""
 
 
-def collect_corpus(max_bytes):
+def collect_corpus(max_bytes, lic="/usr/share/common-licenses", doc="/usr/share/doc"):
     """Debian's license texts and package copyright files; when those give under 1 MB (a trimmed image),
     every text file under /usr/share/doc (README, changelog.Debian.gz, ...). Identical files counted once."""
     sources = []
-    lic = "/usr/share/common-licenses"
     if os.path.isdir(lic):
         sources += sorted(os.path.join(lic, f) for f in os.listdir(lic))
-    doc = "/usr/share/doc"
     if os.path.isdir(doc):
         sources += sorted(os.path.join(doc, p, "copyright") for p in os.listdir(doc))
     used, seen, total, chunks = [], set(), 0, []

@@ -54,6 +54,7 @@ fs::path write_capture(const std::string& name, std::vector<Layer>& layers) {
   fs::create_directories(d);
   layers.assign(2, Layer{});
   layers[1].Nq = 2;
+  layers[1].B = 2;  // heads are read batch by batch
   nlohmann::json idx = {{"pasa_capture", 1}, {"model", "test model"}, {"layers", nlohmann::json::array()}};
   for (std::size_t i = 0; i < 2; ++i) {
     Layer& l = layers[i];
@@ -83,9 +84,12 @@ void rewrite_index(const fs::path& d, const std::function<void(nlohmann::json&)>
   std::ofstream(d / "index.json") << j.dump(1);
 }
 
-// Head h of a (B, N, S, D) array.
+// Head h of every batch of a (B, N, S, D) array, as a (B, 1, S, D) array.
 std::vector<double> head_of(const std::vector<double>& a, std::size_t N, std::size_t S, std::size_t D, std::size_t h) {
-  return {a.begin() + h * S * D, a.begin() + (h + 1) * S * D};
+  std::vector<double> r;
+  for (std::size_t b = 0; b * N * S * D < a.size(); ++b)
+    r.insert(r.end(), a.begin() + (b * N + h) * S * D, a.begin() + (b * N + h + 1) * S * D);
+  return r;
 }
 
 }  // namespace
@@ -129,11 +133,15 @@ TEST_CASE("Capture folder: a layer and head as a problem, GQA kept, scale and ca
   CHECK(in.q.data != l.q);  // the float32 values are not all fp16 values
   // Layer 1: float16, not causal, its own scale; to_json reads back to the same problem.
   p = problem_from_json(json::parse(R"({"capture": {"dir": "read", "layer": 1, "head": 0}})"), "x.json:", base);
-  CHECK((p.format == "fp16" && !p.causal && p.scale == 0.3));
+  CHECK((p.format == "fp16" && !p.causal && p.scale == 0.3 && p.B == 2));
   const ProblemSpec back = problem_from_json(to_json(p), "back:");
   CHECK(generate_inputs(back).q.data == head_of(ls[1].q, 2, 12, 8, 0));
   CHECK(to_json(back) == to_json(p));
   CHECK(generate_inputs(back).v.data == head_of(ls[1].v, 2, 12, 8, 0));
+  p = problem_from_json(json::parse(R"({"capture": {"dir": "read", "layer": 1, "head": 1}})"), "x.json:", base);
+  in = generate_inputs(p);
+  CHECK((in.q.shape == Shape{2, 1, 12, 8} && in.q.data == head_of(ls[1].q, 2, 12, 8, 1)));
+  CHECK(in.k.data == head_of(ls[1].k, 2, 12, 8, 1));
 }
 
 TEST_CASE("Capture folder: errors name the file, the JSON path and the value", "[capture]") {

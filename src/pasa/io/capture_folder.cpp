@@ -1,6 +1,7 @@
 #include "pasa/io/capture_folder.hpp"
 
 #include <cmath>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -156,21 +157,27 @@ CapturedQKV load_capture(const CaptureIndex& idx, const CaptureSelection& sel, c
     if (sel.kv_head) k0 = *sel.kv_head, nkv = 1, q0 = *sel.kv_head * group, nq = group;
     RoundOptions ro;
     ro.overflow = Overflow::saturate;  // as the generators store their draws (inputs stay finite)
+    // Only the selected heads' bytes are read (a sweep over (layer, head) reads each head, not each layer,
+    // per problem): the data follow the header to the file's end (read_npy_header checked their length).
     auto take = [&](const fs::path& f, std::size_t N, std::size_t S, std::size_t h0, std::size_t nh, const char* what) {
-      const NpyArray a = read_npy(f);
       check_header(f, {l.B, N, S, l.D}, what);  // the file may have changed since the index was read
-      const std::vector<double> all = npy_values(a);
+      const NpyArray h = read_npy_header(f);
+      const std::size_t item = npy_itemsize(h.dtype), plane = S * l.D;
+      const std::size_t offset = fs::file_size(f) - l.B * N * plane * item;
+      std::ifstream in(f, std::ios::binary);
       Tensor t({l.B, nh, S, l.D}, fmt);
-      const std::size_t plane = S * l.D;
-      for (std::size_t b = 0; b < l.B; ++b)
-        for (std::size_t h = 0; h < nh; ++h) {
-          const double* src = all.data() + (b * N + h0 + h) * plane;
-          for (std::size_t e = 0; e < plane; ++e)
-            if (!std::isfinite(src[e]))
-              throw InputError(fmt::format("{}: {} element (b={}, head={}, s={}, d={}) is {}", f.string(), what, b,
-                                           h0 + h, e / l.D, e % l.D, src[e]));
-          round_span(std::span<const double>(src, plane), std::span<double>(t.head(b, h), plane), fmt, ro);
-        }
+      std::vector<unsigned char> bytes(nh * plane * item);
+      for (std::size_t b = 0; b < l.B; ++b) {
+        in.seekg(static_cast<std::streamoff>(offset + (b * N + h0) * plane * item));
+        in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        if (!in) throw InputError(fmt::format("{}: read failed (the file changed while it was read?)", f.string()));
+        const std::vector<double> vals = npy_values(h.dtype, bytes, nh * plane);
+        for (std::size_t e = 0; e < vals.size(); ++e)
+          if (!std::isfinite(vals[e]))
+            throw InputError(fmt::format("{}: {} element (b={}, head={}, s={}, d={}) is {}", f.string(), what, b,
+                                         h0 + e / plane, e % plane / l.D, e % l.D, vals[e]));
+        round_span(vals, std::span<double>(t.head(b, 0), nh * plane), fmt, ro);
+      }
       return t;
     };
     out.q = take(l.q, l.Nq, l.Sq, q0, nq, "q");
