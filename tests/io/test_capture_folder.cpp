@@ -24,6 +24,7 @@
 #include "pasa/io/problem_json.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/numeric/round.hpp"
+#include "pasa/study/sweep_config.hpp"
 #include "../support/rel_rmse.hpp"
 
 using namespace pasa;
@@ -142,6 +143,20 @@ TEST_CASE("Capture folder: a layer and head as a problem, GQA kept, scale and ca
   in = generate_inputs(p);
   CHECK((in.q.shape == Shape{2, 1, 12, 8} && in.q.data == head_of(ls[1].q, 2, 12, 8, 1)));
   CHECK(in.k.data == head_of(ls[1].k, 2, 12, 8, 1));
+}
+
+TEST_CASE("Capture folder: a sweep config's relative dir is its folder's, layer and head as grid axes", "[capture]") {
+  std::vector<Layer> ls;
+  const fs::path d = write_capture("sweep", ls);
+  std::ofstream(d.parent_path() / "cfg.json") << R"({"problem": {"capture": {"dir": "sweep", "layer": "$layer",
+    "head": "$head"}, "seed": "$seed"}, "grid": {"layer": [0, 1], "head": [1]}, "seeds": [0],
+    "algorithms": [{"name": "fa2", "alloc": "fp64"}]})";
+  const SweepConfig cfg = load_sweep_config(d.parent_path() / "cfg.json");
+  CHECK(cfg.problem["capture"]["dir"] == d.lexically_normal().string());
+  const PlannedProblem pp = plan_problem(cfg, 1);  // layer 1, head 1
+  const ProblemSpec p = problem_from_json(pp.problem, "/problem");
+  CHECK((p.capture.layer == 1 && p.capture.head == std::optional<std::size_t>(1) && p.format == "fp16"));
+  CHECK(generate_inputs(p).q.data == head_of(ls[1].q, 2, 12, 8, 1));
 }
 
 TEST_CASE("Capture folder: errors name the file, the JSON path and the value", "[capture]") {
