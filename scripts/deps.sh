@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libmpfr-dev libgmp-dev libboost-dev libcli11-dev libfmt-dev
       nlohmann-json3-dev catch2 libopenblas-dev gnuplot-nox python3
-      pybind11-dev python3-dev python3-numpy python3-pytest)  # the Python module (python/) and its tests
+      pybind11-dev python3-dev python3-numpy python3-pytest  # the Python module (python/) and its tests
+      python3-torch)  # pasa_capture's tests build small PyTorch models (tests/python/test_capture.py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -165,6 +165,17 @@ void validate(const ProblemSpec& p) {
       throw InputError(fmt::format("/pse: the user tensor has shape ({}, {}, {}, {}), expected (B or 1, Nq, Sq, Skv) = "
                                    "({} or 1, {}, {}, {})", s.B, s.N, s.S, s.D, p.B, p.Nq, p.Sq, p.Skv));
   }
+  if (p.q_user || p.k_user || p.v_user) {
+    if (!p.q_user || !p.k_user || !p.v_user) throw InputError("/capture: user Q, K and V come together");
+    const Format f = format_by_name(p.format);
+    const Shape want_q{p.B, p.Nq, p.Sq, p.D}, want_kv{p.B, p.Nkv, p.Skv, p.D};
+    const std::pair<const Tensor*, Shape> ts[] = {{p.q_user.get(), want_q}, {p.k_user.get(), want_kv}, {p.v_user.get(), want_kv}};
+    for (const auto& [t, want] : ts)
+      if (!(t->shape == want) || t->data.size() != want.size() || !(t->format == f))
+        throw InputError(fmt::format("/capture: a user tensor has shape ({}, {}, {}, {}) in {}, expected ({}, {}, {}, {}) in {}",
+                                     t->shape.B, t->shape.N, t->shape.S, t->shape.D, t->format.name, want.B, want.N,
+                                     want.S, want.D, p.format));
+  }
   if (p.select_user) {
     if (p.select_p > 0) throw InputError("/select: give a probability p or a user mask, not both");
     if (p.select_user->size() != p.B * p.Sq * p.Skv)
@@ -198,9 +209,15 @@ AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
   validate(p);
   const Format fmt = format_by_name(p.format);
   AttentionInputs in;
-  in.q = generate_tensor(p.q, {p.B, p.Nq, p.Sq, p.D}, fmt, p.seed, "q", threads);
-  in.k = generate_tensor(p.k, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "k", threads);
-  in.v = generate_tensor(p.v, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "v", threads);
+  if (p.q_user) {  // a model's tensors (validate checked their shapes and format)
+    in.q = *p.q_user;
+    in.k = *p.k_user;
+    in.v = *p.v_user;
+  } else {
+    in.q = generate_tensor(p.q, {p.B, p.Nq, p.Sq, p.D}, fmt, p.seed, "q", threads);
+    in.k = generate_tensor(p.k, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "k", threads);
+    in.v = generate_tensor(p.v, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "v", threads);
+  }
   in.scale = p.scale;
   in.mask.causal = p.causal;
   in.mask.kv_len = p.kv_len;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,15 @@ struct ProblemSpec {
   std::shared_ptr<const Tensor> pse_user;
   std::shared_ptr<const std::vector<std::uint8_t>> select_user;
   std::string pse_file, select_file, kv_len_file;
+  // Q, K and V as a model computed them (a capture folder, io/capture_folder.hpp), used instead of drawn
+  // ones: shapes (B, Nq, Sq, D) and (B, Nkv, Skv, D), values exact in `format`. `capture` names where they
+  // came from (for to_json); empty dir: drawn.
+  std::shared_ptr<const Tensor> q_user, k_user, v_user;
+  struct CaptureRef {
+    std::string dir;
+    std::size_t layer = 0;
+    std::optional<std::size_t> head, kv_head;
+  } capture;
 };
 
 std::string gen_kind_name(GenKind);

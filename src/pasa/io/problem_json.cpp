@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/core/error.hpp"
+#include "pasa/io/capture_folder.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/io/user_tensors.hpp"
 
@@ -42,13 +43,55 @@ bool npy_ref(const nlohmann::json& j, const std::string& path, const std::filesy
   return true;
 }
 
+// {"capture": {"dir", "layer", "head" | "kv_head"}}: a model's Q, K and V from a capture folder
+// (io/capture_folder.hpp) instead of generated ones, with the model's shape, scale and causal flag; the
+// problem's "format" (when given, else the model's dtype) is the storage format they are rounded to. The
+// index and the .npy headers are checked before any data are read.
+void read_capture(const nlohmann::json& j, const std::string& root, const std::filesystem::path& base_dir,
+                  ProblemSpec& p) {
+  const std::string cp = root + "/capture";
+  for (const char* k : {"shape", "scale", "causal", "generator", "q", "k", "v"})
+    if (j.contains(k))
+      json_fail(root + "/" + k, "the capture gives the shape, scale, causal flag and Q, K, V; remove this key");
+  const nlohmann::json& c = j.at("capture");
+  require_object(c, cp);
+  check_keys(c, {"dir", "layer", "head", "kv_head"}, cp);
+  if (!c.contains("dir")) json_fail(cp, "missing \"dir\" (the folder pasa_capture wrote)");
+  if (!c.contains("layer")) json_fail(cp, "missing \"layer\" (an index into the capture's layers)");
+  ProblemSpec::CaptureRef& r = p.capture;
+  r.dir = resolved(c.at("dir"), cp + "/dir", base_dir);
+  r.layer = as_size(c.at("layer"), cp + "/layer");
+  if (c.contains("head")) r.head = as_size(c.at("head"), cp + "/head");
+  if (c.contains("kv_head")) r.kv_head = as_size(c.at("kv_head"), cp + "/kv_head");
+  if (r.head && r.kv_head) json_fail(cp, "give \"head\" (one query head) or \"kv_head\" (a GQA group), not both");
+  const CaptureIndex idx = read_capture_index(r.dir, json_where(cp + "/dir"));
+  const std::string where = json_where(r.head ? cp + "/head" : r.kv_head ? cp + "/kv_head" : cp + "/layer");
+  if (r.layer >= idx.layers.size())
+    json_fail(cp + "/layer", fmt::format("layer {} does not exist: {} holds layers 0 to {}", r.layer, r.dir,
+                                         idx.layers.size() - 1));
+  const CaptureLayer& l = idx.layers[r.layer];
+  CapturedQKV qkv = load_capture(idx, {r.layer, r.head, r.kv_head}, j.contains("format") ? p.format : "", where);
+  p.format = qkv.format;
+  p.B = l.B;
+  p.Nq = qkv.q.shape.N;
+  p.Nkv = qkv.k.shape.N;
+  p.Sq = l.Sq;
+  p.Skv = l.Skv;
+  p.D = l.D;
+  p.scale = qkv.scale;
+  p.causal = qkv.causal;
+  p.q_user = std::make_shared<const Tensor>(std::move(qkv.q));
+  p.k_user = std::make_shared<const Tensor>(std::move(qkv.k));
+  p.v_user = std::make_shared<const Tensor>(std::move(qkv.v));
+}
+
 }  // namespace
 
 ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path,
                               const std::filesystem::path& base_dir) {
   const std::string& root = json_path;
   check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "allow_nonfinite", "generator", "q", "k", "v",
-                 "pse", "select"},
+                 "pse", "select", "capture"},
              root);
   ProblemSpec p;
   if (auto it = j.find("shape"); it != j.end()) {
@@ -68,6 +111,7 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   read_bool(j, "causal", root, p.causal);
   read_u64(j, "seed", root, p.seed);
   read_bool(j, "allow_nonfinite", root, p.allow_nonfinite);
+  if (j.contains("capture")) read_capture(j, root, base_dir, p);
   const UserTensorDims dims{p.B, p.Nq, p.Sq, p.Skv};
   if (auto it = j.find("kv_len"); it != j.end() && npy_ref(*it, root + "/kv_len", base_dir, p.kv_len_file)) {
     p.kv_len = load_kv_len_npy(p.kv_len_file, dims, json_where(root + "/kv_len/npy"));
@@ -124,15 +168,21 @@ nlohmann::json to_json(const TensorGen& g) {
 }
 
 nlohmann::json to_json(const ProblemSpec& p) {
-  nlohmann::json j = {{"shape", {{"B", p.B}, {"Nq", p.Nq}, {"Nkv", p.Nkv}, {"Sq", p.Sq},
-                                 {"Skv", p.Skv}, {"D", p.D}}},
-                      {"format", p.format},
-                      {"scale", p.scale},
-                      {"causal", p.causal},
-                      {"seed", p.seed},
-                      {"q", to_json(p.q)},
-                      {"k", to_json(p.k)},
-                      {"v", to_json(p.v)}};
+  nlohmann::json j;
+  if (!p.capture.dir.empty()) {  // the capture gives shape, scale, causal and the tensors
+    j = {{"capture", {{"dir", p.capture.dir}, {"layer", p.capture.layer}}}, {"format", p.format}, {"seed", p.seed}};
+    if (p.capture.head) j["capture"]["head"] = *p.capture.head;
+    if (p.capture.kv_head) j["capture"]["kv_head"] = *p.capture.kv_head;
+  } else {
+    j = {{"shape", {{"B", p.B}, {"Nq", p.Nq}, {"Nkv", p.Nkv}, {"Sq", p.Sq}, {"Skv", p.Skv}, {"D", p.D}}},
+         {"format", p.format},
+         {"scale", p.scale},
+         {"causal", p.causal},
+         {"seed", p.seed},
+         {"q", to_json(p.q)},
+         {"k", to_json(p.k)},
+         {"v", to_json(p.v)}};
+  }
   if (!p.kv_len_file.empty()) j["kv_len"] = {{"npy", p.kv_len_file}};
   else if (!p.kv_len.empty()) j["kv_len"] = p.kv_len;
   if (p.pse_user) j["pse"] = {{"npy", p.pse_file}};

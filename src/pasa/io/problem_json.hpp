@@ -21,6 +21,11 @@ namespace pasa {
 // "select": {"npy": file, "value"} a bool mask (B, Sq, Skv) or (B, Nq, Sq, Skv), True = masked,
 // "kv_len": {"npy": file} integers (B,). Relative file names are resolved against base_dir (the folder of
 // the JSON file; empty: the working directory).
+// A model's Q, K and V (io/capture_folder.hpp, written by python/pasa_capture.py) instead of drawn ones:
+// "capture": {"dir": folder, "layer": i, "head": h (optional: query head h with its KV head) or "kv_head": g
+// (optional: the query heads sharing KV head g)}; the capture gives the shape, scale and causal flag (those
+// keys and the generators are refused with it); "format" (default: the model's dtype) is the storage format
+// the values are rounded to. The index and .npy headers are checked before the data are read.
 // Unknown keys, wrong types and impossible values are InputErrors naming json_path + the JSON path.
 ProblemSpec problem_from_json(const nlohmann::json&, const std::string& json_path,
                               const std::filesystem::path& base_dir = {});

@@ -310,10 +310,11 @@ SweepConfig load_sweep_config(const std::filesystem::path& file) {
   nlohmann::json j = read_json_file(file);
   // The user's tensors in the problem ({"npy": name}, io/problem_json.hpp) are named relative to the config's
   // folder, as in a problem file (a "$placeholder" is left to the grid).
+  // A capture folder ({"capture": {"dir": folder}}) too.
   if (auto p = j.find("problem"); p != j.end() && p->is_object() && !file.parent_path().empty())
-    for (const char* key : {"pse", "select", "kv_len"})
+    for (const char* key : {"pse", "select", "kv_len", "capture"})
       if (auto t = p->find(key); t != p->end() && t->is_object())
-        if (auto n = t->find("npy"); n != t->end() && n->is_string()) {
+        if (auto n = t->find(std::string(key) == "capture" ? "dir" : "npy"); n != t->end() && n->is_string()) {
           const std::filesystem::path f = n->get<std::string>();
           if (f.is_relative() && !f.empty() && !n->get<std::string>().starts_with('$'))
             *n = (file.parent_path() / f).lexically_normal().string();
