@@ -448,4 +448,10 @@ NpyArray make_npy(std::span<const double> values, std::vector<std::size_t> shape
   return a;
 }
 
+std::string npy_shape_text(const std::vector<std::size_t>& s) {
+  std::string r = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() == 1 ? ",)" : ")");
+}
+
 }  // namespace pasa

@@ -55,4 +55,7 @@ std::vector<double> npy_values(NpyDtype dtype, std::span<const unsigned char> by
 NpyArray make_npy(std::span<const double> values, std::vector<std::size_t> shape, NpyDtype,
                   const Format* bits_format = nullptr);
 
+// A .npy shape as numpy prints it: "(3, 4)", "(5,)", "()".
+std::string npy_shape_text(const std::vector<std::size_t>& shape);
+
 }  // namespace pasa

@@ -14,12 +14,6 @@ namespace pasa {
 
 namespace {
 
-std::string shape_str(const std::vector<std::size_t>& s) {
-  std::string r = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + (s.size() == 1 ? ",)" : ")");
-}
-
 // The (B, N, S, D) shape and the format of a tensor read from an array of this dtype and shape (load_tensor's
 // rules), before its data are decoded.
 TensorHeader tensor_header(NpyDtype dtype, const std::vector<std::size_t>& d, const Format* format, const std::string& where) {
@@ -35,9 +29,9 @@ TensorHeader tensor_header(NpyDtype dtype, const std::vector<std::size_t>& d, co
   else if (d.size() == 3) h.shape = {1, d[0], d[1], d[2]};
   else if (d.size() == 4) h.shape = {d[0], d[1], d[2], d[3]};
   else
-    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", where, shape_str(d)));
+    throw InputError(fmt::format("{}: shape {} is not (S, D), (N, S, D) or (B, N, S, D)", where, npy_shape_text(d)));
   if (std::find(d.begin(), d.end(), std::size_t{0}) != d.end())
-    throw InputError(fmt::format("{}: shape {} is empty", where, shape_str(d)));
+    throw InputError(fmt::format("{}: shape {} is empty", where, npy_shape_text(d)));
   if (format) h.format = *format;
   else h.format = format_by_name(dtype == NpyDtype::f16 ? "fp16" : dtype == NpyDtype::f32 ? "fp32" : "fp64");
   return h;
@@ -60,8 +54,8 @@ std::array<TensorHeader, 3> read_qkv_headers(const std::filesystem::path& q, con
   try {
     validate_shapes(h[0].shape, h[1].shape, h[2].shape);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("Q {} {}, K {} {}, V {} {}: {}", q.string(), shape_str(h[0].npy_shape), k.string(),
-                                 shape_str(h[1].npy_shape), v.string(), shape_str(h[2].npy_shape), e.what()));
+    throw InputError(fmt::format("Q {} {}, K {} {}, V {} {}: {}", q.string(), npy_shape_text(h[0].npy_shape), k.string(),
+                                 npy_shape_text(h[1].npy_shape), v.string(), npy_shape_text(h[2].npy_shape), e.what()));
   }
   return h;
 }

@@ -11,12 +11,6 @@ namespace pasa {
 
 namespace {
 
-std::string shape_str(const std::vector<std::size_t>& s) {
-  std::string r = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + (s.size() == 1 ? ",)" : ")");
-}
-
 bool is_float(NpyDtype d) { return d == NpyDtype::f16 || d == NpyDtype::f32 || d == NpyDtype::f64; }
 // Integers: bool, the int/uint dtypes, and uint8/uint16 read as plain integers (not bit patterns) here.
 bool is_int(NpyDtype d) { return npy_is_integer(d) || d == NpyDtype::u8 || d == NpyDtype::u16; }
@@ -39,7 +33,7 @@ void check_pse(NpyDtype d, const std::vector<std::size_t>& s, const UserTensorDi
                                  npy_descr(d)));
   if (s.size() != 4 || (s[0] != 1 && s[0] != x.B) || s[1] != x.Nq || s[2] != x.Sq || s[3] != x.Skv)
     throw InputError(fmt::format("{}: pse shape {} is not (B or 1, Nq, Sq, Skv) = ({} or 1, {}, {}, {})", where,
-                                 shape_str(s), x.B, x.Nq, x.Sq, x.Skv));
+                                 npy_shape_text(s), x.B, x.Nq, x.Sq, x.Skv));
 }
 
 void check_select(NpyDtype d, const std::vector<std::size_t>& s, const UserTensorDims& x, const std::string& where) {
@@ -50,7 +44,7 @@ void check_select(NpyDtype d, const std::vector<std::size_t>& s, const UserTenso
   const bool four = s.size() == 4 && s[0] == x.B && s[1] == x.Nq && s[2] == x.Sq && s[3] == x.Skv;
   if (!three && !four)
     throw InputError(fmt::format("{}: select mask shape {} is neither (B, Sq, Skv) = ({}, {}, {}) nor (B, Nq, Sq, "
-                                 "Skv) = ({}, {}, {}, {})", where, shape_str(s), x.B, x.Sq, x.Skv, x.B, x.Nq, x.Sq, x.Skv));
+                                 "Skv) = ({}, {}, {}, {})", where, npy_shape_text(s), x.B, x.Sq, x.Skv, x.B, x.Nq, x.Sq, x.Skv));
 }
 
 void check_kv_len(NpyDtype d, const std::vector<std::size_t>& s, const UserTensorDims& x, const std::string& where) {
@@ -58,7 +52,7 @@ void check_kv_len(NpyDtype d, const std::vector<std::size_t>& s, const UserTenso
     throw InputError(fmt::format("{}: kv_len dtype {} not accepted; give integers (int32, int64, uint32, uint64)",
                                  where, npy_descr(d)));
   if (s.size() != 1 || s[0] != x.B)
-    throw InputError(fmt::format("{}: kv_len shape {} is not (B,) = ({},)", where, shape_str(s), x.B));
+    throw InputError(fmt::format("{}: kv_len shape {} is not (B,) = ({},)", where, npy_shape_text(s), x.B));
 }
 
 std::size_t count(const std::vector<std::size_t>& s) {
