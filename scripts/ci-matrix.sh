@@ -40,6 +40,18 @@ same_hashes() {
   fi
   echo "ci-matrix: $(wc -l <"$native") output hashes of $build equal the native build's"
 }
+# Debian packages a stage needs beyond scripts/deps.sh's (installed only when missing, as deps.sh does).
+need_packages() {
+  local missing=() p sudo_cmd=""
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  echo "ci-matrix: installing ${missing[*]}" >&2
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+}
 run_stage() {
   local name=$1 start=$SECONDS
   echo "== ci-matrix: $name"
@@ -57,6 +69,7 @@ run_stage() {
       same_hashes build-ci-baseline quick
       ;;
     sanitize)
+      need_packages clang-14 libclang-rt-14-dev
       # Python (an uninstrumented interpreter) and the doc and argv tests (hundreds of program starts, each
       # paying ASan's start-up) stay with the other builds.
       CC=clang-14 CXX=clang++-14 cmake -S . -B build-ci-sanitize -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
