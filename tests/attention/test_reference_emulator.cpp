@@ -628,7 +628,10 @@ TEST_CASE("reference emulator: the fused path's roundings to odd at 24 bits", "[
   const AttentionInputs in = one_row({1.0}, {0.0, -0x1.4ecp+1}, 1);
   const AlgorithmSpec spec = Config{"fa2", "fa_fp16", "sum", "fp32"}.spec(s1);
   const detail::Run run(in, spec);
+#if defined(__AVX512F__)  // (the fused path exists only there)
   CHECK(run.float_tiles);
+#endif
+  (void)run;
 }
 
 TEST_CASE("reference GEMM step: one rounding of the exact acc + a·b (an RZ example)", "[reference]") {
