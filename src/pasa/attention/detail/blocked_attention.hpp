@@ -256,7 +256,9 @@ void tile_exp(const Run& run, const double* Z, std::size_t rows, std::size_t n, 
 // so the loop vectorises; glibc's scalar exp would be a third of an emulated FlashAttention's time.
 inline double exp_one(double v) {
   constexpr double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-  const double c = v < -746.0 ? -746.0 : (v > 710.0 ? 710.0 : v);
+  // NaN fails v >= −746 and is clamped too, so that no NaN reaches the integer conversion below (undefined
+  // behaviour; UBSan found it); the NaN itself is returned at the end.
+  const double c = v >= -746.0 ? (v > 710.0 ? 710.0 : v) : -746.0;
   const double kf = std::nearbyint(c * log2e);
   const double r = std::fma(-kf, ln2_lo, std::fma(-kf, ln2_hi, c));
   double p = 1.0 / 6227020800.0;  // 1/13!
