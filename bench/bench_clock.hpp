@@ -30,7 +30,7 @@ inline double load1() {
   return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
-// "1,2,4": the thread counts of a scaling table (issue 27), each a whole number in [1, 4096]; throws
+// "1,2,4": the thread counts of a scaling table, each a whole number in [1, 4096]; throws
 // std::invalid_argument naming the bad entry.
 inline std::vector<int> parse_threads_list(const std::string& text) {
   std::vector<int> list;

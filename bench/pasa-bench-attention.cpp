@@ -8,7 +8,7 @@
 // round-every-op ≥ 0.2; the H100 tensor-core model (fa_fp16_fp32_h100, pasa_fp16_h100) ≥ 1/4 of the same
 // allocation under the ordered model. --threads LIST (default 1,2) runs the whole set at each thread count
 // and ends with a scaling table: each kernel's rate as a ratio to the sgemm at the same thread count, and its
-// speed-up and parallel efficiency over the first count (issue 27).
+// speed-up and parallel efficiency over the first count.
 #include <algorithm>
 #include <climits>
 #include <chrono>

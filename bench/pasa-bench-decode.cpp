@@ -2,7 +2,7 @@
 // Nkv KV heads, Skv cached tokens in blocks of `block` tokens at shuffled cache blocks; the emulated kernel
 // under an allocation preset, and the golden of the same step. Goal: B = 8, Nq = 32, Nkv = 8,
 // Skv = 32768, D = 128, block 16 under FA-FP16/FP32 in < 1 s on 2 cores, its golden in < 5 s.
-// --threads LIST (e.g. 1,2,4): the step and its golden at each count, then a scaling table (issue 27).
+// --threads LIST (e.g. 1,2,4): the step and its golden at each count, then a scaling table.
 #include <algorithm>
 #include <array>
 #include <bit>

@@ -7,7 +7,7 @@
 // with 128 × 128 tiles: per pair of tiles one S = Q·Kᵀ (128 × 128 × dim) and one P·V (128 × dim × 128).
 // Prints wall and CPU seconds (best of --reps), the speed-up over the F16C kernel and the load average;
 // with several threads (--threads LIST, default 1,2) the heads are dealt to them, as the attention engine
-// deals its work; with more than one count a scaling table ends the output (issue 27).
+// deals its work; with more than one count a scaling table ends the output.
 #include <algorithm>
 #include <array>
 #include <climits>

@@ -1,5 +1,5 @@
 """pasa_capture: the Q, K and V a PyTorch model feeds its attention, written as a capture folder that pasa
-reads as problems (issue 26, "real model tensors").
+reads as problems.
 
     import pasa_capture
     index = pasa_capture.capture(model, input_ids, "cap/", model_name="my-model")

@@ -898,7 +898,7 @@ py::dict generate(const py::object& problem, const py::object& threads) {
   d["scale"] = in.scale;
   d["causal"] = in.mask.causal;
   d["kv_len"] = in.mask.kv_len.empty() ? py::object(py::none()) : py::cast(in.mask.kv_len);
-  // The decode inputs too (issue 25: dropping them gave attention(**inputs) another problem than pasa-attn's).
+  // The decode inputs too (dropping them gave attention(**inputs) another problem than pasa-attn's).
   d["pse"] = in.pse.data.empty() ? py::object(py::none()) : py::object(tensor_out(std::move(in.pse), 4));
   if (in.mask.select.empty()) {
     d["select"] = py::none();

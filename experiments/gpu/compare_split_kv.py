@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare_split_kv.py: the toolkit's split-KV merge model against the GPU's flash-decoding port (issue 25).
+"""compare_split_kv.py: the toolkit's split-KV merge model against the GPU's flash-decoding port.
 
 Given the folder split_kv_ports.py wrote on the GPU machine (x0_<x0>/out_p<parts>_<fp16|fp32>.npy,
 inputs_digest.json, summary.csv), this regenerates the same inputs on the CPU (split_kv_ports.make_inputs, no

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""split_kv_ports.py: split-KV ("flash-decoding") as the kernels store it, ported to PyTorch eager on the GPU
-(issue 25), for comparison with the toolkit's split-KV merge models.
+"""split_kv_ports.py: split-KV ("flash-decoding") as the kernels store it, ported to PyTorch eager on the GPU,
+for comparison with the toolkit's split-KV merge models.
 
 Flash-decoding kernels (FlashAttention-2's splitkv + combine kernels, vLLM's paged attention v2, FlashInfer)
 run each KV part t to the end of its own softmax and write its NORMALISED output O_t = Õ_t / l_t in a partial

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Trains a small causal transformer on text that ships with Debian, then captures its attention inputs
-(Q, K, V after RoPE, per layer, GQA layout) on a held-out sequence with pasa_capture (issue 26).
+(Q, K, V after RoPE, per layer, GQA layout) on a held-out sequence with pasa_capture.
 
 A small model trained here, NOT Qwen2 or any published model: its attention has the structure of a real
 LLM's (learned projections, RoPE, GQA, causal mask, head dimension 128 as in the paper's shape) and is the

@@ -1,4 +1,4 @@
-// Split-KV merge models (issue 25, "split-KV as the kernels store it"; docs/decode.md): normalised_lse (each
+// Split-KV merge models (docs/decode.md): normalised_lse (each
 // part's O_t/l_t stored in the partial format and lse_t in the lse format, merged with e^{lse_t − lse}) and
 // unnormalised (the parts' accumulators merged as they are). Both equal the golden in fp64 with kv_len,
 // causal, select, pse, GQA and empty parts; the normalised model equals the parts run one by one and merged

@@ -1,5 +1,5 @@
 // validate_case (algorithm.hpp): the checks a case needs before any value is touched, shared by the run and
-// by every validator (sweeps, pasa-attn, pasa-attribute), so that they cannot disagree (issue 23, item 3).
+// by every validator (sweeps, pasa-attn, pasa-attribute), so that they cannot disagree.
 // And the generator's own validate(): parameters that pass it give finite values for any shape.
 #include <catch2/catch.hpp>
 

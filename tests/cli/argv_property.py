@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Property test of every program's argument handling (issue 23): random argv drawn from each program's own
+"""Property test of every program's argument handling: random argv drawn from each program's own
 options (read from its --help), with valid, boundary and hostile values, each run in a fresh folder with a
 time limit. Properties: no signal, never exit 3 ("internal error"), no hang (the time limit), and a run that
 fails leaves no new file behind (nor does any run leave a temporary file). Seeded and reproducible; a failure

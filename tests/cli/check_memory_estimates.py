@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The memory estimates of pasa-attn and pasa-sweep against the measured peak RSS (issue 23, item 9).
+"""The memory estimates of pasa-attn and pasa-sweep against the measured peak RSS.
 
 Each case runs the built program in a child process; its peak resident set (os.wait4's ru_maxrss) is
 compared with the estimate the program checks before it allocates (pasa-attn --json: memory_estimate_bytes;

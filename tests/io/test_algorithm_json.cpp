@@ -51,7 +51,7 @@ TEST_CASE("algorithm specs read and print as JSON; errors name the path", "[algo
   CHECK_THAT(err(R"({"name": "pasa", "s1": 0})"), Catch::Contains("/algorithm/s1"));
   CHECK_THAT(err(R"({"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"mx": "fp32"}}})"),
              Catch::Contains("/algorithm/alloc/stages/mx"));
-  // fmax beyond fp32's range made fp32(1/fmax) zero, and fp8_scale then silently used no scaling (issue 23).
+  // fmax beyond fp32's range made fp32(1/fmax) zero, and fp8_scale then silently used no scaling.
   CHECK_THAT(err(R"({"name": "fa2", "quant": {"scales": "tensor", "fmax": 1e39}})"),
              Catch::StartsWith("run.json:/algorithm/quant/fmax: expected a number in fp32's normal range") &&
                  Catch::EndsWith("got 1e+39"));

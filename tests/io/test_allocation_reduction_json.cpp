@@ -110,7 +110,7 @@ TEST_CASE("reduction JSON errors name the path and the value", "[allocation_json
              Catch::Contains("cfg.json:/alloc/stages/sum/via") && Catch::Contains("unknown key"));
   CHECK_THAT(err(R"({"preset": "fa_fp16", "stages": {"exp": {"via": "fp16"}}})"),
              Catch::Contains("cfg.json:/alloc/stages/exp/via") && Catch::Contains("exact, fp32"));
-  // A width with an order that has no lanes was accepted and ignored (issue 23): refused, whether the order
+  // A width with an order that has no lanes was accepted and ignored: refused, whether the order
   // is given beside it or kept from the preset's stage.
   CHECK(err(R"({"preset": "fa_fp16", "stages": {"sum": {"order": "sequential", "width": 8}}})") ==
         "cfg.json:/alloc/stages/sum/width: a width applies to \"order\": \"blocked\" only; this stage's order is "

@@ -1,4 +1,4 @@
-// Q, K and V from .npy are checked from their headers alone before any data are read (issue 23, item 4):
+// Q, K and V from .npy are checked from their headers alone before any data are read:
 // a Q of (16, 8) with K/V headers of (1000000, 1024) used to read 4 GB for 49 s, then end in bad_alloc.
 #include <catch2/catch.hpp>
 

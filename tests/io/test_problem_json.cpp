@@ -63,7 +63,7 @@ TEST_CASE("problem JSON: an error about one element names its pointer, not the r
     }
     return std::string("no error");
   };
-  // These read "p.json:/: problem kv_len[1] = ..." before (issue 23).
+  // These read "p.json:/: problem kv_len[1] = ..." before.
   CHECK(err(R"({"shape": {"B": 2, "Sq": 8}, "kv_len": [8, 9]})") == "p.json:/kv_len/1: problem kv_len[1] = 9 exceeds Skv = 8");
   CHECK(err(R"({"shape": {"B": 2, "Sq": 8}, "kv_len": [8]})") == "p.json:/kv_len: problem kv_len has 1 entries, expected B = 2");
   CHECK_THAT(err(R"({"shape": {"Sq": 8, "Skv": 0}})"), Catch::StartsWith("p.json:/shape/Skv: problem shape has a zero"));

@@ -1,5 +1,5 @@
 // The user's decode tensors (io/user_tensors.hpp) and the .npy bool/integer dtypes they arrive in, and the
-// problem JSON's {"npy": file} form (issue 25).
+// problem JSON's {"npy": file} form.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>

@@ -36,7 +36,7 @@ TEST_CASE("fp8_e4m3 is an alias of fp8_e4m3fn; unknown names are InputErrors", "
 }
 
 TEST_CASE("a custom format's numbers are reported as written, even beyond int's range", "[round]") {
-  // sscanf's %d turned 99999999999999999999 into -1: "p=-1 is outside [2, 53]" (issue 23).
+  // sscanf's %d turned 99999999999999999999 into -1: "p=-1 is outside [2, 53]".
   CHECK_THROWS_WITH(format_by_name("p=99999999999999999999,emax=15"),
                     "format precision p=99999999999999999999 is outside [2, 53]");
   CHECK_THROWS_WITH(format_by_name("p=11,emax=4294967311"), "format emax=4294967311 is outside [1, 1023]");

@@ -1,4 +1,4 @@
-"""One problem, every front end (issue 25): the same problems (prefill; decode with a position bias, a select
+"""One problem, every front end: the same problems (prefill; decode with a position bias, a select
 mask and kv_len, drawn and as the user's .npy tensors; split-KV) through pasa-attn (--problem, and .npy
 inputs with --pse/--select/--kv-len), pasa-sweep and Python (generate() then attention(), and the user's
 arrays as arguments) give the same output bits and the same metrics; what a front end cannot express is

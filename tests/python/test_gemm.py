@@ -1,4 +1,4 @@
-"""pasa.gemm and pasa-gemm (issue 25): the same bits from Python and the program; the fp64 ordered model on
+"""pasa.gemm and pasa-gemm: the same bits from Python and the program; the fp64 ordered model on
 integers is numpy's exact product; pasa-hwcompare gemm on 2-D arrays chooses the GEMM model by input format as
 the _h100 presets do (fp8 inputs: the FP8 tensor-core model), and its max_ulp counts through zero across a
 sign change."""

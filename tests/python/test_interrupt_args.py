@@ -40,7 +40,7 @@ def test_golden_at_100000_bits_stops_on_ctrl_c():
 def test_attention_stops_on_ctrl_c_between_work_items():
     # Every product and sum of both GEMMs stochastically rounded: about 30 s on one thread (2 heads x 128
     # query blocks of 8 rows, ~0.2 s each). parallel_for checks the cancel flag between items, so the call
-    # stops within one item; it ran to its end before (issue 23).
+    # stops within one item; it ran to its end before.
     rng = np.random.default_rng(0)
     q, k, v = [rng.uniform(-1, 1, (2, 1024, 64)).astype(np.float16) for _ in range(3)]
     alloc = {"preset": "fa_fp16", "gemm": {"model": "every_op"}, "stages": {"qk_acc": {"format": "bf16", "round": "sr"}}}

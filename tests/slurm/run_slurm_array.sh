@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Runs the Slurm job-array recipe of docs/sweeps.md ("Shards") on a real, one-node Slurm cluster and checks it
-# (issue 27, item 5):
+# Runs the Slurm job-array recipe of docs/sweeps.md ("Shards") on a real, one-node Slurm cluster and checks it:
 #   1. the recipe shown in docs/sweeps.md is, byte for byte, scripts/slurm/pasa-sweep-array.sh, the script run here;
 #   2. a 3-task array over tests/slurm/small_sweep.json, merged with `pasa-sweep merge`, gives the table of a
 #      single-machine run of the same config (every cell but the two timing columns) and the same summary
@@ -64,7 +63,7 @@ cleanup() {
     wait "$p" 2>/dev/null || true
   done
   if ((rc != 0 && rc != 77)); then
-    for log in "$tmp"/slurmctld.log "$tmp"/slurmd.log "$tmp"/work/slurm-*.out; do
+    for log in "$tmp"/slurmctld.log "$tmp"/slurmd.log "$tmp"/jobs/slurm-*.out; do
       [[ -f $log ]] && { echo "---- $log (last lines)"; tail -n 25 "$log"; }
     done
   fi
@@ -84,7 +83,7 @@ slurmd_port=$(free_port)
 while [[ $slurmd_port == "$ctld_port" ]]; do slurmd_port=$(free_port); done
 
 step "starting munged, slurmctld and slurmd in $tmp (ports $ctld_port, $slurmd_port)"
-mkdir -p "$tmp/state" "$tmp/spool" "$tmp/munge" "$tmp/work"
+mkdir -p "$tmp/state" "$tmp/spool" "$tmp/munge" "$tmp/jobs"
 chmod 700 "$tmp/munge"
 dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 status=none
 chmod 400 "$tmp/munge/munge.key"
@@ -150,7 +149,7 @@ awk '/<!-- doc-test: file=pasa-sweep-array.sh -->/ { m = 1; next }
 diff -u "$recipe" "$tmp/recipe-from-docs.sh" || fail "docs/sweeps.md shows another recipe than $recipe"
 
 # The submit folder, as in the recipe: ./build, ./scripts and the config.
-cd "$tmp/work"
+cd "$tmp/jobs"
 ln -s "$build" build
 ln -s "$src/scripts" scripts
 cp "$config" sweep.json

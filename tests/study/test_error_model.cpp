@@ -86,7 +86,7 @@ TEST_CASE("error model: one fp16 stage, the model predicts the measured error", 
 
 TEST_CASE("error model: the recovered bias's error does not grow with Inva", "[error_model]") {
   // Inva·(fl(S̄') − S̄') ≈ Inva·u·|S̄'| = β·u·|S̄|/α: β = 0.9 (Inva 9) and 0.999 (Inva 999) give block-mean
-  // terms of the same order, although Inva differs 100-fold (issue 26).
+  // terms of the same order, although Inva differs 100-fold.
   const AttentionInputs in = inputs(10, 5);
   Allocation a = allocation_preset("fp64");
   a.spec(Stage::mean).format = format_by_name("fp16");

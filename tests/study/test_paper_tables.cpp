@@ -93,7 +93,7 @@ TEST_CASE("paper tables: Table 4 spread of single draws, the paper's percentile,
     REQUIRE(it != t.header.end());
     return t.rows[row][static_cast<std::size_t>(it - t.header.begin())];
   };
-  // Spread of single draws (issue 26): sd 0.1, prediction interval 9 ± t_{2,0.975}·0.1·√(1 + 1/3).
+  // Spread of single draws: sd 0.1, prediction interval 9 ± t_{2,0.975}·0.1·√(1 + 1/3).
   const double half = 4.3026527297 * 0.1 * std::sqrt(4.0 / 3);
   CHECK(parse_csv_number(at(2, "nan_pct_mean")) == Approx(9.0).epsilon(1e-14));
   CHECK(parse_csv_number(at(2, "nan_pct_sd")) == Approx(0.1).epsilon(1e-12));

@@ -309,7 +309,7 @@ TEST_CASE("sweep: summary aggregates over seeds", "[sweep]") {
   CHECK(nan_group["metrics"]["rmse"]["non_finite"] == 3);
   CHECK(nan_group["metrics"]["rmse"]["mean"].is_null());
   CHECK(nan_group["metrics"]["nan_pct"]["mean"] == 100.0);
-  // Paired ratios (issue 26): grid point 1, A / B per seed, geometric mean and t interval on the logs.
+  // Paired ratios: grid point 1, A / B per seed, geometric mean and t interval on the logs.
   const json& pr = s["paired"];
   REQUIRE(pr.size() == cfg.grid_points());  // one pair (A, B) per grid point
   const json& pc = pr[1];

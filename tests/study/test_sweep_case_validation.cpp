@@ -1,6 +1,6 @@
 // Sweep validation checks every (grid point, algorithm) pair as the run will (validate_case), so that a
 // sweep never fails part-way for a reason known up front, and --resume never fails the same way forever
-// (issue 23, item 3). Each mistake is refused before the output folder exists, naming the file, the JSON
+//. Each mistake is refused before the output folder exists, naming the file, the JSON
 // path and the grid point.
 #include <catch2/catch.hpp>
 

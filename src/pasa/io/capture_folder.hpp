@@ -1,5 +1,5 @@
-// A capture folder: the Q, K and V a real model fed its attention, as python/pasa_capture.py writes them
-// (issue 26, "real model tensors"): index.json and, per layer, three .npy files. The problem JSON's
+// A capture folder: the Q, K and V a real model fed its attention, as python/pasa_capture.py writes them:
+// index.json and, per layer, three .npy files. The problem JSON's
 // {"capture": {"dir", "layer", "head"}} (io/problem_json.hpp) reads one layer (and head) of it, so sweeps run
 // over (layer, head) as grid axes.
 //

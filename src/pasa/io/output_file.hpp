@@ -1,4 +1,4 @@
-// The one writer of every output file of the programs and the Python module (issue 23): what a path names
+// The one writer of every output file of the programs and the Python module: what a path names
 // decides how it is written.
 //  - A regular file, or a name that does not exist yet: atomically, a temporary file beside it is written,
 //    fsync'ed and renamed over it, so an interrupted run never leaves a half-written file (and an existing

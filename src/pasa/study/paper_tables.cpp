@@ -321,7 +321,7 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
     if (nan_by_alg[kFa16].empty())
       throw InputError(fmt::format("{}: no {} rows at x0 = {}, Am = {} (Table 4 needs them)", csv.string(), kFa16, p.x0, p.am));
     // The paper's value is one draw from its own generator: it is compared with the spread of single draws
-    // (percentiles, the prediction interval), not with the standard error of our mean (issue 26).
+    // (percentiles, the prediction interval), not with the standard error of our mean.
     const std::vector<double>& ours = draws.empty() ? nan_by_alg[kFa16] : draws[no];
     const SeedSpread s = seed_spread(ours);
     const double paper = percent_value(p.nan);

@@ -70,7 +70,7 @@ std::vector<double> nan_pct_draws(const SweepConfig&, std::size_t grid_point, co
 std::vector<std::vector<double>> table4_nan_draws(const std::function<SweepConfig(const PaperSweep&)>& config_of,
                                                   std::size_t seeds, int threads);
 
-// Table 4: per point, the spread of FA-FP16/FP32's NaN % over single draws (issue 26): seeds, mean, sample
+// Table 4: per point, the spread of FA-FP16/FP32's NaN % over single draws: seeds, mean, sample
 // sd, min, 5/50/95th percentiles, max, the 95 % prediction interval for one more draw (seed_stats.hpp), the
 // paper's value, its percentile among our draws and whether it lies in the interval. The draws are `draws`
 // (one list per table4_points() entry, e.g. table4_nan_draws) or, when empty, the finished figure sweeps'

@@ -1,4 +1,4 @@
-// Range reduction by PASA's shift, measured per head (issue 26; the paper's Fig. 5, §3.3.2 and Figs. 11–14):
+// Range reduction by PASA's shift, measured per head (the paper's Fig. 5, §3.3.2 and Figs. 11–14):
 // the ranges of K and of the shifted keys K' = M·K (Eq. 11, 1/α inside M), of the scores S = Q·Kᵀ (as
 // FA-FP16/FP32 stores them, before the 1/α) and of the shifted scores S' = Q·K'ᵀ (Eq. 12, as PASA stores
 // them), and how many of each round to ±inf in a format (the overflows that then become NaN). Exact (fp64) values of the stored inputs; K' per key block of s2 keys.

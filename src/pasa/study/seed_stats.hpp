@@ -1,4 +1,4 @@
-// Statistics over seeds (issue 26): what a numerical claim drawn from random inputs needs to carry.
+// Statistics over seeds: what a numerical claim drawn from random inputs needs to carry.
 //
 // - Spread of one quantity over independent draws (Table 4's NaN %): mean, sample sd, percentiles, and the
 //   95 % prediction interval for ONE further draw, mean ± t_{n−1,0.975}·sd·√(1 + 1/n) (normal model).
