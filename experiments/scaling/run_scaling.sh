@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scaling table of issue 27 (docs/speed.md, "Parallel efficiency"): wall time, speed-up and parallel
+# The scaling table of issue 27 (docs/speed.md, "Parallel scaling"): wall time, speed-up and parallel
 # efficiency (speed-up / threads) at 1, 2, 4, 8, 16 threads of
 #   - the blocked engines at (1, 64, 2048, 128) (pasa-bench-attention --threads LIST: FA-FP32, FA-FP16/FP32,
 #     PASA-FP16 (and _strict), the H100 tensor-core and every-op models; each also as a ratio to OpenBLAS
