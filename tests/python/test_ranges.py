@@ -19,8 +19,11 @@ def problem(x0, am, nkv=2, seed=3):
 
 
 def numpy_ranges(inputs, beta, s2):
-    """K' per block of s2 keys (the last one shorter), scale 1/sqrt(D) inside; fp16 overflow = |x| >= 65520."""
+    """K' per block of s2 keys (the last one shorter), scale 1/sqrt(D) inside; fp16 overflow = |x| >= 65520;
+    causal: the scores of key j <= i + Skv - Sq only."""
     q, k = inputs["q"][0], inputs["k"][0]
+    sq, skv = q.shape[1], k.shape[1]
+    seen = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + skv - sq if inputs.get("causal") else np.ones((sq, skv), bool)
     group = q.shape[0] // k.shape[0]
     out = []
     for h in range(q.shape[0]):
@@ -29,10 +32,11 @@ def numpy_ranges(inputs, beta, s2):
         for k0 in range(0, kh.shape[0], s2):
             block = kh[k0:k0 + s2]
             kp[k0:k0 + s2] = (block - beta * block.mean(axis=0)) / math.sqrt(kh.shape[1])
-        s, sp = q[h] @ kh.T, q[h] @ kp.T
+        s, sp = (q[h] @ kh.T)[seen], (q[h] @ kp.T)[seen]
         out.append({"head": h, "k_min": kh.min(), "k_max": kh.max(), "kp_min": kp.min(), "kp_max": kp.max(),
                     "s_min": s.min(), "s_max": s.max(), "sp_min": sp.min(), "sp_max": sp.max(),
-                    "s_overflow": int((np.abs(s) >= 65520).sum()), "sp_overflow": int((np.abs(sp) >= 65520).sum())})
+                    "s_overflow": int((np.abs(s) >= 65520).sum()), "sp_overflow": int((np.abs(sp) >= 65520).sum()),
+                    "scores": s.size})
     return out
 
 
@@ -44,7 +48,7 @@ def check_against_numpy(got, want):
             assert g[key] == w[key]
         for key in ("kp_min", "kp_max", "s_min", "s_max", "sp_min", "sp_max"):
             assert math.isclose(g[key], w[key], rel_tol=1e-12, abs_tol=1e-12), (key, g[key], w[key])
-        assert (g["s_overflow"], g["sp_overflow"]) == (w["s_overflow"], w["sp_overflow"])
+        assert (g["s_overflow"], g["sp_overflow"], g["scores"]) == (w["s_overflow"], w["sp_overflow"], w["scores"])
 
 
 def test_python_equals_numpy_with_gqa():
@@ -56,6 +60,12 @@ def test_python_equals_numpy_with_gqa():
     assert 0 < sum(r["s_overflow"] for r in got) < sum(r["scores"] for r in got)
     assert all(r["sp_overflow"] == 0 for r in got)
     assert [r["head"] for r in pasa.range_stats(**inputs, heads=2)] == [0, 1]
+    # causal (aligned to the end, Sq < Skv): the visible scores only
+    causal = dict(problem(22, 20), causal=True)
+    inputs = pasa.generate(causal)
+    got = pasa.range_stats(**inputs, beta=BETA, s2=S2)
+    check_against_numpy(got, numpy_ranges(inputs, BETA, S2))
+    assert got[0]["scores"] == sum(min(160, i + 1 + 160 - 32) for i in range(32))
 
 
 def test_pasa_attn_and_sweep_give_the_same_numbers(tmp_path):
@@ -81,11 +91,11 @@ def test_pasa_attn_and_sweep_give_the_same_numbers(tmp_path):
     for row in rows:
         q = dict(problem(float(row["x0"]), 0.5, seed=int(row["seed"])))
         want = numpy_ranges(pasa.generate(q), 0.5, S2)[int(row["head"])]  # the config's β and s2
-        got = {k: (int(v) if k in ("head", "s_overflow", "sp_overflow") else float(v)) for k, v in row.items()
+        got = {k: (int(v) if k in ("head", "s_overflow", "sp_overflow", "scores") else float(v)) for k, v in row.items()
                if k in want}
         check_against_numpy([got], [want])
-    # masked inputs have no range: refused before anything is run
-    cfg["problem"]["causal"] = True
+    # inputs whose scores are not QKᵀ alone (here: kv_len) are refused before anything is run
+    cfg["problem"]["kv_len"] = [100]
     (tmp_path / "m.json").write_text(json.dumps(cfg))
     r = run_app("pasa-sweep", tmp_path / "m.json", "--out", tmp_path / "m", "--ranges", 1, expect_rc=2)
-    assert "masks" in r.stderr and not (tmp_path / "m").exists()
+    assert "kv_len" in r.stderr and not (tmp_path / "m").exists()

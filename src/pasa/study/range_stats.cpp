@@ -16,8 +16,8 @@ namespace pasa {
 std::vector<HeadRanges> range_stats(const AttentionInputs& in, double beta, std::size_t s2, const Format& score_format,
                                     std::size_t heads, int threads) {
   if (s2 == 0) throw InputError("range statistics: s2 must be at least 1");
-  if (in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty() || !in.mask.select.empty() || !in.pse.data.empty())
-    throw InputError("range statistics: masks, pse and select are not supported (a masked score has no range)");
+  if (!in.mask.kv_len.empty() || !in.mask.keep.empty() || !in.mask.select.empty() || !in.pse.data.empty())
+    throw InputError("range statistics: kv_len, masks other than causal, pse and select are not supported");
   const std::size_t B = in.q.shape.B, N = in.q.shape.N, Nkv = in.k.shape.N, Sq = in.q.shape.S, Skv = in.k.shape.S,
                     D = in.q.shape.D;
   const std::size_t group = N / Nkv;  // query heads per KV head (validate(): N is a multiple of Nkv)
@@ -28,7 +28,7 @@ std::vector<HeadRanges> range_stats(const AttentionInputs& in, double beta, std:
     const std::size_t b = hb / N, h = hb % N;
     const double *Q = in.q.head(b, h), *K = in.k.head(b, h / group);
     HeadRanges& r = out[hb];
-    r.batch = b, r.head = h, r.scores = Sq * Skv;
+    r.batch = b, r.head = h;
     // K' = (k − β·k̄_j)·scale per key block (Eq. 11 with M of Eq. 10).
     std::vector<double> Kp(Skv * D);
     for (std::size_t k0 = 0; k0 < Skv; k0 += s2) {
@@ -46,7 +46,9 @@ std::vector<HeadRanges> range_stats(const AttentionInputs& in, double beta, std:
     r.s_min = r.sp_min = INFINITY;
     r.s_max = r.sp_max = -INFINITY;
     for (std::size_t i = 0; i < Sq; ++i)
-      for (std::size_t k = 0; k < Skv; ++k) {
+      // causal: the visible keys only (aligned to the end, as the attention masks them)
+      for (std::size_t k = 0; k < visible_end(in, b, i); ++k) {
+        ++r.scores;
         double s = 0, sp = 0;
         for (std::size_t d = 0; d < D; ++d) {
           s += Q[i * D + d] * K[k * D + d];

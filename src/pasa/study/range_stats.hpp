@@ -23,11 +23,13 @@ struct HeadRanges {
   double k_min = 0, k_max = 0, kp_min = 0, kp_max = 0;  // K and K'
   double s_min = 0, s_max = 0, sp_min = 0, sp_max = 0;  // S = Q·Kᵀ (unscaled) and S' = Q·K'ᵀ
   std::size_t s_overflow = 0, sp_overflow = 0;          // S, S' that round to ±inf in score_format
-  std::size_t scores = 0;                               // Sq·Skv
+  std::size_t scores = 0;                               // Sq·Skv, or the visible ones (causal)
 };
 
 // Per (batch, query head): the first `heads` query heads of batch 0, or all (batch, head) pairs when
-// heads = 0. Throws InputError for masked or biased inputs (a masked score has no range) and s2 = 0.
+// heads = 0. With a causal mask the scores are the visible ones (`scores` counts them); K' is the shift of
+// every key block as PASA computes it. Throws InputError for kv_len, keep and select masks, pse (their
+// scores are not QKᵀ alone) and s2 = 0.
 std::vector<HeadRanges> range_stats(const AttentionInputs&, double beta, std::size_t s2, const Format& score_format,
                                     std::size_t heads = 0, int threads = 1);
 
