@@ -67,7 +67,7 @@ for d in sys.argv[1:]:
                 table.append([prm.get("x0"), prm.get("Am"), a, n, "nan", "", "", m["non_finite"]])
                 continue
             h = T975[n - 2] * m["sd"] / math.sqrt(n)
-            cells.append(f"{m['mean']:.3g} ({m['mean'] - h:.2g}–{m['mean'] + h:.2g})")
+            cells.append(f"{m['mean']:.2e} ({m['mean'] - h:.1e}–{m['mean'] + h:.1e})")
             table.append([prm.get("x0"), prm.get("Am"), a, n, m["mean"], m["mean"] - h, m["mean"] + h, 0])
         print(f"| {prm.get('x0')}, {prm.get('Am')} | " + " | ".join(cells) + " |")
         best = min(FA8, key=lambda a: points[gp]["algs"][a]["metrics"]["rmse"]["mean"])
