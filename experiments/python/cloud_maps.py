@@ -64,7 +64,7 @@ def draw(name, title, inputs, head, tmp):
         ("s", s.shape, f"S = QK^T {rng(r['s_min'], r['s_max'])}, {r['s_overflow']} of {r['scores']} overflow fp16",
          "key", "query"),
         ("sp", sp.shape, f"S' = QK'^T {rng(r['sp_min'], r['sp_max'])}, {r['sp_overflow']} overflow fp16", "key", "query")]
-    gp = [f"set terminal pngcairo size 1400,1100 font ',10'", f"set output '{os.path.join(OUT, name + '.png')}'",
+    gp = [f"set terminal pngcairo size 1000,800 font ',9'", f"set output '{os.path.join(OUT, name + '.png')}'",
           "set palette defined (0 '#313695', 1 '#4575b4', 2 '#abd9e9', 3 '#ffffbf', 4 '#fdae61', 5 '#d73027', 6 '#a50026')",
           "set datafile missing NaN", "set yrange [*:*] reverse", "unset key",
           f"set multiplot layout 2,2 title \"{title} (β = {BETA}, s2 = {S2})\""]
