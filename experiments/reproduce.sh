@@ -3,14 +3,14 @@
 # Usage: experiments/reproduce.sh [--full] [THREADS]   (default: all cores). Finished sweeps in results/ are
 # kept (pasa-tables and pasa-sweep --resume); delete results/sweeps to recompute everything.
 #   default  Tables 1, 3, 4 (Table 4 over 50 seeds, golden-free), Figs. 9/10 (3 seeds) with the paired
-#            ratios fig*_paired.csv: the <= 120 s goal of issue 11
+#            ratios fig*_paired.csv: 184 CPU-s, about 95 s on 2 idle cores (the goal: <= 120 s)
 #   --full   also the 10-seed sweeps behind the README's comparisons (configs/pasa_allocations.json,
 #            pasa_allocations_hybrid.json, zero_mean_v.json -> results/<name>/, paired ratios in their
 #            summary.json), error_model.csv (docs/error-model.md) and ranges.csv / ranges.png (K, K', S,
 #            S' per head), the cloud maps (results/clouds/), and docs/fp8.md's 10-seed FP8 sweeps
 #            (configs/fp8_fa3_{seeds_uniform,seeds_hybrid,paired_hybrid,paired_uniform,benchmark}.json ->
-#            results/fp8_fa3/<name without fp8_fa3_>/) with their tables; docs/reproducing-the-paper.md
-#            ("Time") gives the measured CPU time of each part
+#            results/fp8_fa3/<name without fp8_fa3_>/) with their tables: about 760 CPU-s, 6.5 min on 2
+#            idle cores (docs/reproducing-the-paper.md, "Time", gives each part's measured CPU time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 full=0
