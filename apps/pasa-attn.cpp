@@ -26,6 +26,7 @@
 #include "pasa/io/npy.hpp"
 #include "pasa/io/user_tensors.hpp"
 #include "pasa/core/memory.hpp"
+#include "pasa/study/range_stats.hpp"
 #include "pasa/study/sweep.hpp"
 
 using namespace pasa;
@@ -132,6 +133,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--score-format", score_format, "format for the score overflow counts")
       ->check(pasa_apps::library_name(format_by_name));
+  bool ranges = false;
+  app.add_flag("--ranges", ranges,
+               "also K, K', S, S' ranges per head and the overflow counts of S and PASA's S' in --score-format "
+               "(β and s2 of the algorithm, or PASA's defaults)");
   app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
   app.add_option("--golden-npy", golden_npy, "write the golden output as float64 .npy");
   app.set_version_flag("--version", "pasa-attn " PASA_VERSION);  // the CMake project version, as pasa.__version__
@@ -238,6 +243,8 @@ int main(int argc, char** argv) {
       problem_json = to_json(spec);
     }
     const Format sfmt = format_by_name(score_format);
+    std::vector<HeadRanges> head_ranges;  // before the run: inputs they refuse (masks) stop it early
+    if (ranges) head_ranges = range_stats(in, algo.name == "pasa" ? algo.pasa.beta : PasaOptions{}.beta, algo.s2, sfmt, 0, threads);
     // Run
     auto t0 = std::chrono::steady_clock::now();
     const AttentionOutput out = run_attention(in, algo, threads);
@@ -265,6 +272,10 @@ int main(int argc, char** argv) {
                                       {"precision_bits", precision_bits}, {"seconds", t_golden}}},
                           {"algorithm_seconds", t_algo},
                           {"memory_estimate_bytes", memory_estimate}};
+      if (ranges) {
+        j["ranges"] = nlohmann::json::array();
+        for (const HeadRanges& r : head_ranges) j["ranges"].push_back(to_json(r));
+      }
       std::cout << j.dump(2) << "\n";
       return 0;
     }
@@ -297,6 +308,17 @@ int main(int argc, char** argv) {
         {"QKᵀ rounding to inf/NaN", std::to_string(st.overflow)},
         {"scaled rounding to inf/NaN", std::to_string(st.overflow_scaled)}};
     for (const auto& [k, v] : rows) fmt::print("{:<28}{}\n", k, v);
+    if (ranges) {
+      fmt::print("ranges per head (K' = M·K with 1/α, S = QKᵀ unscaled, S' = QK'ᵀ; overflow: rounds to inf in {})\n",
+                 sfmt.name);
+      fmt::print("{:>5} {:>5} {:>23} {:>23} {:>25} {:>23} {:>10} {:>10}\n", "batch", "head", "K", "K'", "S", "S'",
+                 "S overfl.", "S' overfl.");
+      auto range = [](double a, double b) { return fmt::format("[{:.4g}, {:.4g}]", a, b); };
+      for (const HeadRanges& r : head_ranges)
+        fmt::print("{:>5} {:>5} {:>23} {:>23} {:>25} {:>23} {:>10} {:>10}\n", r.batch, r.head, range(r.k_min, r.k_max),
+                   range(r.kp_min, r.kp_max), range(r.s_min, r.s_max), range(r.sp_min, r.sp_max), r.s_overflow,
+                   r.sp_overflow);
+    }
     return 0;
   } catch (...) {
     return report_error("pasa-attn");

@@ -14,6 +14,8 @@
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
+#include "pasa/io/output_file.hpp"
+#include "pasa/study/range_stats.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
 
@@ -54,6 +56,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory, "memory the sweep may use, e.g. 64G (default: MemAvailable)");
   app.add_option("--shard", shard, "I/N: run every N-th problem starting at I (0 <= I < N); join with `merge`");
   app.add_flag("--resume", resume, "keep the rows already in the output folder and run only the missing cases");
+  std::size_t range_heads = 0;
+  app.add_option("--ranges", range_heads,
+                 "also write ranges.csv: K, K', S, S' ranges and overflow counts of the first N heads of each problem")
+      ->check(pasa_apps::unsigned_integer(1))
+      ->excludes("--shard");
   app.add_flag("--print-default", print_default, "print the built-in default config and exit");
 
   std::vector<std::string> merge_dirs;
@@ -87,7 +94,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "[pasa-sweep] %s: %zu grid points x %zu seeds x %zu algorithms = %zu cases%s\n", cfg.name.c_str(),
                  cfg.grid_points(), cfg.seeds.size(), cfg.algorithms.size(), cfg.case_count(),
                  opt.shard_count > 1 ? fmt::format(" (shard {}/{})", opt.shard_index, opt.shard_count).c_str() : "");
+    // The ranges first (no attention: quick), so that inputs they refuse (masks) stop the run before it starts.
+    const pasa::RangeTable ranges = range_heads > 0 ? pasa::sweep_ranges(cfg, range_heads, threads) : pasa::RangeTable{};
     const pasa::SweepReport r = pasa::run_sweep(cfg, pasa::library_backend(), opt);
+    if (range_heads > 0) {
+      pasa::write_file_atomic(r.csv.parent_path() / "ranges.csv", ranges.text());
+      std::printf("ranges:  %s\n", (r.csv.parent_path() / "ranges.csv").c_str());
+    }
     std::printf("%zu cases run, %zu kept from an earlier run\ntable:   %s\n", r.cases_run, r.cases_reused, r.csv.c_str());
     if (!r.summary.empty()) std::printf("summary: %s\n", r.summary.c_str());
     std::fputs(pasa::sweep_digest(cfg, r.csv).c_str(), stdout);

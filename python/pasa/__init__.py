@@ -5,6 +5,10 @@ generically, for what a pybind11 function cannot do itself: an inspect.signature
 of its docstring, which spell the defaults out), and format arguments given as numpy or ml_dtypes dtypes
 (numpy.float16, ml_dtypes.bfloat16, numpy.dtype("float32")), passed on by their dtype names, which the
 library knows. Nothing else is added, so a function bound in pasa_module.cpp appears here as it is.
+
+Besides them, ``pasa.capture`` and ``pasa.CaptureError`` are those of the pure-Python module pasa_capture
+(python/pasa_capture.py: a PyTorch model's attention inputs written as a capture folder), imported on first
+use, so that ``import pasa`` neither needs nor loads torch.
 """
 import ast as _ast
 import inspect as _inspect
@@ -107,3 +111,20 @@ for _name in dir(_pasa):
     globals()[_name] = _wrap(_name, _value) if _inspect.isbuiltin(_value) else _value
     __all__.append(_name)
 del _name, _value
+
+# Attributes of pasa_capture, imported when first asked for (PEP 562): it imports torch only inside capture(),
+# but even its own import is left to those who capture.
+_CAPTURE_ATTRIBUTES = ("capture", "CaptureError")
+__all__ += _CAPTURE_ATTRIBUTES
+
+
+def __getattr__(name):
+    if name in _CAPTURE_ATTRIBUTES:
+        import pasa_capture
+
+        return getattr(pasa_capture, name)
+    raise AttributeError(f"module 'pasa' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_CAPTURE_ATTRIBUTES))

@@ -18,7 +18,7 @@ PUBLIC = [n for n in dir(pasa._pasa) if not n.startswith("_")]
 
 
 def test_all_lists_every_function_of_the_extension():
-    assert sorted(pasa.__all__) == sorted(PUBLIC)
+    assert sorted(pasa.__all__) == sorted(PUBLIC + ["capture", "CaptureError"])
     for name in PUBLIC:
         f = getattr(pasa, name)
         assert f.__module__ == "pasa" and f.__name__ == name and f.__doc__ == getattr(pasa._pasa, name).__doc__
@@ -98,3 +98,20 @@ def test_one_version(tmp_path):
               "algorithms": [{"label": "FA", "name": "fa2", "alloc": "fa_fp32", "s1": 8, "s2": 8}]}
     r = pasa.sweep(config, tmp_path)
     assert json.loads(pathlib.Path(r["summary"]).read_text())["toolkit"] == {"name": "pasa", "version": version}
+
+
+def test_capture_is_a_lazy_attribute():
+    # `import pasa` loads neither pasa_capture nor torch; pasa.capture is pasa_capture's, and its stub matches
+    code = ("import sys, pasa; assert 'pasa_capture' not in sys.modules and 'torch' not in sys.modules; "
+            "import pasa_capture; assert pasa.capture is pasa_capture.capture; "
+            "assert pasa.CaptureError is pasa_capture.CaptureError; assert 'capture' in dir(pasa); "
+            "assert 'torch' not in sys.modules")
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with pytest.raises(AttributeError, match="no attribute 'captur'"):
+        pasa.captur
+    import pasa_capture
+    a = _stub_functions()["capture"].args
+    stub = [x.arg for x in a.posonlyargs + a.args] + [x.arg for x in a.kwonlyargs]
+    assert stub == list(inspect.signature(pasa_capture.capture).parameters)

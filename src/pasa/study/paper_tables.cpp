@@ -437,16 +437,9 @@ Table ranges_table(const std::function<SweepConfig(const PaperSweep&)>& config_o
     SweepConfig cfg = config_of(sweep);
     const std::size_t g = grid_point_of(cfg, {{"x0", p.x0}, {"Am", p.am}});
     const PlannedProblem pp = plan_problem(cfg, g * cfg.seeds.size());  // the first seed
-    // PASA-FP16's β and s2 from the config (the first `pasa` algorithm).
-    double beta = 0.984497;
-    std::size_t s2 = 128;
-    for (std::size_t a = 0; a < pp.algorithms.size(); ++a) {
-      const AlgorithmSpec spec = algorithm_from_json(pp.algorithms[a], "/algorithms/" + std::to_string(a));
-      if (spec.name == "pasa") {
-        beta = spec.pasa.beta, s2 = spec.s2;
-        break;
-      }
-    }
+    double beta = 0;  // PASA-FP16's β and s2 from the config (its first `pasa` algorithm)
+    std::size_t s2 = 0;
+    sweep_shift(cfg, beta, s2);
     const AttentionInputs in = generate_inputs(problem_from_json(pp.problem, "/problem"), threads);
     for (const HeadRanges& r : range_stats(in, beta, s2, format_by_name(cfg.score_format), heads, threads))
       out.rows.push_back({std::to_string(no + 1), p.dist, csv_number(p.x0), csv_number(p.am), std::to_string(pp.seed),
