@@ -11,7 +11,6 @@
 
 #include <boost/random/bernoulli_distribution.hpp>
 #include <boost/random/mersenne_twister.hpp>
-#include <boost/random/uniform_real_distribution.hpp>
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
@@ -21,19 +20,11 @@
 #include "pasa/exact/metrics.hpp"
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/allocation_json.hpp"
+#include "support/attention_cases.hpp"
 
 using namespace pasa;
 
 namespace {
-
-Tensor uniform_tensor(Shape sh, double x0, double am, std::uint64_t seed, const char* fmt = "fp16") {
-  const Format f = format_by_name(fmt);
-  Tensor t(sh, f);
-  boost::random::mt19937_64 eng(seed);
-  boost::random::uniform_real_distribution<double> uni(x0 - am, x0 + am);
-  for (double& x : t.data) x = round(uni(eng), f);
-  return t;
-}
 
 // A decode problem: Sq query rows over a padded KV cache of Skv keys with per-batch lengths, GQA, an
 // fp16 pse (B = 1 broadcast when bcast) and a random select mask hiding a share `sel_p` of the keys.
@@ -41,10 +32,10 @@ AttentionInputs decode_inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, st
                               std::size_t D, std::uint64_t seed, double sel_p = 0.2, bool bcast = false,
                               double x0 = 0, double am = 1) {
   AttentionInputs in;
-  in.q = uniform_tensor({B, Nq, Sq, D}, x0, am, seed * 7 + 1);
-  in.k = uniform_tensor({B, Nkv, Skv, D}, x0, am, seed * 7 + 2);
-  in.v = uniform_tensor({B, Nkv, Skv, D}, 0.5, 1, seed * 7 + 3);
-  in.pse = uniform_tensor({bcast ? 1 : B, Nq, Sq, Skv}, 0, 2, seed * 7 + 4);
+  in.q = test::uniform_tensor({B, Nq, Sq, D}, x0, am, seed * 7 + 1);
+  in.k = test::uniform_tensor({B, Nkv, Skv, D}, x0, am, seed * 7 + 2);
+  in.v = test::uniform_tensor({B, Nkv, Skv, D}, 0.5, 1, seed * 7 + 3);
+  in.pse = test::uniform_tensor({bcast ? 1 : B, Nq, Sq, Skv}, 0, 2, seed * 7 + 4);
   for (std::size_t b = 0; b < B; ++b) in.mask.kv_len.push_back(Skv - (b * 37) % (Skv / 2));
   boost::random::mt19937_64 eng(seed * 7 + 5);
   boost::random::bernoulli_distribution<double> bern(sel_p);
@@ -54,16 +45,6 @@ AttentionInputs decode_inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, st
 }
 
 double rmse(const Tensor& o, const Tensor& g) { return compare_outputs(o, g).rmse; }
-
-AlgorithmSpec spec_of(const std::string& name, const std::string& alloc, std::size_t s2 = 32, std::size_t splits = 1) {
-  AlgorithmSpec s;
-  s.name = name;
-  s.alloc = allocation_preset(alloc);
-  s.s1 = 4;
-  s.s2 = s2;
-  s.splits = splits;
-  return s;
-}
 
 // Softmax(scale·q·k + pse, select) · V of one row in long double, from the definitions (no shared code).
 std::vector<long double> reference_row(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i) {
@@ -138,7 +119,7 @@ TEST_CASE("decode: every algorithm in fp64 equals the golden with pse, select, k
     const Golden g = golden_attention(in);
     for (const char* name : {"safe_softmax", "online_softmax", "fa1", "fa2", "pasa", "smooth_k"}) {
       INFO(name << ", Sq = " << sq);
-      CHECK(rmse(run_attention(in, spec_of(name, "fp64")).o, g.o) < 1e-13);
+      CHECK(rmse(run_attention(in, test::decode_spec(name, "fp64")).o, g.o) < 1e-13);
     }
   }
 }
@@ -156,14 +137,14 @@ TEST_CASE("select mask: a row whose keys are all selected averages V; the value'
     CHECK(g.o.at(0, 0, 0, d) == Approx(static_cast<double>(mean / n)).epsilon(1e-15));
   }
   // fa_fp16_fp32 keeps scores in fp32: −1e12 is representable and the row averages V as in the golden.
-  const AttentionOutput a = run_attention(in, spec_of("fa2", "fa_fp16_fp32"));
+  const AttentionOutput a = run_attention(in, test::decode_spec("fa2", "fa_fp16_fp32"));
   for (std::size_t d = 0; d < 16; ++d) CHECK(a.o.at(0, 0, 0, d) == Approx(g.o.at(0, 0, 0, d)).epsilon(2e-3));
   // fa_fp16 keeps scores in fp16: −1e12 overflows to −inf, the row sees nothing (output 0, lse −inf) ...
-  const AttentionOutput b = run_attention(in, spec_of("fa2", "fa_fp16"));
+  const AttentionOutput b = run_attention(in, test::decode_spec("fa2", "fa_fp16"));
   for (std::size_t d = 0; d < 16; ++d) CHECK(b.o.at(0, 0, 0, d) == 0.0);
   CHECK(std::isinf(b.lse[0]));
   // ... unless the scale stage saturates: −65504, and the row averages V again.
-  AlgorithmSpec sat = spec_of("fa2", "fa_fp16");
+  AlgorithmSpec sat = test::decode_spec("fa2", "fa_fp16");
   sat.alloc.spec(Stage::scale).round.overflow = Overflow::saturate;
   const AttentionOutput c = run_attention(in, sat);
   for (std::size_t d = 0; d < 16; ++d) CHECK(c.o.at(0, 0, 0, d) == Approx(g.o.at(0, 0, 0, d)).epsilon(2e-3));
@@ -179,7 +160,7 @@ TEST_CASE("split-KV: merged parts equal the golden in fp64 for every split count
     for (std::size_t s2 : {16, 64})
       for (std::size_t splits : {1, 2, 3, 5, 64}) {
         INFO(name << ", s2 = " << s2 << ", splits = " << splits);
-        const AttentionOutput a = run_attention(in, spec_of(name, "fp64", s2, splits));
+        const AttentionOutput a = run_attention(in, test::decode_spec(name, "fp64", s2, splits));
         CHECK(rmse(a.o, g.o) < 1e-13);
         for (std::size_t r = 0; r < g.lse.size(); ++r) CHECK(a.lse[r] == Approx(g.lse[r]).epsilon(1e-13));
       }
@@ -190,16 +171,16 @@ TEST_CASE("split-KV: one split is the engine as is; more stay within the allocat
   const Golden g = golden_attention(in);
   for (const char* alloc : {"fa_fp16_fp32", "pasa_fp16", "fa_bf16"}) {
     const std::string name = std::string(alloc).starts_with("pasa") ? "pasa" : "fa2";
-    AlgorithmSpec base = spec_of(name, alloc, 64);
+    AlgorithmSpec base = test::decode_spec(name, alloc, 64);
     base.splits = 1;
     const AttentionOutput a1 = run_attention(in, base);
     const double e1 = rmse(a1.o, g.o);
     for (std::size_t splits : {2, 4, 8}) {
       INFO(alloc << ", splits = " << splits);
-      const AttentionOutput as = run_attention(in, spec_of(name, alloc, 64, splits));
+      const AttentionOutput as = run_attention(in, test::decode_spec(name, alloc, 64, splits));
       CHECK(rmse(as.o, g.o) < 3 * e1);
       // The merge rounds in its stage: lifting it to fp64 changes the result, and it stays near the golden.
-      AlgorithmSpec lifted = spec_of(name, alloc, 64, splits);
+      AlgorithmSpec lifted = test::decode_spec(name, alloc, 64, splits);
       lifted.alloc.spec(Stage::merge) = StageSpec{format_by_name("fp64")};
       CHECK(rmse(run_attention(in, lifted).o, g.o) < 3 * e1);
     }
@@ -214,15 +195,15 @@ TEST_CASE("PASA in split form keeps the global recovery: no overflow where the s
   AttentionInputs in = decode_inputs(1, 2, 1, 4, 1024, 128, 61, 0.0, false, 30, 0.5);
   in.pse.data.clear();
   const Golden g = golden_attention(in);
-  const Metrics unsplit = compare_outputs(run_attention(in, spec_of("pasa", "pasa_fp16", 128)).o, g.o);
+  const Metrics unsplit = compare_outputs(run_attention(in, test::decode_spec("pasa", "pasa_fp16", 128)).o, g.o);
   CHECK(unsplit.nan_count == 0);
   for (std::size_t splits : {3, 4}) {
     INFO("splits = " << splits);
-    const Metrics split = compare_outputs(run_attention(in, spec_of("pasa", "pasa_fp16", 128, splits)).o, g.o);
+    const Metrics split = compare_outputs(run_attention(in, test::decode_spec("pasa", "pasa_fp16", 128, splits)).o, g.o);
     CHECK(split.nan_count == 0);
     CHECK(split.rmse < 3 * unsplit.rmse);
   }
-  CHECK(compare_outputs(run_attention(in, spec_of("fa2", "fa_fp16_fp32", 128, 4)).o, g.o).nan_count > 0);
+  CHECK(compare_outputs(run_attention(in, test::decode_spec("fa2", "fa_fp16_fp32", 128, 4)).o, g.o).nan_count > 0);
 }
 
 TEST_CASE("the merge stage: every preset merges in fp32 as the kernels store parts", "[decode][alloc]") {
@@ -254,7 +235,7 @@ TEST_CASE("the merge stage: every preset merges in fp32 as the kernels store par
 TEST_CASE("attribution: the merge stage is examined only with split-KV", "[decode][split]") {
   const AttentionInputs in = decode_inputs(1, 2, 1, 1, 256, 32, 71, 0.0);
   const Golden g = golden_attention(in);
-  AlgorithmSpec s = spec_of("fa2", "fa_fp16", 32, 4);
+  AlgorithmSpec s = test::decode_spec("fa2", "fa_fp16", 32, 4);
   s.alloc.spec(Stage::merge) = StageSpec{format_by_name("fp8_e4m3fn")};  // a merge coarse enough to dominate
   for (const StageShare& r : attribute_error(in, s, g, 1))
     if (r.stage == "merge") CHECK(r.share > 0.5);
@@ -268,7 +249,7 @@ TEST_CASE("decode: bad inputs are errors naming what is wrong", "[decode][errors
   auto fails = [&](AttentionInputs in, const std::string& what) {
     INFO(what);
     CHECK_THROWS_WITH(golden_attention(in), Catch::Contains(what));
-    CHECK_THROWS_WITH(run_attention(in, spec_of("fa2", "fp64")), Catch::Contains(what));
+    CHECK_THROWS_WITH(run_attention(in, test::decode_spec("fa2", "fp64")), Catch::Contains(what));
   };
   AttentionInputs in = good;
   in.pse.shape.D = 63;
@@ -290,8 +271,8 @@ TEST_CASE("decode: bad inputs are errors naming what is wrong", "[decode][errors
   in = good;
   in.mask.kv_len[1] = 65;
   fails(in, "kv_len[1] = 65 exceeds Skv = 64");
-  CHECK_THROWS_WITH(run_attention(good, spec_of("fa1", "fp64", 32, 2)), Catch::Contains("split-KV needs fa2"));
-  CHECK_THROWS_WITH(run_attention(good, spec_of("fa2", "fp64", 32, 0)), Catch::Contains("splits must be at least 1"));
+  CHECK_THROWS_WITH(run_attention(good, test::decode_spec("fa1", "fp64", 32, 2)), Catch::Contains("split-KV needs fa2"));
+  CHECK_THROWS_WITH(run_attention(good, test::decode_spec("fa2", "fp64", 32, 0)), Catch::Contains("splits must be at least 1"));
   CHECK_THROWS_WITH(algorithm_from_json(nlohmann::json{{"name", "fa1"}, {"splits", 2}}, "/a"),
                     Catch::Contains("/a/splits"));
   CHECK(algorithm_from_json(nlohmann::json{{"name", "pasa"}, {"splits", 3}}, "").splits == 3);
@@ -300,7 +281,7 @@ TEST_CASE("decode: bad inputs are errors naming what is wrong", "[decode][errors
 namespace {
 
 AlgorithmSpec fdpp_spec(const std::string& alloc, double phi, double a, double b, std::size_t splits = 1) {
-  AlgorithmSpec s = spec_of("fdpp", alloc, 32, splits);
+  AlgorithmSpec s = test::decode_spec("fdpp", alloc, 32, splits);
   s.fdpp = FdppOptions{phi, a, b};
   return s;
 }

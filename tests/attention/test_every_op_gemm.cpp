@@ -17,6 +17,7 @@
 #include "pasa/attention/gemm.hpp"
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/numeric/round.hpp"
+#include "support/bits.hpp"
 
 using namespace pasa;
 
@@ -74,11 +75,6 @@ struct Gen {
   }
 };
 
-bool same(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b) ||
-         (a == 0.0 && b == 0.0 && std::signbit(a) == std::signbit(b));
-}
-
 struct Case {
   std::size_t m, n, k;
 };
@@ -108,7 +104,7 @@ void check(const GemmSpec& g, const Case& s, int cls, std::uint64_t seed, int cl
     if (form == 2) gemm(g, s.m, s.n, s.k, Af.data(), s.k, Bf.data(), s.n, C.data(), s.n);
     std::size_t bad = 0, first = 0;
     for (std::size_t i = 0; i < C.size(); ++i)
-      if (!same(C[i], want[i]) && bad++ == 0) first = i;
+      if (!test::same_bits(C[i], want[i]) && bad++ == 0) first = i;
     INFO("acc " << g.acc.format.name << ", operands " << g.a_format.name << " x " << g.b_format.name << ", m n k " << s.m
                 << " " << s.n << " " << s.k << ", class " << cls << ", form " << form << ": " << bad << " of " << C.size()
                 << " differ; first C[" << first / s.n << "][" << first % s.n << "] = " << C[first] << " instead of "
@@ -140,7 +136,7 @@ void check_row(const GemmSpec& g, const std::vector<double>& a, const std::vecto
   gemm(g, 1, 3, k, a.data(), k, B.data(), 3, C.data(), 3);
   for (int j = 0; j < 3; ++j) {
     INFO("a[0] " << a[0] << " b[0] " << b[0] << " column " << j << ": " << C[j] << " instead of " << want[j]);
-    CHECK(same(C[j], want[j]));
+    CHECK(test::same_bits(C[j], want[j]));
   }
 }
 }  // namespace

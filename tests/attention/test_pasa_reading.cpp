@@ -11,12 +11,11 @@
 #include <limits>
 #include <vector>
 
-#include <boost/random/mersenne_twister.hpp>
-#include <boost/random/uniform_real_distribution.hpp>
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/exact/golden.hpp"
 #include "../support/rel_rmse.hpp"
+#include "support/attention_cases.hpp"
 
 using namespace pasa;
 using test::rel_rmse;
@@ -120,23 +119,14 @@ Result pasa_reference(const AttentionInputs& in, std::size_t N, std::size_t D, d
   return res;
 }
 
-Tensor uniform_tensor(Shape sh, double x0, double am, std::uint64_t seed) {
-  const Format h = format_by_name("fp16");
-  Tensor t(sh, h);
-  boost::random::mt19937_64 eng(seed);
-  boost::random::uniform_real_distribution<double> uni(x0 - am, x0 + am);  // PASA Eq. 17
-  for (double& x : t.data) x = round(uni(eng), h);
-  return t;
-}
-
 // Q and V around qx0, K around kx0 (kx0 = −qx0 gives scores ≈ −qx0²·D: every score strongly negative);
 // half-width 0.5, as the paper's uniform benchmark (Eq. 17).
 AttentionInputs make_inputs(std::size_t N, std::size_t Sq, std::size_t Skv, std::size_t D, double qx0, double kx0,
                             bool causal, std::uint64_t seed) {
   AttentionInputs in;
-  in.q = uniform_tensor({1, N, Sq, D}, qx0, 0.5, seed * 3 + 1);
-  in.k = uniform_tensor({1, N, Skv, D}, kx0, 0.5, seed * 3 + 2);
-  in.v = uniform_tensor({1, N, Skv, D}, qx0, 0.5, seed * 3 + 3);  // V as in Eq. 17, around qx0
+  in.q = test::uniform_tensor({1, N, Sq, D}, qx0, 0.5, seed * 3 + 1);
+  in.k = test::uniform_tensor({1, N, Skv, D}, kx0, 0.5, seed * 3 + 2);
+  in.v = test::uniform_tensor({1, N, Skv, D}, qx0, 0.5, seed * 3 + 3);  // V as in Eq. 17, around qx0
   in.mask.causal = causal;
   return in;
 }

@@ -21,6 +21,7 @@
 #include "pasa/attention/detail/blocked_attention.hpp"
 #include "pasa/exact/golden.hpp"
 #include "support/mpfr_round.hpp"
+#include "support/bits.hpp"
 
 using namespace pasa;
 
@@ -115,10 +116,6 @@ double ref_stage(Mpfr& m, const std::vector<double>& x, const StageSpec& s, bool
                                                   : ref_blocked(m, x, acc, static_cast<std::size_t>(red.width));
   if (mean) v = m.div(v, static_cast<double>(x.size()), acc);
   return m.round(v, s.format);
-}
-
-bool same(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
 // A Run whose sum and mean stages are `s` (tiny inputs: only the reductions are used).
@@ -224,7 +221,7 @@ TEST_CASE("every reduction order equals its MPFR reference", "[reduction]") {
             INFO(c.fmt << " acc " << c.acc << " order " << reduce_order_name(o.order) << " width " << o.width
                        << " n " << n << (op == detail::ReduceOp::mean ? " mean" : " sum") << " row " << i
                        << ": engine " << got[i] << " reference " << want);
-            CHECK(same(got[i], want));
+            CHECK(test::same_bits(got[i], want));
           }
         }
 }
@@ -317,7 +314,7 @@ TEST_CASE("every reduction order equals MPFR in every deterministic rounding mod
               INFO(c.fmt << " acc " << c.acc << " " << round_mode_name(mode) << " order " << reduce_order_name(order)
                          << " width " << width << " n " << n << (op == detail::ReduceOp::mean ? " mean" : " sum")
                          << " row " << i << ": engine " << got[i] << " reference " << want);
-              CHECK(same(got[i], want));
+              CHECK(test::same_bits(got[i], want));
             }
           }
 }
@@ -357,7 +354,7 @@ TEST_CASE("fp64 accumulation rounded once is the exact sum rounded once", "[redu
       const std::vector<double> got = Harness(stage_spec("fp16", "fp64", order, 32)).run(rows, detail::ReduceOp::sum);
       for (std::size_t i = 0; i < rows.size(); ++i) {
         INFO("n " << n << " order " << reduce_order_name(order) << " row " << i);
-        CHECK(same(got[i], m.exact_sum_rounded(rows[i], h)));
+        CHECK(test::same_bits(got[i], m.exact_sum_rounded(rows[i], h)));
       }
     }
 }
@@ -389,7 +386,7 @@ TEST_CASE("the _strict presets are the strict model: every partial sum in the st
             INFO("n " << n << " row " << i << " engine " << got[i] << " strict " << want);
             // −0 terms: starting from +0 gives +0 where the spec's s = x[0] keeps −0; values equal.
             CHECK((got[i] == want || (std::isnan(got[i]) && std::isnan(want))));
-            if (i == 0) CHECK(same(got[i], want));
+            if (i == 0) CHECK(test::same_bits(got[i], want));
           }
         }
       }

@@ -31,6 +31,7 @@
 #include "pasa/attention/detail/pasa_attention.hpp"
 #include "pasa/attention/gemm.hpp"
 #include "reference/reference_attention.hpp"
+#include "support/bits.hpp"
 
 using namespace pasa;
 
@@ -72,10 +73,6 @@ AttentionInputs make_inputs(const Shape6& s, int mask_kind, std::uint64_t seed, 
     for (std::size_t i = 0; i < s.Sq; ++i) in.mask.keep[(1 * s.Sq + i) * s.Skv + 0] = 0;          // key 0 of batch 1
   }
   return in;
-}
-
-bool same_bits(double a, double b) {
-  return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
 struct Config {
@@ -145,13 +142,13 @@ Outcome compare(const AttentionInputs& in, const AlgorithmSpec& spec) {
   Outcome o;
   o.total = e.o.data.size() + e.lse.size();
   for (std::size_t i = 0; i < e.o.data.size(); ++i)
-    if (!same_bits(e.o.data[i], r.o.data[i])) {
+    if (!test::same_bits(e.o.data[i], r.o.data[i])) {
       if (o.mismatched++ == 0)
         o.first = "o[" + std::to_string(i) + "]: engine " + std::to_string(e.o.data[i]) + " (" +
                   hexf(e.o.data[i]) + "), reference " + std::to_string(r.o.data[i]) + " (" + hexf(r.o.data[i]) + ")";
     }
   for (std::size_t i = 0; i < e.lse.size(); ++i)
-    if (!same_bits(e.lse[i], r.lse[i])) {
+    if (!test::same_bits(e.lse[i], r.lse[i])) {
       if (o.mismatched++ == 0)
         o.first = "lse[" + std::to_string(i) + "]: engine " + std::to_string(e.lse[i]) + ", reference " +
                   std::to_string(r.lse[i]);
@@ -570,10 +567,7 @@ TEST_CASE("reference emulator: the fused float tile path (fa2, pasa)", "[referen
           if (cfg.algorithm == "pasa") detail::pasa_prepare(run, 1);
           CHECK(!run.float_tiles);
         }
-        const AttentionOutput a = run_attention(in, spec, 1), b = run_attention(general, spec, 1);
-        std::size_t differ = 0;
-        for (std::size_t i = 0; i < a.o.data.size(); ++i) differ += !same_bits(a.o.data[i], b.o.data[i]);
-        for (std::size_t i = 0; i < a.lse.size(); ++i) differ += !same_bits(a.lse[i], b.lse[i]);
+        const std::size_t differ = test::count_differing(run_attention(in, spec, 1), run_attention(general, spec, 1));
         INFO(cfg.name() << ": " << differ << " values differ from the general path");
         CHECK(differ == 0);
         ++t.cases;

@@ -13,7 +13,6 @@
 
 #include <boost/random/bernoulli_distribution.hpp>
 #include <boost/random/mersenne_twister.hpp>
-#include <boost/random/uniform_real_distribution.hpp>
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
@@ -22,28 +21,21 @@
 #include "pasa/exact/metrics.hpp"
 #include "pasa/io/allocation_json.hpp"
 #include "reference/reference_attention.hpp"
+#include "support/bits.hpp"
+#include "support/attention_cases.hpp"
 
 using namespace pasa;
 
 namespace {
 
-Tensor uniform(Shape sh, double x0, double am, std::uint64_t seed, const char* fmt = "fp16") {
-  const Format f = format_by_name(fmt);
-  Tensor t(sh, f);
-  boost::random::mt19937_64 eng(seed);
-  boost::random::uniform_real_distribution<double> uni(x0 - am, x0 + am);
-  for (double& x : t.data) x = round(uni(eng), f);
-  return t;
-}
-
 // Decode rows over a padded cache: kv_len per batch, GQA, optional pse and select mask (share sel_p).
 AttentionInputs inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, std::size_t Sq, std::size_t Skv,
                        std::size_t D, std::uint64_t seed, bool pse, double sel_p) {
   AttentionInputs in;
-  in.q = uniform({B, Nq, Sq, D}, 0, 1, seed * 7 + 1);
-  in.k = uniform({B, Nkv, Skv, D}, 0, 1, seed * 7 + 2);
-  in.v = uniform({B, Nkv, Skv, D}, 0.5, 1, seed * 7 + 3);
-  if (pse) in.pse = uniform({B, Nq, Sq, Skv}, 0, 2, seed * 7 + 4);
+  in.q = test::uniform_tensor({B, Nq, Sq, D}, 0, 1, seed * 7 + 1);
+  in.k = test::uniform_tensor({B, Nkv, Skv, D}, 0, 1, seed * 7 + 2);
+  in.v = test::uniform_tensor({B, Nkv, Skv, D}, 0.5, 1, seed * 7 + 3);
+  if (pse) in.pse = test::uniform_tensor({B, Nq, Sq, Skv}, 0, 2, seed * 7 + 4);
   for (std::size_t b = 0; b < B; ++b) in.mask.kv_len.push_back(Skv - (b * 97) % (Skv / 2));
   if (sel_p > 0) {
     boost::random::mt19937_64 eng(seed * 7 + 5);
@@ -52,16 +44,6 @@ AttentionInputs inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, std::size
     for (auto& x : in.mask.select) x = bern(eng);
   }
   return in;
-}
-
-AlgorithmSpec spec_of(const std::string& name, const Allocation& alloc, std::size_t s2, std::size_t splits) {
-  AlgorithmSpec s;
-  s.name = name;
-  s.alloc = alloc;
-  s.s1 = 4;
-  s.s2 = s2;
-  s.splits = splits;
-  return s;
 }
 
 Allocation with_model(Allocation a, MergeModel m) {
@@ -91,7 +73,7 @@ TEST_CASE("split merge models: fp64 equals the golden with kv_len, causal, selec
       for (const char* name : {"fa2", "smooth_k", "pasa", "fdpp"})
         for (std::size_t splits : {2, 3, 7, 19, 64}) {
           INFO(name << ", model " << merge_model_name(model) << ", splits " << splits << ", variant " << variant);
-          AlgorithmSpec s = spec_of(name, with_model(allocation_preset("fp64"), model), 16, splits);
+          AlgorithmSpec s = test::decode_spec(name, with_model(allocation_preset("fp64"), model), 16, splits);
           if (std::string(name) == "fdpp") {  // φ = 0 and a range every score stays inside
             s.fdpp.phi = 0;
             s.fdpp.a = -1e13;
@@ -120,7 +102,7 @@ TEST_CASE("normalised_lse merge: the parts run one by one, stored, and merged in
   for (const char* partial : {"fp16", "fp32"}) {
     Allocation alloc = allocation_preset("fa_fp16_fp32");
     alloc.spec(Stage::merge).merge.partial = format_by_name(partial);
-    const AttentionOutput split = run_attention(in, spec_of("fa2", alloc, 32, parts));
+    const AttentionOutput split = run_attention(in, test::decode_spec("fa2", alloc, 32, parts));
     Allocation part_alloc = allocation_preset("fa_fp16_fp32");
     part_alloc.spec(Stage::out).format = format_by_name(partial);
     std::vector<AttentionOutput> outs;
@@ -134,7 +116,7 @@ TEST_CASE("normalised_lse merge: the parts run one by one, stored, and merged in
           pin.v.at(0, 0, j, d) = in.v.at(0, 0, t * n + j, d);
         }
       pin.scale = in.effective_scale();  // the full problem's 1/sqrt(D)
-      outs.push_back(run_attention(pin, spec_of("fa2", part_alloc, 32, 1)));
+      outs.push_back(run_attention(pin, test::decode_spec("fa2", part_alloc, 32, 1)));
     }
     for (std::size_t h = 0; h < 4; ++h) {
       INFO("partial " << partial << ", head " << h);
@@ -172,24 +154,24 @@ TEST_CASE("merge models differ where the parts are stored narrow; unnormalised i
   const AttentionInputs in = inputs(1, 8, 2, 1, 1024, 64, 23, false, 0.0);
   const Golden g = golden_attention(in);
   const Allocation base = allocation_preset("fa_fp16_fp32");
-  const AttentionOutput norm = run_attention(in, spec_of("fa2", base, 64, 16));
-  const AttentionOutput unnorm = run_attention(in, spec_of("fa2", with_model(base, MergeModel::unnormalised), 64, 16));
+  const AttentionOutput norm = run_attention(in, test::decode_spec("fa2", base, 64, 16));
+  const AttentionOutput unnorm = run_attention(in, test::decode_spec("fa2", with_model(base, MergeModel::unnormalised), 64, 16));
   CHECK(norm.o.data != unnorm.o.data);
   // fp32 partials and lse, fp32 merge: both stay at the unsplit error.
-  const double e1 = compare_outputs(run_attention(in, spec_of("fa2", base, 64, 1)).o, g.o).rmse;
+  const double e1 = compare_outputs(run_attention(in, test::decode_spec("fa2", base, 64, 1)).o, g.o).rmse;
   Allocation wide = base;
   wide.spec(Stage::merge).merge.partial = format_by_name("fp32");
-  CHECK(compare_outputs(run_attention(in, spec_of("fa2", wide, 64, 16)).o, g.o).rmse < 1.5 * e1);
+  CHECK(compare_outputs(run_attention(in, test::decode_spec("fa2", wide, 64, 16)).o, g.o).rmse < 1.5 * e1);
   CHECK(compare_outputs(unnorm.o, g.o).rmse < 1.5 * e1);
   // The partial format matters: fp8 partials are far worse than fp16 ones.
   Allocation coarse = base;
   coarse.spec(Stage::merge).merge.partial = format_by_name("fp8_e4m3fn");
-  CHECK(compare_outputs(run_attention(in, spec_of("fa2", coarse, 64, 16)).o, g.o).rmse > 10 * e1);
+  CHECK(compare_outputs(run_attention(in, test::decode_spec("fa2", coarse, 64, 16)).o, g.o).rmse > 10 * e1);
   // ... and so does the lse format (bf16: each weight e^{lse_t − lse} off by up to 2^-6 relative; measured
   // 1.9x the unsplit error).
   Allocation lse16 = base;
   lse16.spec(Stage::merge).merge.lse = format_by_name("bf16");
-  CHECK(compare_outputs(run_attention(in, spec_of("fa2", lse16, 64, 16)).o, g.o).rmse > 1.5 * e1);
+  CHECK(compare_outputs(run_attention(in, test::decode_spec("fa2", lse16, 64, 16)).o, g.o).rmse > 1.5 * e1);
 }
 
 TEST_CASE("merge descriptor in JSON: model, partial and lse; errors name the path", "[split][merge][alloc]") {
@@ -220,17 +202,9 @@ TEST_CASE("merge descriptor in JSON: model, partial and lse; errors name the pat
 
 namespace {
 
-bool same_bits(double a, double b) {
-  return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
-}
-
 // Engine against the reference emulator: the count of output values and lse that differ in their bits.
 std::size_t differing(const AttentionInputs& in, const AlgorithmSpec& s) {
-  const AttentionOutput e = run_attention(in, s), r = reference::reference_attention(in, s);
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < e.o.data.size(); ++i) bad += !same_bits(e.o.data[i], r.o.data[i]);
-  for (std::size_t i = 0; i < e.lse.size(); ++i) bad += !same_bits(e.lse[i], r.lse[i]);
-  return bad;
+  return test::count_differing(run_attention(in, s), reference::reference_attention(in, s));
 }
 
 }  // namespace
@@ -239,9 +213,9 @@ TEST_CASE("split merge models: the engine equals the reference emulator bit for 
   // Tails (Skv = 70 with s2 = 8), GQA, causal + kv_len + a keep mask hiding a row and a key; a mean of 2 so
   // that the parts' maxima and frames differ.
   AttentionInputs in;
-  in.q = uniform({2, 4, 3, 8}, 2, 1, 5);
-  in.k = uniform({2, 2, 70, 8}, 2, 1, 6);
-  in.v = uniform({2, 2, 70, 8}, 0, 1, 7);
+  in.q = test::uniform_tensor({2, 4, 3, 8}, 2, 1, 5);
+  in.k = test::uniform_tensor({2, 2, 70, 8}, 2, 1, 6);
+  in.v = test::uniform_tensor({2, 2, 70, 8}, 0, 1, 7);
   in.mask.causal = true;
   in.mask.kv_len = {70, 36};
   in.mask.keep.assign(2 * 3 * 70, 1);
@@ -271,7 +245,7 @@ TEST_CASE("split merge models: the engine equals the reference emulator bit for 
       m.format = format_by_name(c.merge);
       m.round.mode = c.mode;
       m.merge = MergeSpec{c.model, format_by_name(c.partial), format_by_name(c.lse)};
-      AlgorithmSpec s = spec_of(c.alg, a, 8, splits);
+      AlgorithmSpec s = test::decode_spec(c.alg, a, 8, splits);
       s.s1 = 2;
       INFO(c.alg << " " << c.preset << " model " << merge_model_name(c.model) << " partial " << c.partial << " lse "
                  << c.lse << " merge " << c.merge << "/" << round_mode_name(c.mode) << ", splits " << splits);

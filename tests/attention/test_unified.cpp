@@ -18,6 +18,7 @@
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
+#include "support/attention_cases.hpp"
 
 using namespace pasa;
 
@@ -116,16 +117,6 @@ Tensor dense_golden(const Case& c) {
   return g;
 }
 
-AlgorithmSpec spec_of(const std::string& name, const std::string& alloc, std::size_t s2, std::size_t splits) {
-  AlgorithmSpec s;
-  s.name = name;
-  s.alloc = allocation_preset(alloc);
-  s.s1 = 4;
-  s.s2 = s2;
-  s.splits = splits;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("unified attention: a mixed paged batch equals the dense golden in fp64", "[unified]") {
@@ -137,7 +128,7 @@ TEST_CASE("unified attention: a mixed paged batch equals the dense golden in fp6
       for (std::size_t s2 : {bs, std::size_t{32}})
         for (std::size_t splits : {1, 3}) {
           INFO(name << ", block " << bs << ", s2 " << s2 << ", splits " << splits);
-          CHECK(compare_outputs(unified_attention(c.pb, spec_of(name, "fp64", s2, splits)).o, g).rmse < 1e-13);
+          CHECK(compare_outputs(unified_attention(c.pb, test::decode_spec(name, "fp64", s2, splits)).o, g).rmse < 1e-13);
         }
   }
 }
@@ -164,7 +155,7 @@ TEST_CASE("unified attention under low precision stays within the dense engine's
   const Tensor g = dense_golden(c);
   for (const char* alloc : {"fa_fp16_fp32", "pasa_fp16"}) {
     const std::string name = std::string(alloc) == "pasa_fp16" ? "pasa" : "fa2";
-    const double e = compare_outputs(unified_attention(c.pb, spec_of(name, alloc, 16, 1)).o, g).rmse;
+    const double e = compare_outputs(unified_attention(c.pb, test::decode_spec(name, alloc, 16, 1)).o, g).rmse;
     INFO(alloc << ": " << e);
     CHECK(e > 0);
     CHECK(e < 2e-3);
@@ -173,7 +164,7 @@ TEST_CASE("unified attention under low precision stays within the dense engine's
 
 TEST_CASE("unified attention: bad paged inputs are errors naming the sequence and entry", "[unified][errors]") {
   const Case good = make_case(16, 3);
-  const AlgorithmSpec spec = spec_of("fa2", "fp64", 16, 1);
+  const AlgorithmSpec spec = test::decode_spec("fa2", "fp64", 16, 1);
   auto fails = [&](const PagedBatch& pb, const std::string& what) {
     INFO(what);
     CHECK_THROWS_WITH(unified_attention(pb, spec), Catch::Contains(what));
@@ -199,7 +190,7 @@ TEST_CASE("unified attention: bad paged inputs are errors naming the sequence an
   pb = good.pb;
   pb.cache.v.pop_back();
   fails(pb, "paged cache: K holds");
-  CHECK_THROWS_WITH(unified_attention(good.pb, spec_of("fa1", "fp64", 16, 1)), Catch::Contains("needs fa2 or pasa"));
+  CHECK_THROWS_WITH(unified_attention(good.pb, test::decode_spec("fa1", "fp64", 16, 1)), Catch::Contains("needs fa2 or pasa"));
 }
 
 TEST_CASE("unified attention reads the paged cache in place with the G heads of a KV head together, bit for bit",
@@ -212,7 +203,7 @@ TEST_CASE("unified attention reads the paged cache in place with the G heads of 
   for (const char* alloc : {"fa_fp16_fp32", "fa_fp16", "fa_bf16_fp32"})
     for (std::size_t s1 : {3, 8})
       for (std::size_t splits : {1, 3}) {
-        AlgorithmSpec spec = spec_of("fa2", alloc, 4, splits);
+        AlgorithmSpec spec = test::decode_spec("fa2", alloc, 4, splits);
         spec.s1 = s1;
         const AttentionOutput u = unified_attention(c.pb, spec, 2);
         std::size_t off = 0, same = 0, rows = 0;
@@ -242,7 +233,7 @@ TEST_CASE("unified attention names the first non-finite cache value in cache ord
   const std::string what = "sequence 0: token 17 (cache block " + std::to_string(c.pb.seqs[0].block_table[1]) +
                            ", KV head 0) has a non-finite K or V value";
   for (const char* name : {"fa2", "pasa"})
-    for (int threads : {1, 2}) CHECK_THROWS_WITH(unified_attention(c.pb, spec_of(name, "fa_fp16_fp32", 16, 1), threads),
+    for (int threads : {1, 2}) CHECK_THROWS_WITH(unified_attention(c.pb, test::decode_spec(name, "fa_fp16_fp32", 16, 1), threads),
                                                  Catch::Contains(what));
   CHECK_THROWS_WITH(unified_golden(c.pb), Catch::Contains(what));
   GoldenOptions eight;  // sequences 0 to 2 side by side: still the first sequence's error
@@ -250,6 +241,6 @@ TEST_CASE("unified attention names the first non-finite cache value in cache ord
   CHECK_THROWS_WITH(unified_golden(c.pb, eight), Catch::Contains(what));
   PagedBatch wide = c.pb;
   wide.cache.format = format_by_name("fp64");
-  CHECK_THROWS_WITH(unified_attention(wide, spec_of("fa2", "fp64", 16, 1)),
+  CHECK_THROWS_WITH(unified_attention(wide, test::decode_spec("fa2", "fp64", 16, 1)),
                     Catch::Contains("format fp64 is wider than fp32"));
 }

@@ -16,6 +16,7 @@
 #include <mpfr.h>
 
 #include "pasa/numeric/round.hpp"
+#include "support/bits.hpp"
 
 using namespace pasa;
 
@@ -91,10 +92,6 @@ class MpfrReference {
   mpfr_t y_;
 };
 
-bool same(double a, double b) {
-  return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
-}
-
 // Every finite value of the format, every midpoint between neighbours (with 0 below and the first value
 // beyond max_finite above: the overflow threshold), the doubles one ulp either side of each of those, values
 // deep in the underflow and overflow ranges; both signs.
@@ -130,11 +127,11 @@ void check_against_mpfr(const Format& f, const std::vector<double>& xs, const Ro
   for (double x : xs) {
     const double want = ref(x, o);
     const double got = round(x, f, o);
-    if (!same(got, want) && ++mismatches <= 5) {
+    if (!test::same_bits(got, want) && ++mismatches <= 5) {
       INFO(f.name << " mode " << round_mode_name(o.mode) << " overflow " << overflow_name(o.overflow)
                   << " flush_in " << o.flush_input << " flush_out " << o.flush_output);
       INFO("x = " << std::hexfloat << x << " round = " << got << " MPFR = " << want);
-      CHECK(same(got, want));
+      CHECK(test::same_bits(got, want));
     }
   }
   CHECK(mismatches == 0);

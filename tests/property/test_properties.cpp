@@ -44,6 +44,7 @@
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/problem_json.hpp"
 #include "reference/reference_attention.hpp"
+#include "support/bits.hpp"
 
 using namespace pasa;
 
@@ -257,20 +258,6 @@ std::string sci(double x) {
   return o.str();
 }
 
-bool same_bits(double a, double b) {
-  return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
-}
-
-std::string bits_differ(const AttentionOutput& a, const AttentionOutput& b) {
-  for (std::size_t i = 0; i < a.o.data.size(); ++i)
-    if (!same_bits(a.o.data[i], b.o.data[i]))
-      return "o[" + std::to_string(i) + "] " + std::to_string(a.o.data[i]) + " vs " + std::to_string(b.o.data[i]);
-  for (std::size_t i = 0; i < a.lse.size(); ++i)
-    if (!same_bits(a.lse[i], b.lse[i]))
-      return "lse[" + std::to_string(i) + "] " + std::to_string(a.lse[i]) + " vs " + std::to_string(b.lse[i]);
-  return "";
-}
-
 struct Stats {
   std::size_t cases = 0, fp64 = 0, low = 0, reference = 0, fused = 0, refused = 0;
 };
@@ -337,13 +324,13 @@ std::string check(const Case& c, Stats* st) {
   } catch (const std::exception& e) {
     return "low-precision run (" + c.preset + ") threw: " + e.what();
   }
-  if (std::string d = bits_differ(a1, a2); !d.empty()) return c.preset + ": 1 vs 2 threads differ: " + d;
+  if (std::string d = test::first_difference(a1, a2); !d.empty()) return c.preset + ": 1 vs 2 threads differ: " + d;
   if (st) ++st->low;
   const bool biased = !in.pse.data.empty() || !in.mask.select.empty();
   if (algorithm_info(low.name).fused_path && !biased && !low.quant.active()) {
     AttentionInputs general = in;  // +0 bias: the general path, the same values
     general.pse = Tensor({in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S}, format_by_name("fp16"));
-    if (std::string d = bits_differ(a1, run_attention(general, low, 1)); !d.empty())
+    if (std::string d = test::first_difference(a1, run_attention(general, low, 1)); !d.empty())
       return c.preset + ": fused vs general path differ: " + d;
     if (st) ++st->fused;
   }
@@ -355,7 +342,7 @@ std::string check(const Case& c, Stats* st) {
     } catch (const std::invalid_argument&) {
       return "";  // not covered by the emulator (stochastic rounding, formats without subnormals)
     }
-    if (std::string d = bits_differ(a1, r); !d.empty()) return c.preset + ": engine vs reference emulator: " + d;
+    if (std::string d = test::first_difference(a1, r); !d.empty()) return c.preset + ": engine vs reference emulator: " + d;
     if (st) ++st->reference;
   }
   return "";

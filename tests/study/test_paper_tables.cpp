@@ -16,26 +16,12 @@
 #include "pasa/study/paper_tables.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
+#include "support/temp_dirs.hpp"
 
 using namespace pasa;
 namespace fs = std::filesystem;
 
 namespace {
-// A fresh, empty temporary folder removed at exit.
-fs::path fresh_dir(const std::string& tag) {
-  struct Cleanup {
-    std::vector<fs::path> dirs;
-    ~Cleanup() {
-      std::error_code ec;
-      for (const auto& d : dirs) fs::remove_all(d, ec);
-    }
-  };
-  static Cleanup cleanup;
-  const fs::path d = fs::temp_directory_path() / ("pasa-test-tables-" + std::to_string(::getpid()) + "-" + tag);
-  fs::remove_all(d);
-  cleanup.dirs.push_back(d);
-  return d;
-}
 }  // namespace
 
 TEST_CASE("paper tables: Table 1 and Table 3 agree with the printed values", "[sweep]") {
@@ -62,7 +48,7 @@ TEST_CASE("paper tables: Table 1 and Table 3 agree with the printed values", "[s
 TEST_CASE("paper tables: Table 4 spread of single draws, the paper's percentile, the GPU's own draws", "[sweep]") {
   // Hand-made sweep tables holding only the columns Table 4 reads: three seeds of FA-FP16/FP32 at every
   // Table 4 point, NaN % = base + seed offsets {-0.1, 0, +0.1} (sd 0.1, SE 0.1/sqrt(3)).
-  const fs::path dir = fresh_dir("table4");
+  const fs::path dir = test::fresh_dir("tables-table4");
   struct Point { const char* sweep; double x0, am, base; };
   const Point pts[] = {{"fig9_uniform_x0", 30, 0.5, 100}, {"fig9_uniform_am", 20, 15, 0.12},  {"fig9_uniform_am", 20, 20, 9.0},
                        {"fig10_hybrid_x0", 30, 10, 100},  {"fig10_hybrid_am", 20, 50, 0.04}, {"fig10_hybrid_am", 20, 100, 1.0}};
@@ -144,7 +130,7 @@ TEST_CASE("paper tables: NaN % without the golden equals the sweep's nan_pct col
                    {"label": "FA-FP16/FP32", "name": "fa2", "alloc": "fa_fp16_fp32", "s1": 16, "s2": 16}]})");
   const SweepConfig cfg = parse_sweep_config(c, "nan.json");
   SweepOptions opt;
-  opt.out_dir = fresh_dir("nan-sweep");
+  opt.out_dir = test::fresh_dir("tables-nan-sweep");
   run_sweep(cfg, library_backend(), opt);
   const CsvFileLines lines = read_complete_lines(opt.out_dir / "results.csv");
   const CsvRow header = parse_csv_line(lines.lines[0]);

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -28,30 +27,13 @@
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "support/temp_dirs.hpp"
 
 using namespace pasa;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Output folders under the system temp folder, removed when the test program exits.
-struct TempDirs {
-  std::vector<fs::path> dirs;
-  ~TempDirs() {
-    std::error_code ec;
-    for (const auto& d : dirs) fs::remove_all(d, ec);
-  }
-};
-
-fs::path fresh_dir(const std::string& tag) {
-  static TempDirs temp_dirs;
-  static std::atomic<int> counter{0};
-  const fs::path d = fs::temp_directory_path() / ("pasa-test-sweep-" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(counter++));
-  fs::remove_all(d);
-  temp_dirs.dirs.push_back(d);
-  return d;
-}
 
 json base_config() {
   return json::parse(R"({
@@ -117,7 +99,7 @@ TEST_CASE("sweep config: library-level mistakes stop the sweep before anything r
   c["algorithms"][1]["beta"] = "$b";
   const SweepConfig cfg = parse_sweep_config(c, "cfg.json");
   FakeBackend fake;
-  const fs::path dir = fresh_dir("invalid");
+  const fs::path dir = test::fresh_dir("sweep-invalid");
   SweepOptions opt;
   opt.out_dir = dir;
   CHECK_THROWS_WITH(run_sweep(cfg, fake.backend(), opt),
@@ -129,7 +111,7 @@ TEST_CASE("sweep config: library-level mistakes stop the sweep before anything r
 TEST_CASE("sweep: an interrupted run resumes to the same table", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(base_config(), "cfg.json");
   SweepOptions opt;
-  opt.out_dir = fresh_dir("full");
+  opt.out_dir = test::fresh_dir("sweep-full");
   FakeBackend full;
   run_sweep(cfg, full.backend(), opt);
   const std::string expected = without_times(opt.out_dir / "results.csv");
@@ -137,7 +119,7 @@ TEST_CASE("sweep: an interrupted run resumes to the same table", "[sweep]") {
 
   // Crash after 9 rows: the partial file keeps them, no final table is written.
   SweepOptions opt2 = opt;
-  opt2.out_dir = fresh_dir("crash");
+  opt2.out_dir = test::fresh_dir("sweep-crash");
   FakeBackend crashing;
   crashing.fail_after = 9;
   CHECK_THROWS_WITH(run_sweep(cfg, crashing.backend(), opt2), "simulated crash");
@@ -169,13 +151,13 @@ TEST_CASE("sweep: --resume drops corrupt rows with a warning and completes the f
   // Issue 23 item 2: rmse=banana, a duplicated row, a torn row (and other damage) in results.csv.partial.
   const SweepConfig cfg = parse_sweep_config(base_config(), "cfg.json");
   SweepOptions clean;
-  clean.out_dir = fresh_dir("resume-clean");
+  clean.out_dir = test::fresh_dir("sweep-resume-clean");
   FakeBackend full;
   run_sweep(cfg, full.backend(), clean);
   const std::string expected = without_times(clean.out_dir / "results.csv");
 
   SweepOptions opt;
-  opt.out_dir = fresh_dir("resume-corrupt");
+  opt.out_dir = test::fresh_dir("sweep-resume-corrupt");
   FakeBackend crashing;
   crashing.fail_after = 9;
   CHECK_THROWS_WITH(run_sweep(cfg, crashing.backend(), opt), "simulated crash");
@@ -250,11 +232,11 @@ TEST_CASE("sweep: --resume drops corrupt rows with a warning and completes the f
 TEST_CASE("sweep: shards merged equal the full run whatever the thread count", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(base_config(), "cfg.json");
   SweepOptions opt;
-  opt.out_dir = fresh_dir("one");
+  opt.out_dir = test::fresh_dir("sweep-one");
   FakeBackend one;
   run_sweep(cfg, one.backend(), opt);
 
-  const fs::path a = fresh_dir("shard-a"), b = fresh_dir("shard-b"), merged = fresh_dir("merged");
+  const fs::path a = test::fresh_dir("sweep-shard-a"), b = test::fresh_dir("sweep-shard-b"), merged = test::fresh_dir("sweep-merged");
   for (std::size_t i = 0; i < 3; ++i) {
     SweepOptions s;
     s.out_dir = i == 1 ? b : a;  // shards in two folders, as on two machines
@@ -284,7 +266,7 @@ TEST_CASE("sweep: summary aggregates over seeds", "[sweep]") {
   c["seeds"] = {1, 2, 5};
   const SweepConfig cfg = parse_sweep_config(c, "cfg.json");
   SweepOptions opt;
-  opt.out_dir = fresh_dir("summary");
+  opt.out_dir = test::fresh_dir("sweep-summary");
   FakeBackend fake;
   run_sweep(cfg, fake.backend(), opt);
   const json s = json::parse(read_file(opt.out_dir / "summary.json"));
@@ -389,7 +371,7 @@ TEST_CASE("sweep config: library checks name the JSON path in the config", "[swe
 TEST_CASE("sweep: a tiny real sweep CSV holds the library metrics bit for bit", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(tiny_real_config(), "tiny.json");
   SweepOptions opt;
-  opt.out_dir = fresh_dir("real");
+  opt.out_dir = test::fresh_dir("sweep-real");
   opt.threads = 1;
   run_sweep(cfg, library_backend(), opt);
   const CsvFileLines lines = read_complete_lines(opt.out_dir / "results.csv");
@@ -430,15 +412,15 @@ TEST_CASE("sweep: a tiny real sweep CSV holds the library metrics bit for bit", 
 TEST_CASE("sweep: real CSV metrics are identical for any thread count and shard split", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(tiny_real_config(), "tiny.json");
   SweepOptions one;
-  one.out_dir = fresh_dir("real-1");
+  one.out_dir = test::fresh_dir("sweep-real-1");
   one.threads = 1;
   run_sweep(cfg, library_backend(), one);
   SweepOptions three = one;
-  three.out_dir = fresh_dir("real-3");
+  three.out_dir = test::fresh_dir("sweep-real-3");
   three.threads = 3;
   run_sweep(cfg, library_backend(), three);
   CHECK(without_times(three.out_dir / "results.csv") == without_times(one.out_dir / "results.csv"));
-  const fs::path shards = fresh_dir("real-shards");
+  const fs::path shards = test::fresh_dir("sweep-real-shards");
   for (std::size_t i = 0; i < 3; ++i) {
     SweepOptions s;
     s.out_dir = shards;
@@ -447,7 +429,7 @@ TEST_CASE("sweep: real CSV metrics are identical for any thread count and shard 
     s.shard_count = 3;
     run_sweep(cfg, library_backend(), s);
   }
-  const fs::path merged = fresh_dir("real-merged");
+  const fs::path merged = test::fresh_dir("sweep-real-merged");
   merge_sweeps({shards}, merged);
   CHECK(without_times(merged / "results.csv") == without_times(one.out_dir / "results.csv"));
 }
@@ -455,11 +437,11 @@ TEST_CASE("sweep: real CSV metrics are identical for any thread count and shard 
 TEST_CASE("sweep: problems side by side (jobs, shared slots) give the same table", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(tiny_real_config(), "tiny.json");
   SweepOptions one;
-  one.out_dir = fresh_dir("jobs-1");
+  one.out_dir = test::fresh_dir("sweep-jobs-1");
   one.threads = 1;
   run_sweep(cfg, library_backend(), one);
   SweepOptions jobs = one;
-  jobs.out_dir = fresh_dir("jobs-3");
+  jobs.out_dir = test::fresh_dir("sweep-jobs-3");
   jobs.threads = 3;
   jobs.jobs = 3;
   const SweepReport r = run_sweep(cfg, library_backend(), jobs);
@@ -471,12 +453,12 @@ TEST_CASE("sweep: problems side by side (jobs, shared slots) give the same table
   other["seeds"] = {5};
   const SweepConfig cfg2 = parse_sweep_config(other, "tiny2.json");
   SweepOptions alone = one;
-  alone.out_dir = fresh_dir("slots-alone");
+  alone.out_dir = test::fresh_dir("sweep-slots-alone");
   run_sweep(cfg2, library_backend(), alone);
   const auto slots = std::make_shared<CaseSlots>(2);
   SweepOptions a = one, b = one;
-  a.out_dir = fresh_dir("slots-a");
-  b.out_dir = fresh_dir("slots-b");
+  a.out_dir = test::fresh_dir("sweep-slots-a");
+  b.out_dir = test::fresh_dir("sweep-slots-b");
   a.threads = b.threads = 2;
   a.slots = b.slots = slots;
   b.priority = 1;
@@ -490,14 +472,14 @@ TEST_CASE("sweep: problems side by side (jobs, shared slots) give the same table
   fake.fail_after = 5;
   const SweepConfig fcfg = parse_sweep_config(base_config(), "fake.json");
   SweepOptions f;
-  f.out_dir = fresh_dir("jobs-fail");
+  f.out_dir = test::fresh_dir("sweep-jobs-fail");
   f.threads = f.jobs = 2;
   CHECK_THROWS_WITH(run_sweep(fcfg, fake.backend(), f), "simulated crash");
   fake.fail_after = -1;
   f.resume = true;
   run_sweep(fcfg, fake.backend(), f);
   SweepOptions g;
-  g.out_dir = fresh_dir("jobs-fake-1");
+  g.out_dir = test::fresh_dir("sweep-jobs-fake-1");
   FakeBackend fresh;
   run_sweep(fcfg, fresh.backend(), g);
   CHECK(without_times(f.out_dir / "results.csv") == without_times(g.out_dir / "results.csv"));
@@ -512,9 +494,9 @@ TEST_CASE("sweep: one backend computes a problem shared by two sweeps once, and 
   const SweepConfig cfg2 = parse_sweep_config(c2, "tiny2.json");
   const SweepBackend shared = library_backend();
   SweepOptions o1, o2, fresh;
-  o1.out_dir = fresh_dir("cache-1");
-  o2.out_dir = fresh_dir("cache-2");
-  fresh.out_dir = fresh_dir("cache-fresh");
+  o1.out_dir = test::fresh_dir("sweep-cache-1");
+  o2.out_dir = test::fresh_dir("sweep-cache-2");
+  fresh.out_dir = test::fresh_dir("sweep-cache-fresh");
   run_sweep(cfg1, shared, o1);
   run_sweep(cfg2, shared, o2);
   run_sweep(cfg2, library_backend(), fresh);  // the same sweep computed by a new backend: every case fresh

@@ -14,18 +14,13 @@
 #include "pasa/io/csv.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
+#include "support/temp_dirs.hpp"
 
 using namespace pasa;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& tag) {
-  const fs::path d = fs::temp_directory_path() / ("pasa-test-sweep-hardening-" + std::to_string(::getpid()) + "-" + tag);
-  fs::remove_all(d);
-  return d;
-}
 
 json small_config() {
   return json::parse(R"({
@@ -79,7 +74,7 @@ TEST_CASE("sweep size: the memory estimate refuses a sweep before its folder exi
   c["problem"]["shape"] = {{"Nq", 32}, {"Sq", 1 << 20}, {"D", 128}};
   const SweepConfig cfg = parse_sweep_config(c, "cfg.json");
   SweepOptions opt;
-  opt.out_dir = temp_dir("memory");
+  opt.out_dir = test::fresh_dir("sweep-hardening-memory");
   opt.max_memory = std::size_t{8} << 30;
   CHECK_THROWS_WITH(run_sweep(cfg, library_backend(), opt),
                     Catch::Contains("this sweep needs about") && Catch::Contains("8.00 GiB allowed by --max-memory"));
@@ -120,7 +115,7 @@ TEST_CASE("sweep validation: golden precision, output names and CSV columns", "[
 TEST_CASE("sweep lock: a second run into the same folder is refused", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(small_config(), "cfg.json");
   SweepOptions opt;
-  opt.out_dir = temp_dir("lock");
+  opt.out_dir = test::fresh_dir("sweep-hardening-lock");
   fs::create_directories(opt.out_dir);
   const int fd = ::open((opt.out_dir / kSweepLockName).c_str(), O_RDWR | O_CREAT, 0644);
   REQUIRE(fd >= 0);
@@ -135,7 +130,7 @@ TEST_CASE("sweep lock: a second run into the same folder is refused", "[sweep]")
 TEST_CASE("sweep failure: nothing created is left, or a folder --resume completes", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(small_config(), "cfg.json");
   SweepOptions opt;
-  opt.out_dir = temp_dir("fail");
+  opt.out_dir = test::fresh_dir("sweep-hardening-fail");
   // Fails on its first problem: the folder it created is removed again.
   CHECK_THROWS_WITH(run_sweep(cfg, failing_backend(0), opt), "simulated run-time failure");
   CHECK_FALSE(fs::exists(opt.out_dir));

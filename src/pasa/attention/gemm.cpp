@@ -1,4 +1,5 @@
 #include "pasa/attention/gemm.hpp"
+#include "pasa/attention/detail/packed_sgemm.hpp"
 
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/numeric/round_narrow_register.hpp"

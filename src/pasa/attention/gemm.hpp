@@ -42,23 +42,11 @@ bool gemm_floats_out(const GemmSpec& spec);
 void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
           const float* B, std::size_t ldb, float* C, std::size_t ldc);
 
-// The ordered fp32-accumulate kernel for callers that keep their operands in their own float layouts (the
-// fused tile path of the blocked engines, attention/detail/fused_tile.cpp). B (k × n, row stride ldb) packed
-// as panels of 32 columns: panel p (columns 32p …) at dst + 32·k·p, element (t, j) at [32·t + j], zero past
-// column n. sgemm_fma_packed: C (m × n floats, ldc) = A·B from such panels (panel p at panels + p·panel_stride:
-// 32·k as packed, or the panels of a longer B packed once, read from a row offset), A (m × k) given row-major
-// (A(i, t) = A[i·lda + t]) or transposed (A(i, t) = A[t·lda + i]); each C element its k products in order
-// from +0, one fma each: the bits of gemm() with an ordered fp32 accumulator, before the output rounding.
-void sgemm_pack_panels(std::size_t k, std::size_t n, const float* B, std::size_t ldb, float* dst);
-// round_fp16: each result rounded to fp16 (RNE) before it is stored (the F16C conversion, what round_span
-// does for fp16 in RNE).
-void sgemm_fma_packed(bool a_transposed, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
-                      const float* panels, std::size_t panel_stride, float* C, std::size_t ldc, bool round_fp16);
 // Whether gemm() runs the spec as sgemm_fma with its output rounded in floats (ordered model, plain fp32
 // accumulator, float operands, a deterministic output format that floats hold), and that output rounding
 // (gemm_round_output, in place on count floats): the same bits as gemm() for such a spec.
-// With gemm_output_fp16 (an fp16 output in RNE) the rounding is sgemm_fma_packed's round_fp16, and
-// gemm_round_output leaves C as it is.
+// With gemm_output_fp16 (an fp16 output in RNE) the rounding is the kernel's store (sgemm_fma_packed's
+// round_fp16, attention/detail/packed_sgemm.hpp), and gemm_round_output leaves C as it is.
 bool gemm_output_in_floats(const GemmSpec& spec);
 bool gemm_output_fp16(const GemmSpec& spec);
 void gemm_round_output(const GemmSpec& spec, float* C, std::size_t count);

@@ -422,24 +422,193 @@ std::size_t validate_with_backend(const SweepConfig& cfg, const SweepBackend& ba
   return peak;
 }
 
-SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt) {
+namespace {
+
+// run_sweep's four steps: validate (everything, before anything is created), plan (this shard's cases and
+// those an earlier run finished), execute (the cases still to run, rows appended to the partial file as they
+// finish), summarise (the table and its summary, together).
+
+// Everything checked before anything is created: the options, every grid point (validate_with_backend) and
+// the memory the run needs (the largest problem `at_once` times, plus the rows the runner keeps: every row of
+// the table, for the final sort and summary).
+void validate_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt) {
   if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) throw InputError("shard index out of range");
-  // Nothing is created before the whole config is known to be valid and to fit in memory: the largest
-  // problem, plus the rows the runner keeps (every row of the table, for the final sort and summary).
   if (opt.jobs < 1) throw InputError(fmt::format("jobs = {}: a sweep runs at least one problem at a time", opt.jobs));
   const int at_once = opt.slots ? opt.slots->size() : opt.jobs;  // problems in memory at the same time
   const std::size_t problem_peak =
       sat_mul(static_cast<std::size_t>(at_once), validate_with_backend(cfg, backend, std::max(1, opt.threads / at_once)));
-  if (backend.memory_bytes) {
-    const PlannedProblem first = plan_problem(cfg, 0);
-    std::size_t row_bytes = 64 * (csv_header(cfg, backend).size() + 8) + first.problem.dump().size();
-    for (const auto& a : first.algorithms) row_bytes += a.dump().size() / first.algorithms.size();
-    const std::size_t need = sat_add(problem_peak, sat_mul(row_bytes, cfg.case_count()));
-    check_memory(need, opt.max_memory, "this sweep",
-                 fmt::format("largest problem {} ({} at once), {} table rows kept {}", bytes_text(problem_peak / static_cast<std::size_t>(at_once)),
-                             at_once, cfg.case_count(),
-                             bytes_text(sat_mul(row_bytes, cfg.case_count()))));
+  if (!backend.memory_bytes) return;
+  const PlannedProblem first = plan_problem(cfg, 0);
+  std::size_t row_bytes = 64 * (csv_header(cfg, backend).size() + 8) + first.problem.dump().size();
+  for (const auto& a : first.algorithms) row_bytes += a.dump().size() / first.algorithms.size();
+  const std::size_t need = sat_add(problem_peak, sat_mul(row_bytes, cfg.case_count()));
+  check_memory(need, opt.max_memory, "this sweep",
+               fmt::format("largest problem {} ({} at once), {} table rows kept {}",
+                           bytes_text(problem_peak / static_cast<std::size_t>(at_once)), at_once, cfg.case_count(),
+                           bytes_text(sat_mul(row_bytes, cfg.case_count()))));
+}
+
+void warn_of(const SweepOptions& opt, const std::string& msg) {
+  if (opt.warn) opt.warn(msg);
+  else std::fprintf(stderr, "pasa-sweep: warning: %s\n", msg.c_str());
+}
+
+// The cases of one run: this shard's problems, the rows already done (read back from the table and the
+// partial file), and the problems with a case still to run, in order.
+struct SweepPlan {
+  std::vector<std::size_t> problems;
+  std::size_t total = 0;  // cases of this shard
+  std::map<std::size_t, CsvRow> done;
+  std::vector<std::size_t> todo;
+};
+
+// Rows read back are validated one by one: a bad row (torn, wrong field count, unknown case, fields that do
+// not match the plan, a metric that is not a number) is dropped with a warning naming file and line, so its
+// case runs again. A case found on several lines is kept once when every copy is the same text, and
+// otherwise dropped (all copies) and run again: which copy is right cannot be known.
+SweepPlan plan_sweep(const SweepConfig& cfg, const SweepOptions& opt, const CsvRow& header, const fs::path& csv,
+                     const fs::path& partial) {
+  SweepPlan plan;
+  for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) plan.problems.push_back(i);
+  plan.total = plan.problems.size() * cfg.algorithms.size();
+  struct Found { CsvRow row; std::string text, where; fs::path file; };
+  std::map<std::size_t, std::vector<Found>> found;
+  auto load = [&](const fs::path& file) {
+    if (!fs::exists(file)) return;
+    const CsvFileLines lines = read_complete_lines(file);
+    if (lines.torn)
+      warn_of(opt, fmt::format("{}: line {}: torn (the run was interrupted mid-row); dropped, its case runs again",
+                               file.string(), lines.lines.size() + 1));
+    if (lines.lines.empty()) return;
+    if (parse_csv_line(lines.lines[0]) != header)
+      throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
+    for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+      std::size_t id = 0;
+      CsvRow row;
+      const std::string where = fmt::format("{}: line {}", file.string(), i + 1);
+      const std::string why = resume_row_problem(cfg, header, lines.lines[i], opt, id, row);
+      if (!why.empty()) {
+        warn_of(opt, where + ": " + why + "; dropped, its case runs again");
+        continue;
+      }
+      found[id].push_back({std::move(row), lines.lines[i], where, file});
+    }
+  };
+  load(csv);
+  load(partial);
+  for (auto& [id, copies] : found) {
+    bool same = true;
+    for (const Found& f : copies) same = same && f.text == copies[0].text;
+    if (!same) {
+      for (const Found& f : copies)
+        warn_of(opt, fmt::format("{}: case {} is on {} lines that differ; dropped, the case runs again", f.where, id,
+                                 copies.size()));
+      continue;
+    }
+    for (std::size_t k = 1; k < copies.size(); ++k)  // (results.csv and its partial file both: a crash between
+      if (copies[k].file == copies[0].file)          // writing the table and removing the partial file)
+        warn_of(opt, fmt::format("{}: case {} again (as on {}); the copy is dropped", copies[k].where, id, copies[0].where));
+    plan.done.emplace(id, std::move(copies[0].row));
   }
+  for (std::size_t pi : plan.problems)
+    for (std::size_t a = 0; a < cfg.algorithms.size(); ++a)
+      if (!plan.done.count(pi * cfg.algorithms.size() + a)) {
+        plan.todo.push_back(pi);
+        break;
+      }
+  return plan;
+}
+
+// Runs the plan's problems still to do (`jobs` or the shared slots' count at once; workers take the next
+// problem as they become free), each finished case appended to the partial file and entered in plan.done.
+// rows_exist: set once a row is on disk. The first error stops the workers after their problem and is
+// rethrown.
+void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt, const CsvRow& header,
+                   const fs::path& partial, SweepPlan& plan, SweepReport& report, bool& rows_exist) {
+  std::map<std::size_t, CsvRow>& done = plan.done;
+  {  // The partial file restarts from its valid rows (atomically), so new rows follow a complete line.
+    std::string text = csv_line(header);
+    for (const auto& [id, row] : done) text += csv_line(row);
+    write_file_atomic(partial, text);
+  }
+  keep_freed_memory();  // every case allocates the same tensors again: reuse the pages (core/memory.hpp)
+  one_malloc_arena();
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const std::vector<std::size_t>& todo = plan.todo;
+  const std::shared_ptr<CaseSlots> slots = opt.slots ? opt.slots : std::make_shared<CaseSlots>(opt.jobs);
+  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(slots->size()), todo.size()));
+  const int at_once = opt.slots ? opt.slots->size() : opt.jobs;
+  const int inner_threads = std::max(1, opt.threads / at_once);
+  AppendFile out(partial);
+  std::mutex m;  // guards out, done, report, rows_exist, next, error and the progress callback
+  std::size_t next = 0;
+  std::exception_ptr error;
+  auto work = [&] {
+    for (;;) {
+      slots->acquire(opt.priority);
+      std::size_t pi;
+      {
+        std::lock_guard<std::mutex> lock(m);
+        if (error || next == todo.size()) {
+          slots->release();
+          return;
+        }
+        pi = todo[next++];
+      }
+      try {
+        std::vector<bool> wanted(cfg.algorithms.size());
+        {
+          std::lock_guard<std::mutex> lock(m);
+          for (std::size_t a = 0; a < wanted.size(); ++a) wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
+        }
+        const PlannedProblem p = plan_problem(cfg, pi);
+        backend.run(p, cfg, wanted, inner_threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
+          if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
+          if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
+            throw std::logic_error("sweep backend emitted the wrong number of metrics");
+          CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
+          wanted[a] = false;
+          std::lock_guard<std::mutex> lock(m);
+          out.append(csv_line(row));
+          rows_exist = true;
+          done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
+          ++report.cases_run;
+          if (opt.progress) opt.progress({done.size(), plan.total, report.cases_run, elapsed()});
+        });
+        if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
+          throw std::logic_error("sweep backend did not run every requested algorithm");
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!error) error = std::current_exception();  // the other workers stop after their problem
+      }
+      slots->release();
+    }
+  };
+  if (workers <= 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (int w = 0; w < workers; ++w) pool.emplace_back(work);
+    for (auto& t : pool) t.join();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// The table (every case, sorted by case id) and, for an unsharded run, its summary: together or not at all.
+void summarise_sweep(const SweepConfig& cfg, const CsvRow& header, SweepPlan& plan, const SweepReport& report) {
+  std::vector<CsvRow> rows;
+  for (auto& [id, row] : plan.done) rows.push_back(std::move(row));
+  if (rows.size() != plan.total) throw std::logic_error("sweep finished with missing cases");
+  std::vector<std::pair<fs::path, std::string>> files = {{report.csv, table_text(header, rows)}};
+  if (!report.summary.empty()) files.emplace_back(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+  write_files_atomic(files);
+}
+
+}  // namespace
+
+SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt) {
+  validate_sweep(cfg, backend, opt);  // nothing is created before this
 
   const fs::path dir = opt.out_dir.empty() ? fs::path(cfg.out_dir) : opt.out_dir;
   const bool dir_created = make_folder(dir);
@@ -480,146 +649,12 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     }
   };
   try {
-    // Cases of this shard, and those already done (from the final table or the partial rows).
-    std::vector<std::size_t> problems;
-    for (std::size_t i = opt.shard_index; i < cfg.problem_count(); i += opt.shard_count) problems.push_back(i);
-    const std::size_t total = problems.size() * cfg.algorithms.size();
-    // Rows read back are validated one by one: a bad row (torn, wrong field count, unknown case, fields
-    // that do not match the plan, a metric that is not a number) is dropped with a warning naming file and
-    // line, so its case runs again. A case found on several lines is kept once when every copy is the same
-    // text, and otherwise dropped (all copies) and run again: which copy is right cannot be known.
-    auto warn = [&](const std::string& msg) {
-      if (opt.warn) opt.warn(msg);
-      else std::fprintf(stderr, "pasa-sweep: warning: %s\n", msg.c_str());
-    };
-    struct Found { CsvRow row; std::string text, where; fs::path file; };
-    std::map<std::size_t, std::vector<Found>> found;
-    auto load = [&](const fs::path& file) {
-      if (!fs::exists(file)) return;
-      const CsvFileLines lines = read_complete_lines(file);
-      if (lines.torn)
-        warn(fmt::format("{}: line {}: torn (the run was interrupted mid-row); dropped, its case runs again", file.string(),
-                         lines.lines.size() + 1));
-      if (lines.lines.empty()) return;
-      if (parse_csv_line(lines.lines[0]) != header)
-        throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
-      for (std::size_t i = 1; i < lines.lines.size(); ++i) {
-        std::size_t id = 0;
-        CsvRow row;
-        const std::string where = fmt::format("{}: line {}", file.string(), i + 1);
-        const std::string why = resume_row_problem(cfg, header, lines.lines[i], opt, id, row);
-        if (!why.empty()) {
-          warn(where + ": " + why + "; dropped, its case runs again");
-          continue;
-        }
-        found[id].push_back({std::move(row), lines.lines[i], where, file});
-      }
-    };
-    load(report.csv);
-    load(partial);
-    std::map<std::size_t, CsvRow> done;
-    for (auto& [id, copies] : found) {
-      bool same = true;
-      for (const Found& f : copies) same = same && f.text == copies[0].text;
-      if (!same) {
-        for (const Found& f : copies)
-          warn(fmt::format("{}: case {} is on {} lines that differ; dropped, the case runs again", f.where, id, copies.size()));
-        continue;
-      }
-      for (std::size_t k = 1; k < copies.size(); ++k)  // (results.csv and its partial file both: a crash between
-        if (copies[k].file == copies[0].file)          // writing the table and removing the partial file)
-          warn(fmt::format("{}: case {} again (as on {}); the copy is dropped", copies[k].where, id, copies[0].where));
-      done.emplace(id, std::move(copies[0].row));
-    }
-    report.cases_reused = done.size();
-    rows_exist = !done.empty();
-
-    // The partial file restarts from its valid rows (atomically), so new rows follow a complete line.
-    {
-      std::string text = csv_line(header);
-      for (const auto& [id, row] : done) text += csv_line(row);
-      write_file_atomic(partial, text);
-    }
-
-    keep_freed_memory();  // every case allocates the same tensors again: reuse the pages (core/memory.hpp)
-    one_malloc_arena();
-    const auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    // Problems still to run, in order; workers take the next one as they become free.
-    std::vector<std::size_t> todo;
-    for (std::size_t pi : problems)
-      for (std::size_t a = 0; a < cfg.algorithms.size(); ++a)
-        if (!done.count(pi * cfg.algorithms.size() + a)) {
-          todo.push_back(pi);
-          break;
-        }
-    const std::shared_ptr<CaseSlots> slots = opt.slots ? opt.slots : std::make_shared<CaseSlots>(opt.jobs);
-    const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(slots->size()), todo.size()));
-    const int inner_threads = std::max(1, opt.threads / at_once);
-    {
-      AppendFile out(partial);
-      std::mutex m;  // guards out, done, report, rows_exist, next, error and the progress callback
-      std::size_t next = 0;
-      std::exception_ptr error;
-      auto work = [&] {
-        for (;;) {
-          slots->acquire(opt.priority);
-          std::size_t pi;
-          {
-            std::lock_guard<std::mutex> lock(m);
-            if (error || next == todo.size()) {
-              slots->release();
-              return;
-            }
-            pi = todo[next++];
-          }
-          try {
-            std::vector<bool> wanted(cfg.algorithms.size());
-            {
-              std::lock_guard<std::mutex> lock(m);
-              for (std::size_t a = 0; a < wanted.size(); ++a) wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
-            }
-            const PlannedProblem p = plan_problem(cfg, pi);
-            backend.run(p, cfg, wanted, inner_threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
-              if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
-              if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
-                throw std::logic_error("sweep backend emitted the wrong number of metrics");
-              CsvRow row = make_row(cfg, p, a, metrics, golden_s, s);
-              wanted[a] = false;
-              std::lock_guard<std::mutex> lock(m);
-              out.append(csv_line(row));
-              rows_exist = true;
-              done.emplace(pi * cfg.algorithms.size() + a, std::move(row));
-              ++report.cases_run;
-              if (opt.progress) opt.progress({done.size(), total, report.cases_run, elapsed()});
-            });
-            if (std::find(wanted.begin(), wanted.end(), true) != wanted.end())
-              throw std::logic_error("sweep backend did not run every requested algorithm");
-          } catch (...) {
-            std::lock_guard<std::mutex> lock(m);
-            if (!error) error = std::current_exception();  // the other workers stop after their problem
-          }
-          slots->release();
-        }
-      };
-      if (workers <= 1) {
-        work();
-      } else {
-        std::vector<std::thread> pool;
-        for (int w = 0; w < workers; ++w) pool.emplace_back(work);
-        for (auto& t : pool) t.join();
-      }
-      if (error) std::rethrow_exception(error);
-    }
-
-    std::vector<CsvRow> rows;
-    for (auto& [id, row] : done) rows.push_back(std::move(row));
-    if (rows.size() != total) throw std::logic_error("sweep finished with missing cases");
-    // The table and its summary together or not at all; the partial file goes only after both are written.
-    std::vector<std::pair<fs::path, std::string>> files = {{report.csv, table_text(header, rows)}};
-    if (!report.summary.empty()) files.emplace_back(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
-    write_files_atomic(files);
-    fs::remove(partial);
+    SweepPlan plan = plan_sweep(cfg, opt, header, report.csv, partial);
+    report.cases_reused = plan.done.size();
+    rows_exist = !plan.done.empty();
+    execute_sweep(cfg, backend, opt, header, partial, plan, report, rows_exist);
+    summarise_sweep(cfg, header, plan, report);
+    fs::remove(partial);  // only after the table and summary are written
     return report;
   } catch (...) {
     clean_up();

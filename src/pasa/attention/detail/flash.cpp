@@ -1,7 +1,7 @@
 #include "pasa/attention/detail/flash.hpp"
 
-#include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/detail/split_kv.hpp"
+#include "pasa/attention/detail/tile_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -103,63 +103,45 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
 
 namespace {
 
-// [FA2, Alg. 1] over the key blocks of [jb, je) (jb a multiple of s2), continuing the state st.
-// fused: the tiles take the fused float path (Run::float_tiles).
-void fa2_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je, Partial& st, bool fused,
-                RandomBits* rng) {
-  const std::size_t rows = it.rows(), s2 = run.spec.s2, D = run.D;
-  // Work buffers kept per thread (every tile writes them before it reads them): allocating and zeroing
-  // them for every item cost about a tenth of the run.
-  thread_local std::vector<double> Z, P, rs, PV, alpha, mnew;
-  thread_local std::vector<std::uint8_t> vis;
-  P.resize(rows * s2);
+// [FA2, Alg. 1] over the key blocks of [jb, je) (jb a multiple of s2), continuing the state st; the tile
+// operations from `tiles` (tile_ops.hpp: the general or the fused path, the same bits).
+template <TileOps Tiles>
+void fa2_blocks(const Run& run, Tiles& tiles, std::size_t jb, std::size_t je, Partial& st, RandomBits* rng) {
+  const std::size_t rows = tiles.rows(), s2 = run.spec.s2;
+  thread_local std::vector<double> rs, alpha, mnew;  // (per thread: see GeneralBuffers)
   rs.resize(rows);
-  PV.resize(rows * D);
   alpha.resize(rows);
   mnew.resize(rows);
-  if (fused) {  // the same steps on the fused float path (fused_tile.hpp)
-    FusedTile& ft = fused_buffers();
-    fused_begin_item(run, it, ft);
-    for (std::size_t j0 = jb; j0 < je; j0 += s2) {
-      const std::size_t n = std::min(s2, je - j0);
-      if (run.masked && !tile_visibility(run, it, j0, j0 + n, ft.vis)) continue;
-      fused_scores(run, it, j0, n, true, ft);
-      if (run.masked) fused_mask(ft, n);
-      fused_row_max(ft, n, rs.data());
-      advance_running_max(run, rs.data(), rows, st.m, mnew, st.seen, alpha.data(), rng);
-      fused_exp_sum(run, ft, n, st.m.data(), rs.data(), rng);
-      fused_pv(run, it, j0, n, ft);
-      rescale_add(run, Stage::sum, st.l.data(), alpha.data(), rs.data(), rows, 1, rng);
-      fused_rescale_add(run, st.O.data(), alpha.data(), ft, rng);
-    }
-    return;
-  }
   for (std::size_t j0 = jb; j0 < je; j0 += s2) {
     const std::size_t n = std::min(s2, je - j0);
-    if (!tile_logits(run, it, j0, n, Z, vis, rng)) continue;
-    advance_running_max(run, Z.data(), rows, n, st.m, mnew, st.seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
-    tile_exp(run, Z.data(), rows, n, n, st.m.data(), P.data(), rng);
-    reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);
-    run.round_to(Stage::p, P.data(), rows * n, rng);
-    tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
+    if (!tiles.open(j0, n)) continue;
+    tiles.scores(true);  // Z = round_scale(S·scale)
+    if (run.biased) tiles.bias_select(nullptr);
+    if (run.masked) tiles.mask();
+    tiles.row_max(rs.data());
+    advance_running_max(run, rs.data(), rows, st.m, mnew, st.seen, alpha.data(), rng);  // e^{m_{j−1} − m_j}
+    tiles.probabilities(st.m.data(), rs.data());  // P̃ = exp(S − m_j), rowsum P̃
+    tiles.pv();
     rescale_add(run, Stage::sum, st.l.data(), alpha.data(), rs.data(), rows, 1, rng);
-    rescale_add(run, Stage::o, st.O.data(), alpha.data(), PV.data(), rows, D, rng);
+    tiles.accumulate(st.O.data(), alpha.data());
   }
 }
 
 }  // namespace
 
 void fa2_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
-  if (run.spec.splits <= 1) {
-    fa2_blocks(run, it, 0, run.Skv, st, run.float_tiles, rng);
-    return;
-  }
-  std::vector<Partial> parts;  // split-KV: every part from a fresh state, then the merge
-  for (const auto& [jb, je] : split_ranges(run, it)) {
-    parts.emplace_back(it.rows(), run.D, kNegInf);
-    fa2_blocks(run, it, jb, je, parts.back(), run.float_tiles, rng);
-  }
-  merge_partials(run, parts, false, 0.0, st, rng);
+  with_tile_ops(run, it, rng, [&](auto& tiles) {
+    if (run.spec.splits <= 1) {
+      fa2_blocks(run, tiles, 0, run.Skv, st, rng);
+      return;
+    }
+    std::vector<Partial> parts;  // split-KV: every part from a fresh state, then the merge
+    for (const auto& [jb, je] : split_ranges(run, it)) {
+      parts.emplace_back(it.rows(), run.D, kNegInf);
+      fa2_blocks(run, tiles, jb, je, parts.back(), rng);
+    }
+    merge_partials(run, parts, false, 0.0, st, rng);
+  });
 }
 
 void fa2_attention(const Run& run, AttentionOutput& out, int threads, const std::vector<double>* lse_shift) {

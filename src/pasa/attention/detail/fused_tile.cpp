@@ -1,4 +1,5 @@
 #include "pasa/attention/detail/fused_tile.hpp"
+#include "pasa/attention/detail/packed_sgemm.hpp"
 
 #include "pasa/attention/algorithm.hpp"
 
@@ -190,12 +191,12 @@ bool fused_tiles(const Run& run) {
 #endif
 }
 
-FusedTile& fused_buffers() {
-  thread_local FusedTile ft;
+FusedBuffers& fused_buffers() {
+  thread_local FusedBuffers ft;
   return ft;
 }
 
-void fused_begin_item(const Run& run, const Item& it, FusedTile& ft) {
+void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
   const std::size_t rows = it.rows(), D = run.D, panels = (rows + 31) / 32;
   ft.rows = rows;
   ft.w = (rows + 15) / 16 * 16;
@@ -221,7 +222,7 @@ void fused_begin_item(const Run& run, const Item& it, FusedTile& ft) {
     }
 }
 
-void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool scale, FusedTile& ft) {
+void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool scale, FusedBuffers& ft) {
   const std::size_t ld = ft.ld, D = run.D, count = n * ld;
   ft.t.resize(count);  // (new elements 0)
   float* t = ft.t.data();
@@ -262,7 +263,7 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
   }
 }
 
-void fused_mask(FusedTile& ft, std::size_t n) {
+void fused_mask(FusedBuffers& ft, std::size_t n) {
   const std::size_t rows = ft.rows;
   float* t = ft.t.data();
   for (std::size_t r = 0; r < rows; ++r) {
@@ -272,7 +273,7 @@ void fused_mask(FusedTile& ft, std::size_t n) {
   }
 }
 
-void fused_row_max(const FusedTile& ft, std::size_t n, double* mloc) {
+void fused_row_max(const FusedBuffers& ft, std::size_t n, double* mloc) {
   const std::size_t rows = ft.rows;
   const float* t = ft.t.data();
   thread_local std::vector<float> best;
@@ -334,7 +335,7 @@ const float* exp_fp16_table() {
 #endif
 }  // namespace
 
-bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
+bool fused_exp(const Run& run, FusedBuffers& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
   const std::size_t rows = ft.rows, w = ft.w, ld = ft.ld, count = n * ld;
   float* t = ft.t.data();
   double* sh = ft.shift.data();
@@ -416,12 +417,12 @@ bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift
   return false;
 }
 
-void fused_exp_sum(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
+void fused_exp_sum(const Run& run, FusedBuffers& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng) {
   if (!fused_exp(run, ft, n, shift, rowsum, rng))
     fused_reduce(run, Stage::sum, ReduceOp::sum, run.stage(Stage::exp).format, ft, n, rowsum, rng);
 }
 
-void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, FusedTile& ft, std::size_t n, double* out,
+void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, FusedBuffers& ft, std::size_t n, double* out,
                   RandomBits* rng) {
   const std::size_t rows = ft.rows, w = ft.w, ld = ft.ld;
   const Reduction& red = run.stage(s).reduce;
@@ -455,7 +456,7 @@ void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, Fus
   reduce_columns(run, s, op, ft.wide.data(), rows, n, ld, out, rng);
 }
 
-void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedTile& ft) {
+void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
   const std::size_t rows = ft.rows, D = run.D;
   const StageSpec& p = run.stage(Stage::p);
   float* t = ft.t.data();
@@ -487,7 +488,7 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
   gemm_round_output(run.pv, ft.pv.data(), rows * D);
 }
 
-void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedTile& ft, RandomBits* rng) {
+void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedBuffers& ft, RandomBits* rng) {
   const std::size_t rows = ft.rows, D = run.D;
   const StageSpec& sp = run.stage(Stage::o);
   const float* pv = ft.pv.data();

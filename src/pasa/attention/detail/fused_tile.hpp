@@ -1,4 +1,5 @@
-// The fused float path of the blocked engines (fa2, pasa): one tile's softmax stages on floats, the tile
+// The fused float path of the blocked engines (fa2, pasa; the algorithms reach it through FusedTileOps in
+// tile_ops.hpp, whose contract is the equality below): one tile's softmax stages on floats, the tile
 // held transposed (keys as rows, the item's rows as columns: T[c·ld + r]) so that every per-row step (the
 // running max, the row sums in any reduction order, the shift by the row's max) is a vertical step over 16
 // rows of a vector register, and the scores and P·V come from the fp32-accumulate GEMM kernel without a
@@ -31,7 +32,7 @@ namespace pasa::detail {
 bool fused_tiles(const Run& run);
 
 // Per-thread work buffers of the fused path (every tile writes them before it reads them).
-struct FusedTile {
+struct FusedBuffers {
   std::size_t rows = 0;          // the item's rows
   std::size_t w = 0;             // rows rounded up to 16 (one vector of floats): the width of the tile's loops
                                  // (the padding lanes compute on zero scores, never read back)
@@ -47,30 +48,30 @@ struct FusedTile {
   std::vector<double> wide;      // a double copy for the general routines
   std::vector<std::uint8_t> vis; // rows × n visibility (masked runs)
 };
-FusedTile& fused_buffers();
+FusedBuffers& fused_buffers();
 
 // Packs the item's Q rows (once per item).
-void fused_begin_item(const Run& run, const Item& it, FusedTile& ft);
+void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft);
 // t = Sᵀ for keys [j0, j0 + n): the QKᵀ GEMM rounded to s, then (scale) rounded to the scale stage.
-void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool scale, FusedTile& ft);
+void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool scale, FusedBuffers& ft);
 // Masked entries (ft.vis == 0) become −inf.
-void fused_mask(FusedTile& ft, std::size_t n);
+void fused_mask(FusedBuffers& ft, std::size_t n);
 // mloc[r] = the largest value of row r ignoring NaN (row_max).
-void fused_row_max(const FusedTile& ft, std::size_t n, double* mloc);
+void fused_row_max(const FusedBuffers& ft, std::size_t n, double* mloc);
 // t = round_exp(exp(round_exp(t − shift_r))), shift_r = −inf read as 0 (tile_exp); where it can (see the
 // .cpp), also the row sums of the sum stage into rowsum (true; false: rowsum untouched) and t rounded to p
 // (ft.p_done).
-bool fused_exp(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng);
+bool fused_exp(const Run& run, FusedBuffers& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng);
 // fused_exp, and the row sums of the sum stage (fused_reduce) where it did not take them.
-void fused_exp_sum(const Run& run, FusedTile& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng);
+void fused_exp_sum(const Run& run, FusedBuffers& ft, std::size_t n, const double* shift, double* rowsum, RandomBits* rng);
 // reduce_rows of the tile's rows (t as the terms).
 // terms: the format the tile's values belong to (an fp16 accumulator on fp16 terms reduces in float registers).
-void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, FusedTile& ft, std::size_t n, double* out,
+void fused_reduce(const Run& run, Stage s, ReduceOp op, const Format& terms, FusedBuffers& ft, std::size_t n, double* out,
                   RandomBits* rng);
 // t rounded to p (unless ft.p_done), then pv = P·V[j0 : j0 + n] rounded to pv (tile_pv).
-void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedTile& ft);
+void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft);
 // O = round_o(round_o(alpha[r]·O) + pv) (rescale_add of stage o with the tile's pv).
-void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedTile& ft, RandomBits* rng);
+void fused_rescale_add(const Run& run, double* O, const double* alpha, FusedBuffers& ft, RandomBits* rng);
 
 // PASA's pre-processing K' = M·K_j (pasa_prepare) for every key block of (b, hk) straight into keys_f32: the
 // same ordered fp32 GEMM as gemm(pre, …) (each entry its n products in order from +0), its output rounded to

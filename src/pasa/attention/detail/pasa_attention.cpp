@@ -4,6 +4,7 @@
 
 #include "pasa/attention/detail/fused_tile.hpp"
 #include "pasa/attention/detail/split_kv.hpp"
+#include "pasa/attention/detail/tile_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -121,189 +122,164 @@ void pasa_prepare(Run& run, int threads) {
 
 }
 
-double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng) {
+namespace {
+
+// Algorithm 1 (steps 11–20) over the key blocks of [jb, je) (jb a multiple of s2), continuing the part's state
+// (m, l, O, F, seen; part.blocks = the blocks j so far); the tile operations from `tiles` (tile_ops.hpp: the
+// general or the fused path, the same bits). inva: Inva = β/(1 − β) rounded to mean (Thm. 2.1).
+template <TileOps Tiles>
+void pasa_blocks(const Run& run, const Item& it, Tiles& tiles, double inva, std::size_t jb, std::size_t je,
+                 Partial& part, RandomBits* rng) {
   const PasaOptions& opt = run.spec.pasa;
-  const std::size_t D = run.D, S = run.Skv, s2 = run.spec.s2;
-  const double beta = opt.beta;
+  const std::size_t rows = tiles.rows(), D = run.D, s2 = run.spec.s2;
   const bool printed = opt.form == "printed";
-  {
-    const std::size_t rows = it.rows();
-    const double inva = run.round_exact(Stage::mean, exact_ratio(beta, 0.0, 1.0, 1.0, beta), rng);  // Thm. 2.1
-    // The tile-sized work buffers are kept per thread (every tile writes them before it reads them):
-    // allocating and zeroing them for every item is a noticeable part of the run.
-    thread_local std::vector<double> Z, P, PV;
-    P.resize(rows * s2);
-    PV.resize(rows * D);
-    std::vector<double> Fnew(rows), Fold(rows), mean(rows), rs(rows), a_old(rows),
-        a_new(rows), mloc(rows), shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows), sel_frame(rows);
-    std::vector<std::uint8_t> vis;
-    // The block loop over keys [jb, je), continuing the state part (m, l, O, F, seen; part.blocks = j so far).
-    auto blocks = [&](std::size_t jb, std::size_t je, Partial& part) {
-    std::vector<double>&m = part.m, &l = part.l, &O = part.O, &F = part.F;
-    std::vector<std::uint8_t>& seen = part.seen;
-    std::size_t& jj = part.blocks;  // processed blocks
-    // The fused float path (fused_tile.hpp) does the tile-wide steps on the transposed tile ft.t; the
-    // per-row steps are the same code either way.
-    const bool fused = run.float_tiles;
-    FusedTile& ft = fused_buffers();
-    if (fused) fused_begin_item(run, it, ft);
-    // Every step below works on the block's rows at once: one rounding of each exact result
-    // (two_sum, two_prod, exact_quotient), row by row.
-    auto once = [&](Stage stage, std::vector<double>& x, auto exact) {
-      run.round_each(stage, x.data(), rows, rng, exact);
-    };
-    for (std::size_t j0 = jb; j0 < je; j0 += s2) {
-      const std::size_t n = std::min(s2, je - j0);
-      if (fused ? run.masked && !tile_visibility(run, it, j0, j0 + n, ft.vis)
-                : !tile_visibility(run, it, j0, j0 + n, vis))
-        continue;
-      ++jj;
-      if (fused) {
-        fused_scores(run, it, j0, n, !opt.alpha_in_M, ft);
-        const Format& scores = run.stage(opt.alpha_in_M ? Stage::s : Stage::scale).format;
-        fused_reduce(run, Stage::mean, ReduceOp::mean, scores, ft, n, mean.data(), rng);
-        if (run.masked) fused_mask(ft, n);
-      } else {
-        Z.resize(rows * n);
-        tile_scores(run, it, j0, n, Z.data(), rng);  // S' = Q_i·K'_jᵀ (Eq. 12)
-        if (!opt.alpha_in_M) tile_scale(run, Z.data(), Z.size(), rng);
-        // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
-        reduce_rows(run, Stage::mean, ReduceOp::mean, Z.data(), rows, n, n, mean.data(), rng);
-        // The bias and the select come after the mean: the recovery Inva·S̄' = β·S̄ (Thm. 2.1) holds for the
-        // scores the keys were shifted by, and pse is a per-key change of the shifted scores. The select
-        // value is a score of the unshifted frame: in the block's frame (S' = S − Inva·S̄'_j) it is
-        // value − Inva·S̄'_j (the shift rounded to mean, as the max corrections below use it).
-        if (run.biased) {
-          if (!run.in.mask.select.empty()) {
-            // A row whose visible keys in this block are all selected sees one constant score, and a row that
-            // sees no key here nothing: any frame gives it the same weights, and frame 0 (S̄'_j taken as 0: no
-            // shift) keeps the value exact. value − Inva·S̄'_j would err by half an ulp of the value (6e-5
-            // for −1e12 in fp64), differently in every block, and a row whose keys are all selected would then
-            // not average V (nor would it if a block it does not see moved its frame).
-            for (std::size_t k = 0; k < rows; ++k) {
-              const std::uint8_t* sel = select_row(run.in, it.b, it.row_of(k));
-              bool any = false, all = true;
-              for (std::size_t c = 0; c < n; ++c)
-                if (vis[k * n + c]) {
-                  any = true;
-                  all = all && sel[j0 + c] != 0;
-                }
-              if (all || !any) mean[k] = 0;
+  std::vector<double>&m = part.m, &l = part.l, &O = part.O, &F = part.F;
+  std::size_t& j = part.blocks;
+  std::vector<double> Fnew(rows), Fold(rows), mean(rows), rs(rows), a_old(rows), a_new(rows), mloc(rows),
+      shift(rows), dmp_old(rows), dmp_new(rows), cand_old(rows), cand_new(rows), mnew(rows), sel_frame(rows);
+  // Every step below works on the block's rows at once: one rounding of each exact result
+  // (two_sum, two_prod, exact_quotient), row by row.
+  auto once = [&](Stage stage, std::vector<double>& x, auto exact) { run.round_each(stage, x.data(), rows, rng, exact); };
+  for (std::size_t j0 = jb; j0 < je; j0 += s2) {
+    const std::size_t n = std::min(s2, je - j0);
+    if (!tiles.open(j0, n)) continue;
+    ++j;
+    tiles.scores(!opt.alpha_in_M);  // S' = Q_i·K'_jᵀ (Eq. 12), scaled here unless α is in M
+    // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
+    tiles.row_mean(mean.data());
+    // The bias and the select come after the mean: the recovery Inva·S̄' = β·S̄ (Thm. 2.1) holds for the
+    // scores the keys were shifted by, and pse is a per-key change of the shifted scores. The select
+    // value is a score of the unshifted frame: in the block's frame (S' = S − Inva·S̄'_j) it is
+    // value − Inva·S̄'_j (the shift rounded to mean, as the max corrections below use it).
+    if (run.biased) {
+      if (!run.in.mask.select.empty()) {
+        // A row whose visible keys in this block are all selected sees one constant score, and a row that
+        // sees no key here nothing: any frame gives it the same weights, and frame 0 (S̄'_j taken as 0: no
+        // shift) keeps the value exact. value − Inva·S̄'_j would err by half an ulp of the value (6e-5
+        // for −1e12 in fp64), differently in every block, and a row whose keys are all selected would then
+        // not average V (nor would it if a block it does not see moved its frame).
+        const std::uint8_t* vis = tiles.visibility();
+        for (std::size_t k = 0; k < rows; ++k) {
+          const std::uint8_t* sel = select_row(run.in, it.b, it.row_of(k));
+          bool any = false, all = true;
+          for (std::size_t c = 0; c < n; ++c)
+            if (vis[k * n + c]) {
+              any = true;
+              all = all && sel[j0 + c] != 0;
             }
-            if (inva == 0) std::fill(sel_frame.begin(), sel_frame.end(), 0.0);
-            else once(Stage::mean, sel_frame, [&](std::size_t r) { return two_prod(inva, mean[r]); });
-          }
-          tile_bias_select(run, it, j0, n, Z.data(), rng, sel_frame.data());
+          if (all || !any) mean[k] = 0;
         }
-        if (run.masked) tile_mask(Z.data(), vis, Z.size());
+        if (inva == 0) std::fill(sel_frame.begin(), sel_frame.end(), 0.0);
+        else once(Stage::mean, sel_frame, [&](std::size_t r) { return two_prod(inva, mean[r]); });
       }
-      // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
-      if (jj == 1) {
-        Fnew = mean;
-        Fold = mean;
-      } else {
-        Fold = F;
-        const double jm1 = static_cast<double>(jj - 1), j = static_cast<double>(jj);
-        once(Stage::mean, Fnew, [&](std::size_t r) { return two_prod(jm1, F[r]); });
-        once(Stage::mean, Fnew, [&](std::size_t r) { return two_sum(Fnew[r], mean[r]); });
-        once(Stage::mean, Fnew, [&](std::size_t r) { return exact_quotient(Fnew[r], j); });
+      tiles.bias_select(sel_frame.data());
+    }
+    if (run.masked) tiles.mask();
+    // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
+    if (j == 1) {
+      Fnew = mean;
+      Fold = mean;
+    } else {
+      Fold = F;
+      const double jm1 = static_cast<double>(j - 1), dj = static_cast<double>(j);
+      once(Stage::mean, Fnew, [&](std::size_t r) { return two_prod(jm1, F[r]); });
+      once(Stage::mean, Fnew, [&](std::size_t r) { return two_sum(Fnew[r], mean[r]); });
+      once(Stage::mean, Fnew, [&](std::size_t r) { return exact_quotient(Fnew[r], dj); });
+    }
+    // Step 15: corrections of the maximum to the frame Inva·F^j. With β = 0 they are exactly 0 (not
+    // computed, so that an infinite S̄' cannot turn 0·inf into NaN: β = 0 is FA2).
+    std::fill(dmp_old.begin(), dmp_old.end(), 0.0);
+    std::fill(dmp_new.begin(), dmp_new.end(), 0.0);
+    if (inva != 0) {
+      once(Stage::mean, dmp_old, [&](std::size_t r) { return two_sum(Fold[r], -Fnew[r]); });
+      once(Stage::mean, dmp_old, [&](std::size_t r) { return two_prod(inva, dmp_old[r]); });
+      once(Stage::mean, dmp_new, [&](std::size_t r) { return two_sum(mean[r], -Fnew[r]); });
+      once(Stage::mean, dmp_new, [&](std::size_t r) { return two_prod(inva, dmp_new[r]); });
+    }
+    F = Fnew;
+    // Step 12: m'_j; step 16: m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j).
+    tiles.row_max(mloc.data());
+    for (std::size_t r = 0; r < rows; ++r)
+      if (mloc[r] != kNegInf) part.seen[r] = 1;
+    once(Stage::max, cand_old, [&](std::size_t r) { return two_sum(m[r], dmp_old[r]); });
+    once(Stage::max, cand_new, [&](std::size_t r) { return two_sum(mloc[r], dmp_new[r]); });
+    for (std::size_t r = 0; r < rows; ++r) mnew[r] = std::max(cand_old[r], cand_new[r]);
+    // Step 17: Δm_{j−1} = m_{j−1} − m_j + Δm'_{j−1} (and Δm_j = m'_j − m_j + Δm'_j in the printed form).
+    once(Stage::max, a_old, [&](std::size_t r) { return two_sum(m[r], -mnew[r]); });
+    once(Stage::max, a_old, [&](std::size_t r) { return two_sum(a_old[r], dmp_old[r]); });
+    exp_to_stage(run, a_old.data(), rows, rng);
+    if (printed) {
+      // Step 12: P' = exp(S' − m'_j); steps 18/20 rescale it by e^{Δm_j}.
+      shift = mloc;
+      once(Stage::max, a_new, [&](std::size_t r) { return two_sum(mloc[r], -mnew[r]); });
+      once(Stage::max, a_new, [&](std::size_t r) { return two_sum(a_new[r], dmp_new[r]); });
+      exp_to_stage(run, a_new.data(), rows, rng);
+    } else {
+      // FA2 form: P = exp(S' + Δm'_j − m_j) = exp(S' − (m_j − Δm'_j)), already relative to m_j.
+      once(Stage::max, shift, [&](std::size_t r) { return two_sum(mnew[r], -dmp_new[r]); });
+    }
+    for (std::size_t r = 0; r < rows; ++r)
+      if (mnew[r] == kNegInf) {  // nothing visible yet in this row (S' is all −inf, so P = 0): l, O stay 0
+        shift[r] = kNegInf;
+        a_old[r] = a_new[r] = 0.0;
       }
-      // Step 15: corrections of the maximum to the frame Inva·F^j. With β = 0 they are exactly 0 (not
-      // computed, so that an infinite S̄' cannot turn 0·inf into NaN: β = 0 is FA2).
-      std::fill(dmp_old.begin(), dmp_old.end(), 0.0);
-      std::fill(dmp_new.begin(), dmp_new.end(), 0.0);
-      if (inva != 0) {
-        once(Stage::mean, dmp_old, [&](std::size_t r) { return two_sum(Fold[r], -Fnew[r]); });
-        once(Stage::mean, dmp_old, [&](std::size_t r) { return two_prod(inva, dmp_old[r]); });
-        once(Stage::mean, dmp_new, [&](std::size_t r) { return two_sum(mean[r], -Fnew[r]); });
-        once(Stage::mean, dmp_new, [&](std::size_t r) { return two_prod(inva, dmp_new[r]); });
-      }
-      F = Fnew;
-      // Step 12: m'_j; step 16: m_j = max(m_{j−1} + Δm'_{j−1}, m'_j + Δm'_j).
-      if (fused) fused_row_max(ft, n, mloc.data());
-      else for (std::size_t r = 0; r < rows; ++r) mloc[r] = row_max(&Z[r * n], n);
-      for (std::size_t r = 0; r < rows; ++r)
-        if (mloc[r] != kNegInf) seen[r] = 1;
-      once(Stage::max, cand_old, [&](std::size_t r) { return two_sum(m[r], dmp_old[r]); });
-      once(Stage::max, cand_new, [&](std::size_t r) { return two_sum(mloc[r], dmp_new[r]); });
-      for (std::size_t r = 0; r < rows; ++r) mnew[r] = std::max(cand_old[r], cand_new[r]);
-      // Step 17: Δm_{j−1} = m_{j−1} − m_j + Δm'_{j−1} (and Δm_j = m'_j − m_j + Δm'_j in the printed form).
-      once(Stage::max, a_old, [&](std::size_t r) { return two_sum(m[r], -mnew[r]); });
-      once(Stage::max, a_old, [&](std::size_t r) { return two_sum(a_old[r], dmp_old[r]); });
-      exp_to_stage(run, a_old.data(), rows, rng);
-      if (printed) {
-        // Step 12: P' = exp(S' − m'_j); steps 18/20 rescale it by e^{Δm_j}.
-        shift = mloc;
-        once(Stage::max, a_new, [&](std::size_t r) { return two_sum(mloc[r], -mnew[r]); });
-        once(Stage::max, a_new, [&](std::size_t r) { return two_sum(a_new[r], dmp_new[r]); });
-        exp_to_stage(run, a_new.data(), rows, rng);
-      } else {
-        // FA2 form: P = exp(S' + Δm'_j − m_j) = exp(S' − (m_j − Δm'_j)), already relative to m_j.
-        once(Stage::max, shift, [&](std::size_t r) { return two_sum(mnew[r], -dmp_new[r]); });
-      }
-      for (std::size_t r = 0; r < rows; ++r)
-        if (mnew[r] == kNegInf) {  // nothing visible yet in this row (Z is all −inf, so P = 0): l, O stay 0
-          shift[r] = kNegInf;
-          a_old[r] = a_new[r] = 0.0;
-        }
-      m = mnew;
-      if (fused) {
-        fused_exp_sum(run, ft, n, shift.data(), rs.data(), rng);  // P' and l'_j (step 12)
-        fused_pv(run, it, j0, n, ft);                                         // step 19
-        if (!printed) {
-          rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
-          fused_rescale_add(run, O.data(), a_old.data(), ft, rng);
-          continue;
-        }
-        std::copy(ft.pv.begin(), ft.pv.begin() + static_cast<std::ptrdiff_t>(rows * D), PV.begin());
-      } else {
-        tile_exp(run, Z.data(), rows, n, n, shift.data(), P.data(), rng);
-        reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);  // l'_j (step 12)
-        run.round_to(Stage::p, P.data(), rows * n, rng);
-        tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);  // step 19
-      }
-      if (printed) {
-        // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + e^{Δm_j}·l'_j; step 20: O_j = e^{Δm_j}·(P'V) + e^{Δm_{j−1}}·O_{j−1}.
-        once(Stage::sum, rs, [&](std::size_t r) { return two_prod(a_new[r], rs[r]); });
-        for (std::size_t r = 0; r < rows; ++r) {
-          double* pv = &PV[r * D];
-          run.round_each(Stage::o, pv, D, rng, [&](std::size_t d) { return two_prod(a_new[r], pv[d]); });
-        }
-      }
+    m = mnew;
+    tiles.probabilities(shift.data(), rs.data());  // P' and l'_j (step 12)
+    tiles.pv();                                    // step 19
+    if (!printed) {
       rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
-      rescale_add(run, Stage::o, O.data(), a_old.data(), PV.data(), rows, D, rng);
+      tiles.accumulate(O.data(), a_old.data());
+      continue;
     }
-    };
-    const double m0 = opt.m0_zero ? 0.0 : kNegInf;
-    if (run.spec.splits <= 1) {
-      blocks(0, S, st);
-    } else {  // split form: each part carries its pseudo-average F_t and block count J_t (split_kv.hpp)
-      std::vector<Partial> parts;
-      for (const auto& [jb, je] : split_ranges(run, it)) {
-        parts.emplace_back(rows, D, m0);
-        blocks(jb, je, parts.back());
-      }
-      merge_partials(run, parts, true, inva, st, rng);
+    // Step 18: l_j = e^{Δm_{j−1}}·l_{j−1} + e^{Δm_j}·l'_j; step 20: O_j = e^{Δm_j}·(P'V) + e^{Δm_{j−1}}·O_{j−1}.
+    double* PV = tiles.pv_values();
+    once(Stage::sum, rs, [&](std::size_t r) { return two_prod(a_new[r], rs[r]); });
+    for (std::size_t r = 0; r < rows; ++r) {
+      double* pv = &PV[r * D];
+      run.round_each(Stage::o, pv, D, rng, [&](std::size_t d) { return two_prod(a_new[r], pv[d]); });
     }
-    return inva;
+    rescale_add(run, Stage::sum, l.data(), a_old.data(), rs.data(), rows, 1, rng);
+    rescale_add(run, Stage::o, O.data(), a_old.data(), PV, rows, D, rng);
   }
+}
+
+}  // namespace
+
+double pasa_item(const Run& run, const Item& it, Partial& state, RandomBits* rng) {
+  const double beta = run.spec.pasa.beta;
+  const double inva = run.round_exact(Stage::mean, exact_ratio(beta, 0.0, 1.0, 1.0, beta), rng);  // Thm. 2.1
+  with_tile_ops(run, it, rng, [&](auto& tiles) {
+    if (run.spec.splits <= 1) {
+      pasa_blocks(run, it, tiles, inva, 0, run.Skv, state, rng);
+      return;
+    }
+    // split form: each part carries its pseudo-average F_t and block count J_t (split_kv.hpp)
+    std::vector<Partial> parts;
+    for (const auto& [jb, je] : split_ranges(run, it)) {
+      parts.emplace_back(it.rows(), run.D, pasa_m0(run));
+      pasa_blocks(run, it, tiles, inva, jb, je, parts.back(), rng);
+    }
+    merge_partials(run, parts, true, inva, state, rng);
+  });
+  return inva;
 }
 
 double pasa_m0(const Run& run) { return run.spec.pasa.m0_zero ? 0.0 : kNegInf; }
 
-void pasa_finish(const Run& run, const Item& it, const Partial& st, double inva, AttentionOutput& out, RandomBits* rng) {
+void pasa_finish(const Run& run, const Item& it, const Partial& state, double inva, AttentionOutput& out,
+                 RandomBits* rng) {
   // Step 22: O = O/l. The running max is relative to Inva·F, so the lse adds it back.
   std::vector<double> frame(it.rows());
-  for (std::size_t r = 0; r < it.rows(); ++r) frame[r] = st.m[r] + inva * st.F[r];
-  finish_rows(run, it, st.O, st.l, frame, st.seen, true, nullptr, out, rng);
+  for (std::size_t r = 0; r < it.rows(); ++r) frame[r] = state.m[r] + inva * state.F[r];
+  finish_rows(run, it, state.O, state.l, frame, state.seen, true, nullptr, out, rng);
 }
 
 void pasa_attention(Run& run, AttentionOutput& out, int threads) {
   pasa_prepare(run, threads);
   for_items(run, threads, [&](const Item& it, RandomBits* rng) {
-    Partial st(it.rows(), run.D, pasa_m0(run));
-    const double inva = pasa_item(run, it, st, rng);
-    pasa_finish(run, it, st, inva, out, rng);
+    Partial state(it.rows(), run.D, pasa_m0(run));
+    const double inva = pasa_item(run, it, state, rng);
+    pasa_finish(run, it, state, inva, out, rng);
   });
 }
 

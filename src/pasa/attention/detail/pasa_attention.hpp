@@ -17,11 +17,11 @@ namespace pasa::detail {
 void pasa_attention(Run& run, AttentionOutput& out, int threads);
 
 // The pieces of pasa_attention, for engines that merge several runs (unified attention): steps 1–2 (the
-// shifted keys, once per run), the block loop of one item continuing st (with the run's split-KV; returns
+// shifted keys, once per run), the block loop of one item continuing `state` (with the run's split-KV; returns
 // Inva rounded to mean), the initial running max (m0 option), and step 22 (division, lse with its frame).
 void pasa_prepare(Run& run, int threads);
-double pasa_item(const Run& run, const Item& it, Partial& st, RandomBits* rng);
+double pasa_item(const Run& run, const Item& it, Partial& state, RandomBits* rng);
 double pasa_m0(const Run& run);
-void pasa_finish(const Run& run, const Item& it, const Partial& st, double inva, AttentionOutput& out, RandomBits* rng);
+void pasa_finish(const Run& run, const Item& it, const Partial& state, double inva, AttentionOutput& out, RandomBits* rng);
 
 }  // namespace pasa::detail
