@@ -189,7 +189,9 @@ TEST_CASE("attribution: PASA invariance view", "[attribution]") {
     const double f = b * n / (a * (a - b * n)) + (1 - a) / a;
     CHECK(v.inva == Approx(beta / (1 - beta)).epsilon(1e-14));
     CHECK(v.inva_r == Approx(f).epsilon(1e-12));
-    CHECK(v.inva_r != Approx(practical_invariance(beta, 16, h, BetaOptions{1e-8, 1000, 64})).epsilon(1e-6));
+    BetaOptions with_alpha;
+    with_alpha.sqrt_d = 64;
+    CHECK(v.inva_r != Approx(practical_invariance(beta, 16, h, with_alpha)).epsilon(1e-6));
   }
   spec.name = "fa2";
   CHECK_THROWS_AS(invariance_view(in, spec, g, 2), InputError);

@@ -442,7 +442,7 @@ Table ranges_table(const std::function<SweepConfig(const PaperSweep&)>& config_o
     std::size_t s2 = 128;
     for (std::size_t a = 0; a < pp.algorithms.size(); ++a) {
       const AlgorithmSpec spec = algorithm_from_json(pp.algorithms[a], "/algorithms/" + std::to_string(a));
-      if (spec.name == "pasa") {
+      if (algorithm_info(spec.name).pasa_options) {
         beta = spec.pasa.beta, s2 = spec.s2;
         break;
       }
