@@ -140,7 +140,13 @@ int main(int argc, char** argv) {
   app.add_option("--out-npy", out_npy, "write the algorithm's output as float64 .npy");
   app.add_option("--golden-npy", golden_npy, "write the golden output as float64 .npy");
   app.set_version_flag("--version", "pasa-attn " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  bool list_algorithms = false;
+  app.add_flag("--list-algorithms", list_algorithms, "print the algorithm registry as a markdown table and exit");
   PASA_CLI_PARSE(app, argc, argv);
+  if (list_algorithms) {
+    std::fputs(algorithm_table_markdown().c_str(), stdout);
+    return 0;
+  }
 
   try {
     // Everything is checked before anything is computed or written: the algorithm, the outputs, the size.
@@ -149,7 +155,8 @@ int main(int argc, char** argv) {
       algo = algorithm_from_json(read_json_file(algo_json), algo_json + ":");
     } else {
       nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}};
-      if (algorithm == "pasa" || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
+      const pasa::AlgorithmInfo* info = pasa::find_algorithm(algorithm);
+      if ((info && info->pasa_options) || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
       algo = algorithm_from_json(j, "command line");
     }
     const std::string algo_source = algo_json.empty() ? "command line: " : algo_json + ":";
@@ -284,7 +291,7 @@ int main(int argc, char** argv) {
                in.k.shape.N, in.k.shape.S, in.k.shape.D, in.q.format.name, in.mask.causal ? ", causal" : "");
     fmt::print("algorithm    {} / {} (s1 {}, s2 {}{}), {:.3f} s\n", algo.name, algo.alloc.name, algo.s1, algo.s2,
                algo.splits > 1 ? fmt::format(", {} KV splits", algo.splits) : "", t_algo);
-    if (algo.name == "fdpp")  // [FD++]: rows whose scores left (φ + a, φ + b), recomputed synchronised
+    if (pasa::algorithm_info(algo.name).recomputes_rows)  // [FD++]: rows whose scores left (φ + a, φ + b), recomputed synchronised
       fmt::print("fdpp         phi {}, recomputed rows {} of {}\n", algo.fdpp.phi, out.recomputed_rows, s.B * s.N * s.S);
     fmt::print("golden       {} guaranteed bits{}, {:.3f} s\n", golden.guaranteed_bits,
                golden.used_mpfr ? " (MPFR)" : "", t_golden);

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
     } else {
       // Through the algorithm JSON reader, so that every option is checked as a config's would be.
       nlohmann::json j = {{"name", algo}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}};
-      if (algo == "pasa" || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
+      const pasa::AlgorithmInfo* info = pasa::find_algorithm(algo);
+      if ((info && info->pasa_options) || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
       spec = pasa::algorithm_from_json(j, "command line");
     }
     // Everything checked before the golden is computed: the algorithm against the problem, outputs, memory

@@ -784,7 +784,8 @@ pasa::AlgorithmSpec algorithm_spec(const char* function, const py::object& spec,
             {"s1", s1.value_or(128)},
             {"s2", s2.value_or(128)}};
   // As pasa-attn: PASA options only for pasa, or when β is given (then the library names the mistake).
-  if (j["name"] == "pasa" || beta) j["pasa"] = {{"beta", beta.value_or(pasa::PasaOptions{}.beta)}};
+  const pasa::AlgorithmInfo* info = pasa::find_algorithm(j["name"].get<std::string>());
+  if ((info && info->pasa_options) || beta) j["pasa"] = {{"beta", beta.value_or(pasa::PasaOptions{}.beta)}};
   if (seed) j["seed"] = *seed;
   return pasa::algorithm_from_json(j, std::string(function) + ":");
 }

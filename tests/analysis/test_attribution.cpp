@@ -175,6 +175,24 @@ TEST_CASE("attribution: PASA invariance view", "[attribution]") {
     CHECK(v.inva_r != v.inva);
     CHECK(std::isfinite(v.rmse_opt));
   }
+  SECTION("s1 != s2: M is over a KV block, n = s2 (Eq. 10), its realised invariance Eq. 20-21 by hand") {
+    spec.s1 = 16;
+    spec.pasa.beta = 0.99;
+    const InvarianceView v = invariance_view(in, spec, g, 2);
+    // M's entries in fp16 with 1/α = 1/8 inside (alpha_in_M): b = α·fl(β/(nα)), a = α·fl((1 − β/n)/α) + b, and
+    // f = b·n/(a(a − b·n)) + (1 − a)/a. The quotients are formed in double, then rounded to fp16 (neither
+    // lies near an fp16 midpoint: the double's error cannot change the fp16 value).
+    const Format h = format_by_name("fp16");
+    const double n = 32, alpha = 8, beta = 0.99;
+    const double b = alpha * pasa::round(beta / (n * alpha), h);
+    const double a = alpha * pasa::round((1 - beta / n) / alpha, h) + b;
+    const double f = b * n / (a * (a - b * n)) + (1 - a) / a;
+    CHECK(v.inva == Approx(beta / (1 - beta)).epsilon(1e-14));
+    CHECK(v.inva_r == Approx(f).epsilon(1e-12));
+    BetaOptions with_alpha;
+    with_alpha.sqrt_d = 64;
+    CHECK(v.inva_r != Approx(practical_invariance(beta, 16, h, with_alpha)).epsilon(1e-6));
+  }
   spec.name = "fa2";
   CHECK_THROWS_AS(invariance_view(in, spec, g, 2), InputError);
 }

@@ -291,7 +291,6 @@ TEST_CASE("reference emulator: every GEMM model in every deterministic mode on e
 TEST_CASE("reference emulator: split-KV with its merge", "[reference]") {
   // PASA's split form and the split ranges (⌈blocks/splits⌉ blocks a part) are restated in the reference: any
   // change of a rounding or of a boundary moves bits. A bf16 merge stage makes every merge operation round.
-  // (pse and select are not restated in the reference; the fp64 tests check them against the golden.)
   Tally t;
   std::uint64_t seed = 40;
   for (const char* alg : {"fa2", "smooth_k", "pasa"})
@@ -310,6 +309,45 @@ TEST_CASE("reference emulator: split-KV with its merge", "[reference]") {
         CHECK(o.mismatched == 0);
       }
   std::cout << "[reference] split-KV: " << t.cases << " cases, " << t.equal << " equal\n";
+}
+
+TEST_CASE("reference emulator: pse and select, bit for bit", "[reference]") {
+  // The select value is the score in the unshifted frame after scale and pse (docs/contract.md): engines with
+  // shifted scores (pasa: value − Inva·S̄'_j, frame 0 for a block whose visible keys are all selected;
+  // smooth_k: value − scale·q·mean(K)) must still give the reference's bits, with split-KV and its merge.
+  // Values very negative, mild, 0 and positive; half or every key selected; with and without pse and masks.
+  Tally t;
+  std::uint64_t seed = 90;
+  std::size_t all_selected_rows = 0;
+  for (const char* alg : kAlgorithms)
+    for (const double value : {-1e12, -20.0, -2.0, 0.0, 3.0})
+      for (const double frac : {0.5, 1.0})
+        for (const int mask_kind : {0, 3}) {
+          const Shape6& s = kLong;
+          AttentionInputs in = make_inputs(s, mask_kind, ++seed);
+          boost::random::mt19937_64 eng(seed);
+          in.mask.select.assign(s.B * s.Sq * s.Skv, 0);
+          for (auto& x : in.mask.select) x = frac == 1.0 || eng() % 2 == 0;
+          in.mask.select_value = value;
+          if (seed % 2) in.pse = normal_tensor({s.B, s.Nq, s.Sq, s.Skv}, format_by_name("fp16"), 0.0, 2.0, seed);
+          all_selected_rows += frac == 1.0;
+          const bool pasa = std::string(alg) == "pasa";
+          for (const std::size_t splits : {std::size_t{1}, std::size_t{3}}) {
+            if (splits > 1 && !algorithm_info(alg).split_kv) continue;
+            Config c{alg, pasa ? "pasa_fp16" : "fa_fp16"};
+            AlgorithmSpec spec = c.spec(s);
+            spec.splits = splits;
+            const Outcome o = compare(in, spec);
+            ++t.cases;
+            t.equal += o.mismatched == 0;
+            INFO(alg << " select " << value << " fraction " << frac << " mask " << mask_kind << " pse "
+                     << !in.pse.data.empty() << " splits " << splits << ": " << o.mismatched << " of " << o.total
+                     << " differ; first " << o.first);
+            CHECK(o.mismatched == 0);
+          }
+        }
+  CHECK(all_selected_rows > 0);
+  std::cout << "[reference] pse and select: " << t.cases << " cases, " << t.equal << " equal\n";
 }
 
 TEST_CASE("reference emulator: PASA's options", "[reference]") {

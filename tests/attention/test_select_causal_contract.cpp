@@ -11,13 +11,16 @@
 // against a direct long-double evaluation of the definition, written here with no shared code.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/inputs/generators.hpp"
+#include "reference/reference_attention.hpp"
 #include "support/rel_rmse.hpp"
 
 using namespace pasa;
@@ -25,7 +28,7 @@ using namespace pasa;
 namespace {
 
 const char* const kAll[] = {"safe_softmax", "online_softmax", "fa1", "fa2", "pasa", "smooth_k", "fdpp"};
-bool splittable(const std::string& a) { return a == "fa2" || a == "pasa" || a == "smooth_k" || a == "fdpp"; }
+bool splittable(const std::string& a) { return algorithm_info(a).split_kv; }
 
 // The issue's first case: Nq 2, Nkv 1, Sq 4, Skv 256, D 64, uniform x0 1 am 1, select p 0.5.
 ProblemSpec issue_case(double value, double p = 0.5) {
@@ -164,6 +167,34 @@ TEST_CASE("select: with kv_len, pse, splits and causal, fp64 = golden", "[select
         check_all(in, 4, 4, 7, "case 2, value " + std::to_string(value) + (causal ? " causal" : "") + " p " + std::to_string(p));
         CHECK(golden_vs_direct(in) < 1e-15);
       }
+}
+
+TEST_CASE("select: the issue's cases in low precision = the reference emulator, bit for bit", "[select][contract]") {
+  // The same cases under the presets (fa_fp16_fp32, pasa_fp16): the engines' shifted frames (pasa's
+  // value − Inva·S̄'_j, smooth_k's value − scale·q·mean(K)) give the independent emulator's bits, split or not.
+  auto same = [](const AttentionOutput& a, const AttentionOutput& b) {
+    auto eq = [](double x, double y) {
+      return std::isnan(x) ? std::isnan(y) : std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
+    };
+    for (std::size_t i = 0; i < a.o.data.size(); ++i)
+      if (!eq(a.o.data[i], b.o.data[i])) return false;
+    for (std::size_t i = 0; i < a.lse.size(); ++i)
+      if (!eq(a.lse[i], b.lse[i])) return false;
+    return true;
+  };
+  for (double value : {-1e12, -2.0, 3.0})
+    for (int c = 0; c < 3; ++c) {
+      ProblemSpec ps = c == 0 ? issue_case(value) : issue_case2(value, c == 2 ? 1.0 : 0.5);
+      ps.causal = c == 2;
+      const AttentionInputs in = generate_inputs(ps, 1);
+      for (const char* a : {"fa2", "pasa", "smooth_k"})
+        for (std::size_t sp : {std::size_t{1}, std::size_t{3}}) {
+          AlgorithmSpec s = fp64_spec(a, 4, c == 0 ? 32 : 4, sp);
+          s.alloc = allocation_preset(std::string(a) == "pasa" ? "pasa_fp16" : "fa_fp16_fp32");
+          INFO("case " << c << " value " << value << " " << a << " splits " << sp);
+          CHECK(same(run_attention(in, s, 2), reference::reference_attention(in, s)));
+        }
+    }
 }
 
 TEST_CASE("causal with kv_len: aligned to each sequence's own length", "[causal][contract]") {

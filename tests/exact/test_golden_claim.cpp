@@ -294,3 +294,31 @@ TEST_CASE("golden's bound is the documented one, term by term", "[golden]") {
     check(in, &DocumentedBound::accumulation, 0.9);
   }
 }
+
+TEST_CASE("golden's MPFR path reports the documented bound, its n term included", "[golden]") {
+  // golden.cpp's plain MPFR path (fast = false): with u = 2^-P and n visible keys,
+  //   E = 2.2·(1.01·max δ_j + u) + 1.1·(3n + 2)·u,  δ_j = S·1.01·D·u·‖q‖‖k_j‖ + 2u|s_j| + u|s_j − m| (+ pse terms)
+  // q = 0 makes every score 0 and δ = 0 exactly: E = 2.2u + 1.1·(3n + 2)·u, all of it the n term but 2.2u,
+  // bits = floor(−log2 E). The output is the mean of V (every weight 1/n), computed here exactly.
+  for (const std::size_t n : {4, 40, 400})
+    for (const int P : {128, 300}) {
+      AttentionInputs in = one_row(3, n, 0.5);
+      for (double& x : in.q.data) x = 0;
+      GoldenOptions opt;
+      opt.fast = false;
+      opt.precision_bits = P;
+      opt.threads = 1;
+      const Golden g = golden_attention(in, opt);
+      const double u = std::ldexp(1.0, -P), nd = static_cast<double>(n);
+      const double E = 2.2 * u + 1.1 * (3 * nd + 2) * u;
+      INFO("n " << n << " precision " << P);
+      CHECK(g.used_mpfr);
+      CHECK(g.error_bound == Approx(E).epsilon(1e-12));
+      CHECK(g.guaranteed_bits == static_cast<int>(std::floor(-std::log2(E))));
+      for (std::size_t d = 0; d < 3; ++d) {
+        long double mean = 0;
+        for (std::size_t j = 0; j < n; ++j) mean += in.v.at(0, 0, j, d);
+        CHECK(g.o.at(0, 0, 0, d) == static_cast<double>(mean / static_cast<long double>(n)));
+      }
+    }
+}

@@ -257,3 +257,64 @@ TEST_CASE("flush and saturate options on hand-picked values", "[round]") {
   CHECK(round(61440.0, e5) == kInf);  // the E5M2 overflow threshold (max + ulp/2) ties away to inf
   CHECK(round(61439.0, e5) == 57344.0);
 }
+
+namespace {
+
+// A format without subnormals by its definition: its grid below 2^emin is {0, 2^emin} (the tie goes to 0,
+// the even one), and from 2^emin up it is the same format with subnormals, whose rounding MPFR gives.
+double no_subnormal_reference(const Format& f, double x, const RoundOptions& o) {
+  if (std::isnan(x) || std::isinf(x) || std::fabs(x) >= f.min_normal()) {
+    MpfrReference ref(custom_format(f.p, f.emax, true, f.specials));
+    return ref(x, o);
+  }
+  const double a = std::fabs(x), mn = f.min_normal();
+  const bool neg = std::signbit(x);
+  double r = 0;
+  if (!(o.flush_input || a == 0)) {
+    switch (o.mode) {
+      case RoundMode::nearest_even: r = a > mn / 2 ? mn : 0.0; break;  // exactly mn/2: 0 (even)
+      case RoundMode::toward_pos: r = neg ? 0.0 : mn; break;
+      case RoundMode::toward_neg: r = neg ? mn : 0.0; break;
+      default: r = 0.0;
+    }
+  }
+  if (o.flush_output && r < mn) r = 0;
+  return neg ? -r : r;
+}
+
+}  // namespace
+
+TEST_CASE("MPFR: formats without subnormals, the scalar rounding and the span kernels", "[round][mpfr]") {
+  // round(), round_span on doubles (the branch-free RNE kernel) and on floats (the float kernel where the
+  // grid fits a float), against the definition: values around 0, 2^emin/2 (the tie), 2^emin and its
+  // neighbours, the normal binades above, both signs.
+  for (const Format& f : {custom_format(11, 15, false), custom_format(4, 7, false), custom_format(8, 127, false)}) {
+    const double mn = f.min_normal();
+    std::vector<double> xs = {0.0, mn / 2, mn / 4, mn * 0.75, mn, mn * 3 / 4 * 1.25};
+    for (double v : {mn / 2, mn, mn * 1.5, mn * 2})
+      xs.insert(xs.end(), {std::nextafter(v, 0.0), std::nextafter(v, kInf)});
+    for (int k = 0; k < 64; ++k) xs.push_back(std::ldexp(1.0 + k / 64.0, f.emin() + k % 6) * (1 + 0x1p-40 * (k % 3)));
+    const std::size_t n = xs.size();
+    for (std::size_t i = 0; i < n; ++i) xs.push_back(-xs[i]);
+    for (RoundMode m : {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos, RoundMode::toward_neg})
+      for (const RoundOptions& o : {RoundOptions{m}, RoundOptions{m, Overflow::saturate, false, true}}) {
+        std::vector<double> span_d(xs.size());
+        round_span(xs, span_d, f, o);
+        std::vector<float> xf(xs.size()), span_f(xs.size());
+        for (std::size_t i = 0; i < xs.size(); ++i) xf[i] = static_cast<float>(xs[i]);
+        round_span(xf, span_f, f, o);
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+          const double want = no_subnormal_reference(f, xs[i], o);
+          INFO(f.name << " mode " << round_mode_name(m) << " flush_out " << o.flush_output << " x = " << std::hexfloat
+                      << xs[i] << " want " << want);
+          CHECK(same(round(xs[i], f, o), want));
+          CHECK(same(span_d[i], want));
+          if (static_cast<double>(xf[i]) == xs[i]) CHECK(same(static_cast<double>(span_f[i]), want));
+        }
+      }
+  }
+  // The tie itself, by hand: 2^emin/2 goes to 0 in RNE (p=11, emax=15: 2^-15 → 0, just above → 2^-14).
+  const Format h = custom_format(11, 15, false);
+  CHECK(round(0x1p-15, h) == 0.0);
+  CHECK(round(std::nextafter(0x1p-15, 1.0), h) == 0x1p-14);
+}

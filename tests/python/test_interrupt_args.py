@@ -86,6 +86,26 @@ def test_guaranteed_bits_beyond_1075_bits():
     assert g["error_bound"] >= 0
 
 
+@pytest.mark.parametrize("precision_bits", [128, 300, 2000])
+def test_golden_precision_and_fast_reach_the_library(precision_bits):
+    # golden.cpp's MPFR path (fast=False) documents E = 2.2·(1.01·max δ + u) + 1.1·(3n + 2)·u with u = 2^-P
+    # (error_bound a double: 2^-P underflows beyond ~1074 bits); Q = 0 makes every score 0 and δ = 0 exactly,
+    # so E = (2.2 + 1.1·(3n + 2))·u and bits = floor(-log2 E) (at most 999, golden.hpp), computed here from the
+    # arguments passed; the output is the mean of V. The fast path (the default) reports no MPFR.
+    q, k, v = small(sq=2, skv=5, d=4)
+    q[:] = 0
+    n = 5
+    g = pasa.golden(q, k, v, precision_bits=precision_bits, fast=False, threads=1)
+    c = 2.2 + 1.1 * (3 * n + 2)
+    assert g["used_mpfr"] is True
+    assert g["guaranteed_bits"] == min(999, math.floor(precision_bits - math.log2(c)))
+    if precision_bits <= 900:
+        assert g["error_bound"] == pytest.approx(c * 2.0 ** -precision_bits, rel=1e-12)
+    np.testing.assert_array_equal(g["out"], np.broadcast_to(v.astype(np.float64).mean(axis=1, keepdims=True), g["out"].shape))
+    fast = pasa.golden(q, k, v, threads=1)
+    assert fast["used_mpfr"] is False
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"threads": 0}, ValueError, r"^threads: 0 is not an integer in \[1, 4096\]"),
     ({"threads": -1}, ValueError, r"^threads: -1 is not"),

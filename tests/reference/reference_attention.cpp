@@ -271,6 +271,7 @@ class Reference {
   Reference(const AttentionInputs& in, const AlgorithmSpec& spec)
       : in_(in), spec_(spec), a_(effective_allocation(in, spec)) {
     for (const auto& s : a_.stages) no_stochastic(s);
+    if (spec.quant.active()) throw std::invalid_argument("reference: the FP8 recipe (quant) is not restated here");
     B = in.q.shape.B, Nq = in.q.shape.N, Nkv = in.k.shape.N, Sq = in.q.shape.S, Skv = in.k.shape.S;
     D = in.q.shape.D;
     group = Nq / Nkv;
@@ -283,6 +284,8 @@ class Reference {
     for (double& x : v_) x = rnd(st(Stage::v), x);
     keys_ = k_;
     scale_ = rnd(st(Stage::scale), in.effective_scale());
+    // [IFA] The select value is a score: held in the score (scale) format, one rounding.
+    if (!in.mask.select.empty()) select_value_ = rnd(st(Stage::scale), in.mask.select_value);
   }
 
   AttentionOutput run() {
@@ -333,12 +336,33 @@ class Reference {
                            &keys_[kv_index(b, h / group, j0 + c)], 1, D);
     return s;
   }
-  // Z = round_scale(S·scale), hidden keys −inf.
+  // Z = round_scale(S·scale), then the bias and the select, hidden keys −inf.
   std::vector<double> logits(std::size_t b, std::size_t h, std::size_t r, std::size_t j0, std::size_t n) const {
     std::vector<double> z = scores(b, h, r, j0, n);
     for (std::size_t c = 0; c < n; ++c) z[c] = mul(Stage::scale, z[c], scale_);
+    // smooth_k's scores are s − scale·q·mean(K) (docs/contract.md): the select value is written in that frame.
+    bias_select(b, h, r, j0, z, spec_.name == "smooth_k" && select_row(in_, b, r) ? lse_shift_[(b * Nq + h) * Sq + r] : 0.0);
     mask(b, r, j0, z);
     return z;
+  }
+  // [IFA] z = round_scale(z + pse_j); then a selected key's score is the select value (rounded to scale) of the
+  // unshifted frame, after scale and pse (docs/contract.md), written in a frame z = s − f as round_scale(value − f).
+  void bias_select(std::size_t b, std::size_t h, std::size_t r, std::size_t j0, std::vector<double>& z, double f) const {
+    if (const double* pse = pse_row(in_, b, h, r))
+      for (std::size_t c = 0; c < z.size(); ++c) z[c] = add(Stage::scale, z[c], pse[j0 + c]);
+    if (const std::uint8_t* sel = select_row(in_, b, r)) {
+      const double zs = f == 0 ? select_value_ : sub(Stage::scale, select_value_, f);
+      for (std::size_t c = 0; c < z.size(); ++c)
+        if (sel[j0 + c]) z[c] = zs;
+    }
+  }
+  // Whether (with a select mask) row r's visible keys in [j0, j0 + n) are all selected, or none is visible.
+  bool all_selected(std::size_t b, std::size_t r, std::size_t j0, std::size_t n) const {
+    const std::uint8_t* sel = select_row(in_, b, r);
+    if (!sel) return false;
+    for (std::size_t c = 0; c < n; ++c)
+      if (visible(in_, b, r, j0 + c) && !sel[j0 + c]) return false;
+    return true;
   }
   void mask(std::size_t b, std::size_t r, std::size_t j0, std::vector<double>& z) const {
     for (std::size_t c = 0; c < z.size(); ++c)
@@ -689,7 +713,13 @@ class Reference {
       if (!o.alpha_in_M)
         for (double& x : z) x = mul(Stage::scale, x, scale_);
       // Step 13: S̄'_j = rowmean(S') over all n keys of the block (M shifted every one of them).
-      const double mean = reduce_mean(z, st(Stage::mean));
+      double mean = reduce_mean(z, st(Stage::mean));
+      // The bias and the select come after the mean (Thm. 2.1 recovers the shift of the scores the keys were
+      // shifted by). The select value is a score of the unshifted frame: in the block's frame
+      // S' = S − Inva·S̄'_j it is value − Inva·S̄'_j (the shift rounded to mean); a row that sees only selected
+      // keys (or none) in the block takes frame 0 (S̄'_j := 0): one constant score, the same weights in any frame.
+      if (all_selected(b, r, j0, n)) mean = 0;
+      bias_select(b, h, r, j0, z, inva_ != 0 && select_row(in_, b, r) ? mul(Stage::mean, inva_, mean) : 0.0);
       mask(b, r, j0, z);
       // Step 14, Eq. 15: F^j = ((j − 1)·F^{j−1} + S̄'_j)/j, F^0 = F^1 = S̄'_1.
       double F_old, F_new;
@@ -765,16 +795,13 @@ class Reference {
   Allocation a_;
   std::size_t B = 0, Nq = 0, Nkv = 0, Sq = 0, Skv = 0, D = 0, group = 1;
   std::vector<double> q_, k_, v_, keys_, lse_shift_;
-  double scale_ = 0, inva_ = 0;
+  double scale_ = 0, inva_ = 0, select_value_ = 0;
   AttentionOutput out_;
 };
 
 }  // namespace
 
 AttentionOutput reference_attention(const AttentionInputs& in, const AlgorithmSpec& spec) {
-  // The position bias and the select mask are not restated here (the golden checks them in fp64).
-  if (!in.pse.data.empty() || !in.mask.select.empty())
-    throw std::invalid_argument("reference: pse and select are not restated here");
   return Reference(in, spec).run();
 }
 

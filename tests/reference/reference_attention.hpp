@@ -10,8 +10,11 @@
 //
 // It shares no kernel with the engine: nothing from src/pasa/attention/detail/ or gemm.hpp; only the
 // descriptors (formats, rounding options, allocations, algorithm specs, inputs). It is slow (MPFR per
-// operation) and meant for small cases. Stochastic rounding is not supported (it consumes the engine's
-// random stream in the engine's order, which a plain re-statement cannot reproduce): it throws.
+// operation) and meant for small cases. It covers safe_softmax, online_softmax, fa1, fa2, smooth_k and pasa
+// with GQA, kv_len, causal, the position bias (pse) and the select mask (the select value is the score in the
+// unshifted frame, after scale and pse: docs/contract.md), and split-KV with both merge models. It throws
+// std::invalid_argument for what it does not restate: stochastic rounding (it consumes the engine's random
+// stream in the engine's order), formats without subnormals, the FP8 recipe, fdpp, the tensor-core GEMM.
 #pragma once
 
 #include "pasa/attention/algorithm_spec.hpp"
@@ -33,7 +36,7 @@ struct Reduction {
 Reduction reduction_of(const StageSpec& s);
 
 // The output and lse of `spec.name` on `in`, as the algorithm's definition says. Throws std::invalid_argument
-// for stochastic rounding anywhere in the allocation.
+// for what it does not restate (above).
 AttentionOutput reference_attention(const AttentionInputs& in, const AlgorithmSpec& spec);
 
 // One rounding of the exact GEMM dot product Σ_t a[t·sa]·b[t·sb] as the model says (exposed for tests).

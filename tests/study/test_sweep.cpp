@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -51,6 +52,7 @@ struct FakeBackend {
   int calls = 0;          // problems run
   int fail_after = -1;    // throw after this many emitted rows (simulated crash); -1: never
   int emitted = 0;
+  double nan_seed = -1;   // also NaN for this seed at x0 = 2, k = 1 (one seed of a grid point overflowing)
   SweepBackend backend() {
     SweepBackend b;
     b.problem_columns = {"score_max"};
@@ -71,7 +73,8 @@ struct FakeBackend {
         if (!wanted[a]) continue;
         if (fail_after >= 0 && emitted >= fail_after) throw std::runtime_error("simulated crash");
         const double k = p.algorithms[a].at("k").get<double>();
-        const double rmse = (x0 == 3 && k == 2) ? NAN : std::exp(-k) * std::sin(x0 + am * seed) / 3.0 + 1.0;
+        const bool nan = (x0 == 3 && k == 2) || (seed == nan_seed && x0 == 2 && k == 1);
+        const double rmse = nan ? NAN : std::exp(-k) * std::sin(x0 + am * seed) / 3.0 + 1.0;
         emit(a, {x0 * 4096 + am, rmse, std::isnan(rmse) ? 100.0 : 0.0}, 0.001, 0.002);
         ++emitted;
       }
@@ -106,6 +109,36 @@ TEST_CASE("sweep config: library-level mistakes stop the sweep before anything r
                     Catch::StartsWith("cfg.json:/algorithms/1/beta: 1.5 is outside (0, 1) (grid point Am=0.5, b=1.5, x0=1"));
   CHECK(fake.calls == 0);
   CHECK(!fs::exists(dir));
+}
+
+TEST_CASE("sweep digest: the mean RMSE over the seeds with a finite RMSE, NaN % over all", "[sweep]") {
+  // Seed 8 of (x0 = 2, A) is NaN: its digest line gives seed 7's RMSE alone (the fake backend's formula, not
+  // the table) and NaN % 50; (x0 = 3, B) is NaN for every seed: "NaN", 100 %; the others average both seeds.
+  const SweepConfig cfg = parse_sweep_config(base_config(), "cfg.json");
+  SweepOptions opt;
+  opt.out_dir = fresh_dir("digest");
+  FakeBackend fake;
+  fake.nan_seed = 8;
+  run_sweep(cfg, fake.backend(), opt);
+  const std::string digest = sweep_digest(cfg, opt.out_dir / "results.csv", 100);
+  auto line = [&](const std::string& point, const std::string& label) {
+    std::istringstream in(digest);
+    for (std::string l; std::getline(in, l);)
+      if (l.rfind(point + " ", 0) == 0 && l.find(" " + label + " ") != std::string::npos) return l;
+    return std::string();
+  };
+  auto rmse = [](double x0, double am, double seed, double k) { return std::exp(-k) * std::sin(x0 + am * seed) / 3.0 + 1.0; };
+  INFO(digest);
+  const std::string half = line("Am=0.5, x0=2", "A");
+  REQUIRE(!half.empty());
+  CHECK(half.find(fmt::format(" {:.3e} ", rmse(2, 0.5, 7, 1))) != std::string::npos);
+  CHECK(half.substr(half.size() - 3) == " 50");
+  const std::string all = line("Am=0.5, x0=3", "B");
+  CHECK(all.find(" NaN ") != std::string::npos);
+  CHECK(all.substr(all.size() - 4) == " 100");
+  const std::string both = line("Am=0.75, x0=1", "B");
+  CHECK(both.find(fmt::format(" {:.3e} ", (rmse(1, 0.75, 7, 2) + rmse(1, 0.75, 8, 2)) / 2)) != std::string::npos);
+  CHECK(both.substr(both.size() - 2) == " 0");
 }
 
 TEST_CASE("sweep: an interrupted run resumes to the same table", "[sweep]") {

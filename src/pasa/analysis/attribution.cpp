@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "pasa/analysis/beta_solver.hpp"
+#include "pasa/attention/algorithm.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/exact/metrics.hpp"
 
@@ -90,7 +91,7 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
 
 InvarianceView invariance_view(const AttentionInputs& in, const AlgorithmSpec& spec, const Golden& golden,
                                int threads) {
-  if (spec.name != "pasa")
+  if (!algorithm_info(spec.name).pasa_options)
     throw InputError(fmt::format("invariance view: needs the pasa algorithm, got \"{}\"", spec.name));
   InvarianceView v;
   v.beta = spec.pasa.beta;

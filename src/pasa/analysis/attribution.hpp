@@ -56,7 +56,7 @@ struct InvarianceView {
   double beta_opt = 0;                    // β* from solve_beta(β)
   double rmse_opt = 0;                    // PASA with β*
 };
-// Requires spec.name == "pasa" (InputError otherwise).
+// Requires an algorithm with PASA's options (the registry's pasa_options: pasa; InputError otherwise).
 InvarianceView invariance_view(const AttentionInputs& in, const AlgorithmSpec& spec, const Golden& golden,
                                int threads = default_threads());
 

@@ -32,16 +32,17 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
     v[2].whole_rows = true;
     v[3].name = "fa2";
     v[3].summary = "FlashAttention 2 [FA2, Alg. 1]";
-    v[3].split_kv = v[3].quant = v[3].unified = v[3].fused_path = true;
+    v[3].split_kv = v[3].quant = v[3].unified = v[3].fused_path = v[3].error_model = true;
     v[4].name = "pasa";
     v[4].summary = "PASA [PASA, Alg. 1]: shifted keys, pseudo-average recovery";
     v[4].split_kv = v[4].quant = v[4].unified = v[4].fused_path = v[4].shifts_keys = v[4].pasa_options = true;
+    v[4].error_model = true;
     v[5].name = "smooth_k";
     v[5].summary = "SageAttention's smooth K [SAGE], then FA2";
     v[5].split_kv = v[5].shifts_keys = true;
     v[6].name = "fdpp";
     v[6].summary = "FlashDecoding++'s asynchronised softmax with a unified max [FD++, §3]";
-    v[6].split_kv = v[6].fdpp_options = true;
+    v[6].split_kv = v[6].fdpp_options = v[6].recomputes_rows = true;
     return v;
   }();
   return r;
@@ -56,14 +57,37 @@ const AlgorithmInfo& algorithm_info(const std::string& name, const std::string& 
 
 void check_algorithm_name(const std::string& name, const std::string& where) { algorithm_info(name, where); }
 
-namespace {
-// The names of the registered algorithms with a property, for messages.
-std::string names_with(bool AlgorithmInfo::*flag) {
+const AlgorithmInfo* find_algorithm(const std::string& name) {
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> algorithm_names_with(bool AlgorithmInfo::*flag) {
   std::vector<std::string> n;
   for (const AlgorithmInfo& a : algorithm_registry())
     if (a.*flag) n.push_back(a.name);
-  return fmt::format("{}", fmt::join(n, ", "));
+  return n;
 }
+
+std::string algorithm_table_markdown() {
+  auto yes = [](bool b) { return b ? "yes" : ""; };
+  std::string t =
+      "| algorithm | what it is | split-KV | FP8 recipe | unified | options | pre-processed keys | whole rows | "
+      "fused path | recomputed rows | error model |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const AlgorithmInfo& a : algorithm_registry()) {
+    const std::string options = a.pasa_options ? "`pasa`" : a.fdpp_options ? "`fdpp`" : "";
+    t += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", a.name, a.summary, yes(a.split_kv),
+                     yes(a.quant), yes(a.unified), options, yes(a.shifts_keys), yes(a.whole_rows), yes(a.fused_path),
+                     yes(a.recomputes_rows), yes(a.error_model));
+  }
+  return t;
+}
+
+namespace {
+// The names of the registered algorithms with a property, for messages.
+std::string names_with(bool AlgorithmInfo::*flag) { return fmt::format("{}", fmt::join(algorithm_names_with(flag), ", ")); }
 }  // namespace
 
 std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input_format, const AlgorithmSpec& spec,

@@ -76,10 +76,18 @@ struct AlgorithmInfo {
   bool whole_rows = false;   // keeps a whole row of scores (memory: s1 × Skv per thread)
   bool fused_path = false;   // may run its tiles on the fused float path (fused_tile.hpp)
   bool pasa_options = false, fdpp_options = false;  // reads AlgorithmSpec::pasa / ::fdpp
+  bool recomputes_rows = false;  // reports AttentionOutput::recomputed_rows (rows redone synchronised)
+  bool error_model = false;      // the first-order error model (study/error_model.hpp) describes it
 };
 const std::vector<AlgorithmInfo>& algorithm_registry();
 // The entry of `name`; throws InputError "<where>unknown algorithm \"name\"; known algorithms: ..." otherwise.
 const AlgorithmInfo& algorithm_info(const std::string& name, const std::string& where = "");
+// The entry of `name`, or nullptr when no algorithm has that name.
+const AlgorithmInfo* find_algorithm(const std::string& name);
+// The names of the registered algorithms with a property, in registry order.
+std::vector<std::string> algorithm_names_with(bool AlgorithmInfo::*flag);
+// The registry as a markdown table (docs/algorithms.md holds it; `pasa-attn --list-algorithms` prints it).
+std::string algorithm_table_markdown();
 
 std::vector<std::string> algorithm_names();
 // Throws InputError "<where>unknown algorithm \"name\"; known algorithms: ..." unless name is registered.

@@ -240,7 +240,8 @@ AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spe
   // and groups a KV head's query heads, so it has no place for them yet.
   if (spec.quant.active())
     throw InputError("unified attention: the FP8 recipe (quant) runs on dense inputs only (pasa-attn, sweeps)");
-  const bool pasa = spec.name == "pasa";
+  // The engine's one variant: PASA's shifted keys and pseudo-average (its options); otherwise FA2.
+  const bool pasa = algorithm_info(spec.name).pasa_options;
   const Shape& qs = pb.q.shape;
   const PagedCache& c = pb.cache;
   AttentionOutput out;

@@ -76,14 +76,22 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
   read_size(j, "s2", path, s.s2, 1);
   read_u64(j, "seed", path, s.seed);
   read_size(j, "splits", path, s.splits, 1);
-  if (s.splits > 1 && s.name != "fa2" && s.name != "pasa" && s.name != "smooth_k" && s.name != "fdpp")
-    json_fail(path + "/splits", fmt::format("split-KV needs fa2, smooth_k, pasa or fdpp; \"{}\" has no unnormalised "
-                                            "output to merge", s.name));
+  const AlgorithmInfo& info = algorithm_info(s.name);
+  // Quoted names of the algorithms with a property, for the messages.
+  auto quoted = [](bool AlgorithmInfo::*flag) {
+    std::vector<std::string> n = algorithm_names_with(flag);
+    for (std::string& x : n) x = "\"" + x + "\"";
+    return fmt::format("{}", fmt::join(n, ", "));
+  };
+  if (s.splits > 1 && !info.split_kv)
+    json_fail(path + "/splits", fmt::format("split-KV needs {}; \"{}\" has no unnormalised output to merge",
+                                            fmt::join(algorithm_names_with(&AlgorithmInfo::split_kv), ", "), s.name));
   if (j.contains("fdpp")) {
     const json& f = j.at("fdpp");
     const std::string fp = path + "/fdpp";
-    if (s.name != "fdpp")
-      json_fail(fp, fmt::format("FlashDecoding++ options do not apply to algorithm \"{}\" (only to \"fdpp\")", s.name));
+    if (!info.fdpp_options)
+      json_fail(fp, fmt::format("FlashDecoding++ options do not apply to algorithm \"{}\" (only to {})", s.name,
+                                quoted(&AlgorithmInfo::fdpp_options)));
     check_keys(f, {"phi", "a", "b"}, fp);
     read_number(f, "phi", fp, s.fdpp.phi);
     read_number(f, "a", fp, s.fdpp.a);
@@ -92,15 +100,17 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
   }
   if (j.contains("pasa")) {
     // Options that the algorithm would ignore are a mistake (a "pasa" block on fa2 changes nothing).
-    if (s.name != "pasa")
-      json_fail(path + "/pasa", fmt::format("PASA options do not apply to algorithm \"{}\" (only to \"pasa\")", s.name));
+    if (!info.pasa_options)
+      json_fail(path + "/pasa", fmt::format("PASA options do not apply to algorithm \"{}\" (only to {})", s.name,
+                                            quoted(&AlgorithmInfo::pasa_options)));
     s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
   }
   if (j.contains("quant")) {
-    if (s.name != "fa2" && s.name != "pasa")
-      json_fail(path + "/quant", fmt::format("the FP8 recipe (quant) runs with fa2 or pasa, not \"{}\"", s.name));
+    if (!info.quant)
+      json_fail(path + "/quant", fmt::format("the FP8 recipe (quant) runs with {}, not \"{}\"",
+                                             fmt::join(algorithm_names_with(&AlgorithmInfo::quant), " or "), s.name));
     s.quant = quant_from_json(j.at("quant"), path + "/quant");
-    if (s.quant.shift_first && (s.name != "pasa" || s.quant.scales == QuantScale::none))
+    if (s.quant.shift_first && (!info.pasa_options || s.quant.scales == QuantScale::none))
       json_fail(path + "/quant/shift_first", "shift_first is PASA's pre-processing before quantisation: it needs "
                                              "\"pasa\" and scales (tensor, head or block)");
   }
@@ -110,8 +120,9 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
 json to_json(const AlgorithmSpec& s) {
   json j = {{"name", s.name}, {"alloc", to_json(s.alloc)}, {"s1", s.s1}, {"s2", s.s2}, {"seed", s.seed}};
   if (s.splits != 1) j["splits"] = s.splits;
-  if (s.name == "fdpp") j["fdpp"] = {{"phi", s.fdpp.phi}, {"a", s.fdpp.a}, {"b", s.fdpp.b}};
-  if (s.name == "pasa")
+  const AlgorithmInfo* info = find_algorithm(s.name);
+  if (info && info->fdpp_options) j["fdpp"] = {{"phi", s.fdpp.phi}, {"a", s.fdpp.a}, {"b", s.fdpp.b}};
+  if (info && info->pasa_options)
     j["pasa"] = {{"beta", s.pasa.beta},
                  {"alpha_in_M", s.pasa.alpha_in_M},
                  {"m0", s.pasa.m0_zero ? "zero" : "-inf"},

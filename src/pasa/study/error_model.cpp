@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "pasa/attention/algorithm.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/numeric/round.hpp"
@@ -31,10 +32,11 @@ struct HeadSums {
 }  // namespace
 
 std::string error_model_gap(const AlgorithmSpec& a) {
-  if (a.name != "fa2" && a.name != "pasa") return "algorithm " + a.name;
+  const AlgorithmInfo& info = algorithm_info(a.name);
+  if (!info.error_model) return "algorithm " + a.name;
   if (a.splits != 1) return "split-KV";
   if (!(a.quant == QuantOptions{})) return "quantisation";
-  if (a.name == "pasa" && (a.pasa.form != "fa2" || !a.pasa.alpha_in_M || a.pasa.m0_zero)) return "PASA reading other than the default";
+  if (info.pasa_options && (a.pasa.form != "fa2" || !a.pasa.alpha_in_M || a.pasa.m0_zero)) return "PASA reading other than the default";
   for (const StageSpec& st : a.alloc.stages)
     if (st.round.mode != RoundMode::nearest_even) return "a rounding mode other than nearest-even";
   for (Stage st : {Stage::sum, Stage::mean})
@@ -44,7 +46,7 @@ std::string error_model_gap(const AlgorithmSpec& a) {
 
 ErrorModelOptions error_model_options(const AlgorithmSpec& a, std::size_t heads) {
   ErrorModelOptions o;
-  o.pasa = a.name == "pasa";
+  o.pasa = algorithm_info(a.name).pasa_options;
   o.beta = a.pasa.beta;
   o.s2 = a.s2;
   o.heads = heads;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/parallel.hpp"
@@ -87,7 +88,7 @@ void sweep_shift(const SweepConfig& cfg, double& beta, std::size_t& s2) {
   const PlannedProblem pp = plan_problem(cfg, 0);
   for (std::size_t a = 0; a < pp.algorithms.size(); ++a) {
     const AlgorithmSpec spec = algorithm_from_json(pp.algorithms[a], "/algorithms/" + std::to_string(a));
-    if (spec.name == "pasa") {
+    if (algorithm_info(spec.name).pasa_options) {
       beta = spec.pasa.beta, s2 = spec.s2;
       return;
     }

@@ -93,7 +93,7 @@ Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& 
   keep_freed_memory();  // before the run's first big buffer (see memory.hpp)
   Allocation a = spec.alloc;
   const Format bf16 = format_by_name("bf16");
-  if (spec.name == "pasa" && spec.pasa.bf16_to_fp16 &&
+  if (algorithm_info(spec.name).pasa_options && spec.pasa.bf16_to_fp16 &&
       (in.q.format == bf16 || in.k.format == bf16 || in.v.format == bf16))
     for (auto& s : a.stages) {
       if (s.format == bf16) s.format = format_by_name("fp16");
