@@ -31,6 +31,7 @@
 using namespace pasa;
 
 namespace {
+constexpr double kMaxGflop = 1e4;  // ~750x the default size
 
 struct Timing {
   double wall = 1e30, cpu = 1e30;
@@ -75,6 +76,13 @@ int main(int argc, char** argv) {
   try {
   const std::size_t T = 128, tiles = seq / T;
   if (seq % T != 0) throw InputError(fmt::format("--seq {}: must be a multiple of {}", seq, T));
+  // Work first, as memory below: the emulated every-op GEMMs run at about a GFLOP/s, so a size far beyond the
+  // default (13 GFLOP per configuration) would run for days instead of failing; refused with its figure.
+  const double work = 4.0 * static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(dim) *
+                      static_cast<double>(heads) / 1e9;
+  if (work > kMaxGflop)
+    throw InputError(fmt::format("--heads {} --seq {} --dim {}: {:.3g} GFLOP per configuration; this benchmark "
+                                 "takes at most {:g} (hours of emulation)", heads, seq, dim, work, kMaxGflop));
   // Size first: per tile operand set (fp16 and bf16 copies of Q, Kᵀ, P, V as floats) and, per thread, the
   // double S and O tiles.
   check_memory(sat_add(sat_mul(2 * sizeof(float), sat_add(sat_mul(3 * T, dim), T * T)),

@@ -53,6 +53,15 @@ expect 0 "rmse" pasa-attn "${small[@]}" --x0 20 --am 1e-15 --algorithm fa2 --all
 expect 2 "leave double's range" pasa-attn "${small[@]}" --x0 1e308 --am 1e308
 python3 -c 'print("[" * 200000 + "]" * 200000)' >deep.json
 expect 2 "nested more than 256 levels" pasa-sweep deep.json
+# A folder where a file is expected: refused naming it (std::ifstream opens a folder on Linux, then fails
+# to read it), not an internal error.
+mkdir -p a_folder
+expect 2 "a_folder: is a folder, not a file" pasa-attn --problem a_folder
+expect 2 "a_folder: is a folder, not a file" pasa-attribute --problem a_folder
+expect 2 "a_folder: is a folder, not a file" pasa-sweep a_folder
+expect 2 "a_folder: is a folder, not a file" pasa-attn --q a_folder --k a_folder --v a_folder
+# Work first: a benchmark size that would run for days is refused with its figure.
+expect 2 "GFLOP per configuration; this benchmark takes at most" pasa-bench-every-op --seq 2147483648
 # 3. grids refused by their size before anything runs
 cat >grid.json <<'J'
 {"problem": {"shape": {"Sq": 16, "D": 8}, "seed": "$seed", "generator": {"x0": "$a", "am": "$b", "p": "$c", "noise": "$d", "wavelength": "$e"}},

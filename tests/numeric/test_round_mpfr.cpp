@@ -307,9 +307,9 @@ TEST_CASE("MPFR: formats without subnormals, the scalar rounding and the span ke
           const double want = no_subnormal_reference(f, xs[i], o);
           INFO(f.name << " mode " << round_mode_name(m) << " flush_out " << o.flush_output << " x = " << std::hexfloat
                       << xs[i] << " want " << want);
-          CHECK(same(round(xs[i], f, o), want));
-          CHECK(same(span_d[i], want));
-          if (static_cast<double>(xf[i]) == xs[i]) CHECK(same(static_cast<double>(span_f[i]), want));
+          CHECK(test::same_bits(round(xs[i], f, o), want));
+          CHECK(test::same_bits(span_d[i], want));
+          if (static_cast<double>(xf[i]) == xs[i]) CHECK(test::same_bits(static_cast<double>(span_f[i]), want));
         }
       }
   }

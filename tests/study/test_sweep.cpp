@@ -116,7 +116,7 @@ TEST_CASE("sweep digest: the mean RMSE over the seeds with a finite RMSE, NaN % 
   // the table) and NaN % 50; (x0 = 3, B) is NaN for every seed: "NaN", 100 %; the others average both seeds.
   const SweepConfig cfg = parse_sweep_config(base_config(), "cfg.json");
   SweepOptions opt;
-  opt.out_dir = fresh_dir("digest");
+  opt.out_dir = test::fresh_dir("digest");
   FakeBackend fake;
   fake.nan_seed = 8;
   run_sweep(cfg, fake.backend(), opt);

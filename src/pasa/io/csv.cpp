@@ -1,4 +1,5 @@
 #include "pasa/io/csv.hpp"
+#include "pasa/io/input_file.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -84,8 +85,7 @@ double parse_csv_number(std::string_view s) {
 }
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open for reading");
+  std::ifstream in = open_input_file(path);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

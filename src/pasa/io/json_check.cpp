@@ -1,4 +1,5 @@
 #include "pasa/io/json_check.hpp"
+#include "pasa/io/input_file.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -137,8 +138,7 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& where) 
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("{}: cannot open JSON file", path.string()));
+  std::ifstream f = open_input_file(path);
   const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) throw InputError(fmt::format("{}: read error", path.string()));
   return parse_json_text(text, path.string());

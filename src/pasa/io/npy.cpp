@@ -1,4 +1,5 @@
 #include "pasa/io/npy.hpp"
+#include "pasa/io/input_file.hpp"
 
 #include <bit>
 #include <cmath>
@@ -248,8 +249,7 @@ NpyArray read_header(std::ifstream& in, const std::filesystem::path& file, std::
 // The header first (its shape checked against the file's size), then the data straight into the array's
 // buffer: the file's bytes are held once, and a malformed or mis-sized file is refused before any is read.
 NpyArray read_npy(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::ifstream in = open_input_file(file);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) {  // a pipe (--q <(...)): no size to check first
     std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -270,8 +270,7 @@ NpyArray read_npy(const std::filesystem::path& file) {
 }
 
 NpyArray read_npy_header(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", file.string()));
+  std::ifstream in = open_input_file(file);
   std::size_t offset = 0;
   return read_header(in, file, offset);
 }
