@@ -5,6 +5,7 @@
 //   be bit-identical to the golden's (checked below); the goal is a ratio >= 3;
 // - optionally (--mpfr) the plain MPFR evaluation of one head (ratio = heads × one MPFR head / fast).
 #include <chrono>
+#include <span>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -118,7 +119,7 @@ Golden row_at_a_time_golden(const AttentionInputs& in, int threads) {
   return g;
 }
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+bool same_bits(std::span<const double> a, std::span<const double> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 }  // namespace

@@ -333,9 +333,11 @@ struct UserArray {
 };
 
 // A vector of doubles as a numpy float64 array that owns it (no copy).
-py::array_t<double> to_numpy(std::vector<double>&& v, const std::vector<py::ssize_t>& shape) {
-  auto* owned = new std::vector<double>(std::move(v));
-  py::capsule free_it(owned, [](void* p) { delete static_cast<std::vector<double>*>(p); });
+template <class Alloc>
+py::array_t<double> to_numpy(std::vector<double, Alloc>&& v, const std::vector<py::ssize_t>& shape) {
+  using Vec = std::vector<double, Alloc>;
+  auto* owned = new Vec(std::move(v));
+  py::capsule free_it(owned, [](void* p) { delete static_cast<Vec*>(p); });
   return py::array_t<double>(shape, owned->data(), free_it);
 }
 

@@ -6,7 +6,11 @@
 #     sgemm at the same thread count, timed in the same run),
 #   - the golden at the same shape (pasa-attn, which also times FA-FP32 once more),
 #   - a decode step and its golden (pasa-bench-decode: B 8, Nq 32, Nkv 8, Skv 32768, D 128).
-# The machine should be otherwise idle; the figures are only compared within one run.
+# The machine should be otherwise idle; the figures are only compared within one run. Besides wall time each
+# row has the run's CPU seconds (all threads) and busy = CPU / wall, the cores kept busy on average: at T
+# threads, T − busy cores waited (a serial part, an unbalanced end of a loop) — what docs/speed.md reads as
+# the serial time. machine.txt records the CPU topology (lscpu: threads per core), since 16 logical CPUs
+# that are 8 cores with two hyperthreads each cannot scale 16x.
 #
 # Usage:
 #   experiments/scaling/run_scaling.sh --pack BUILD_DIR KIT_DIR   copy the three programs and the shared
@@ -46,17 +50,23 @@ read -r heads seq dim <<<"${SHAPE:-64 2048 128}"
 reps=${REPS:-1}
 list=$(IFS=,; echo "${threads[*]}")
 csv=$out/scaling.csv
-echo "program,item,threads,seconds,speedup,efficiency,ratio_to_baseline" >"$csv.tmp"
-echo "host $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1 /proc/loadavg)" | tee "$out/machine.txt"
+echo "program,item,threads,seconds,speedup,efficiency,ratio_to_baseline,ratio_to_ordered,cpu_seconds,busy" >"$csv.tmp"
+{
+  echo "host $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1 /proc/loadavg)"
+  lscpu 2>/dev/null | grep -E '^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L3 cache|CPU max MHz|Model name|Hypervisor vendor):' || true
+  grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
+  echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+} | tee "$out/machine.txt"
 
-# Rows "program,item,threads,seconds,ratio" (ratio may be empty) on stdin; appends speed-up and efficiency
-# over the first thread count of each (program, item).
+# Rows "program,item,threads,seconds,ratio,ratio_to_ordered,cpu" (the last three may be empty) on stdin;
+# appends speed-up and efficiency over the first thread count of each (program, item), and busy = cpu / wall.
 add_rows() {
   awk -F, -v OFS=, '{
     key = $1 "," $2
     if (!(key in t0)) { t0[key] = $4; n0[key] = $3 }
     s = t0[key] / $4
-    printf "%s,\"%s\",%s,%s,%.3f,%.3f,%s\n", $1, $2, $3, $4, s, s * n0[key] / $3, $5
+    busy = $7 != "" ? sprintf("%.2f", $7 / $4) : ""
+    printf "%s,\"%s\",%s,%s,%.3f,%.3f,%s,%s,%s,%s\n", $1, $2, $3, $4, s, s * n0[key] / $3, $5, $6, $7, busy
   }' >>"$csv.tmp"
 }
 
@@ -64,30 +74,40 @@ parts=" ${PARTS:-attention golden decode} "
 if [[ $parts == *" attention "* ]]; then
 echo "== blocked engines: pasa-bench-attention --threads $list"
 "$dir/pasa-bench-attention" --heads "$heads" --seq "$seq" --dim "$dim" --reps "$reps" --threads "$list" | tee "$out/bench-attention.log"
-# Lines "threads T: OpenBLAS sgemm baseline X s, ..." then "  LABEL   X s  R GFLOP/s  Q of BLAS ...".
-awk '/^threads [0-9]+: OpenBLAS sgemm baseline/ { t = $2; sub(":", "", t); printf "sgemm,OpenBLAS sgemm,%s,%s,\n", t, $6 }
+# Lines "threads T: OpenBLAS sgemm baseline X s, R GFLOP/s (CPU C s; ...)" then
+# "  LABEL   X s  R GFLOP/s  Q of BLAS[, W of the ordered model ...]  [CPU C s, ...]".
+awk '/^threads [0-9]+: OpenBLAS sgemm baseline/ {
+       t = $2; sub(":", "", t); c = $0; sub(/.*\(CPU /, "", c); sub(/ s.*/, "", c)
+       printf "sgemm,OpenBLAS sgemm,%s,%s,,,%s\n", t, $6, c }
      /^threads [0-9]+: no OpenBLAS/ { t = $2; sub(":", "", t) }
      t != "" && /^  .* s +[0-9.]+ GFLOP\/s/ {
        line = $0; sub(/^  /, "", line)
        match(line, / +[0-9.]+ s +[0-9.]+ GFLOP\/s/)
        label = substr(line, 1, RSTART - 1); rest = substr(line, RSTART)
-       split(rest, f, " "); ratio = ""
+       split(rest, f, " "); ratio = ""; twin = ""; cpu = ""
        if (match(rest, /[0-9.]+ of BLAS/)) { ratio = substr(rest, RSTART, RLENGTH); sub(/ of BLAS/, "", ratio) }
+       if (match(rest, /[0-9.]+ of the ordered model/)) { twin = substr(rest, RSTART, RLENGTH); sub(/ of the.*/, "", twin) }
+       if (match(rest, /\[CPU [0-9.]+ s/)) { cpu = substr(rest, RSTART + 5, RLENGTH - 7) }
        gsub(/,/, ";", label)
-       printf "attention,%s,%s,%s,%s\n", label, t, f[1], ratio
+       printf "attention,%s,%s,%s,%s,%s,%s\n", label, t, f[1], ratio, twin, cpu
      }' "$out/bench-attention.log" | add_rows
 fi
 
 if [[ $parts == *" golden "* ]]; then
 echo "== golden at (1, $heads, $seq, $dim): pasa-attn --threads T"
 for t in "${threads[@]}"; do
-  "$dir/pasa-attn" --algorithm fa2 --alloc fa_fp32 --s1 128 --s2 128 --batch 1 --heads "$heads" --seq "$seq" --dim "$dim" \
-    --threads "$t" >"$out/pasa-attn-$t.log"
+  # bash's time keyword: the process's wall and CPU seconds (generation, FA-FP32 and the golden; the
+  # golden is 95 % of it), for the golden's busy cores.
+  { TIMEFORMAT="%R %U %S"; time "$dir/pasa-attn" --algorithm fa2 --alloc fa_fp32 --s1 128 --s2 128 --batch 1 --heads "$heads" \
+      --seq "$seq" --dim "$dim" --threads "$t" >"$out/pasa-attn-$t.log"; } 2>"$out/pasa-attn-$t.time"
   head -3 "$out/pasa-attn-$t.log" >&2
-  awk -v t="$t" '/^algorithm/ { for (i = 1; i <= NF; ++i) if ($i == "s" || $i == "s,") a = $(i - 1) }
+  read -r real user sys <"$out/pasa-attn-$t.time"
+  awk -v t="$t" -v real="$real" -v cpu="$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" '
+                 /^algorithm/ { for (i = 1; i <= NF; ++i) if ($i == "s" || $i == "s,") a = $(i - 1) }
                  /^golden/ { for (i = 1; i <= NF; ++i) if ($i == "s" || $i == "s,") g = $(i - 1) }
-                 END { printf "pasa-attn,FA-FP32 (pasa-attn),%s,%s,\n", t, a
-                       printf "pasa-attn,golden,%s,%s,\n", t, g }' "$out/pasa-attn-$t.log"
+                 END { printf "pasa-attn,FA-FP32 (pasa-attn),%s,%s,,,\n", t, a
+                       printf "pasa-attn,golden,%s,%s,,,\n", t, g
+                       printf "pasa-attn,whole process (pasa-attn),%s,%s,,,%s\n", t, real, cpu }' "$out/pasa-attn-$t.log"
 done | sort -t, -k2,2 -s | add_rows
 fi
 
@@ -96,8 +116,8 @@ echo "== decode step and its golden: pasa-bench-decode --threads T"
 for t in "${threads[@]}"; do
   "$dir/pasa-bench-decode" --threads "$t" >"$out/bench-decode-$t.log"
   grep -E '^(emulated kernel|golden):' "$out/bench-decode-$t.log" >&2
-  awk -v t="$t" '/^emulated kernel:/ { printf "decode,FA-FP16/FP32 decode step,%s,%s,\n", t, $3 }
-                 /^golden:/ { printf "decode,golden of the decode step,%s,%s,\n", t, $2 }' "$out/bench-decode-$t.log"
+  awk -v t="$t" '/^emulated kernel:/ { printf "decode,FA-FP16/FP32 decode step,%s,%s,,,%s\n", t, $3, $6 }
+                 /^golden:/ { printf "decode,golden of the decode step,%s,%s,,,%s\n", t, $2, $5 }' "$out/bench-decode-$t.log"
 done | sort -t, -k2,2 -s | add_rows
 fi
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <span>
 
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
@@ -31,7 +32,7 @@ AttentionInputs uniform_case(Shape sh, double x0, double am, std::uint64_t seed)
 }
 
 // Eq. 19 by hand: ‖O − G‖₂ / ‖G‖₂.
-double rel_l2(const std::vector<double>& o, const std::vector<double>& g) {
+double rel_l2(std::span<const double> o, std::span<const double> g) {
   long double num = 0, den = 0;
   for (std::size_t i = 0; i < o.size(); ++i) {
     num += (long double)(o[i] - g[i]) * (o[i] - g[i]);
@@ -61,7 +62,7 @@ TEST_CASE("attribution: a single low-precision stage takes the whole error", "[a
     spec.alloc.stage("out") = format_by_name("fp16");
     const auto rows = attribute_error(in, spec, g, 2);
     REQUIRE(rows.size() == stage_names().size());
-    std::vector<double> rounded = g.o.data;
+    std::vector<double> rounded(g.o.data.begin(), g.o.data.end());
     for (double& x : rounded) x = round(x, format_by_name("fp16"));
     // Independent reference: the fp64 blocked algorithm is exact to ~1e-16, so its output rounded to fp16
     // is the golden rounded to fp16.

@@ -1,4 +1,4 @@
-// The every-op GEMM with a narrow accumulator (gemm.cpp: the fp16 register kernel, its F16C fallback, the
+// The every-op GEMM with a narrow accumulator (detail/gemm_float_kernels.cpp: the fp16 register kernel, its F16C fallback, the
 // round_span loop for other formats) against a scalar reference written from the model's definition:
 // c ← rnd(c + rnd(a·b)) in order over k from +0, each rnd one rounding of the exact value by the rounding
 // layer (round_sum of two_prod / two_sum: MPFR-checked in tests/numeric), IEEE arithmetic where a value is

@@ -629,8 +629,8 @@ TEST_CASE("reference emulator: the fused path's roundings to odd at 24 bits", "[
     in.q = Tensor({1, 1, 1, D}, f16);
     in.k = Tensor({1, 1, S, D}, f16);
     in.v = Tensor({1, 1, S, D}, f16);
-    in.q.data = std::move(q);
-    in.k.data = std::move(k);
+    in.q.data.assign(q.begin(), q.end());
+    in.k.data.assign(k.begin(), k.end());
     for (std::size_t i = 0; i < in.v.data.size(); ++i) in.v.data[i] = static_cast<double>(i % 3) - 1.0;
     in.scale = 1.0;
     return in;

@@ -1,4 +1,4 @@
-// The tensor_core GEMM model (allocation.hpp TensorCore; gemm.cpp) against an independent scalar reference:
+// The tensor_core GEMM model (allocation.hpp TensorCore; detail/gemm_tensor_core.cpp) against an independent scalar reference:
 // every term's significand as an integer, aligned to the block's largest exponent by integer shifts
 // (truncation or round-half-even on the dropped bits), the aligned integers summed exactly, the sum rounded
 // once to the accumulator by MPFR — nothing from the model's double-precision kernel or from pasa::round.

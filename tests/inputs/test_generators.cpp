@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,7 @@ namespace {
 struct Moments {
   double mean = 0, var = 0;
 };
-Moments moments(const std::vector<double>& x) {
+Moments moments(std::span<const double> x) {
   Moments m;
   for (double v : x) m.mean += v;
   m.mean /= static_cast<double>(x.size());

@@ -276,9 +276,9 @@ class Reference {
     D = in.q.shape.D;
     group = Nq / Nkv;
     // The inputs as the matrix engine sees them: each element rounded once to its stage.
-    q_ = in.q.data;
-    k_ = in.k.data;
-    v_ = in.v.data;
+    q_.assign(in.q.data.begin(), in.q.data.end());
+    k_.assign(in.k.data.begin(), in.k.data.end());
+    v_.assign(in.v.data.begin(), in.v.data.end());
     for (double& x : q_) x = rnd(st(Stage::q), x);
     for (double& x : k_) x = rnd(st(Stage::k), x);
     for (double& x : v_) x = rnd(st(Stage::v), x);

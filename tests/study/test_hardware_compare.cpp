@@ -101,9 +101,18 @@ TEST_CASE("hwcompare attention: the toolkit's own output is identical; perturbat
   in.q = Tensor(sh, format_by_name("fp16"));
   in.k = in.q;
   in.v = in.q;
-  in.q.data = fp16_values(sh.size(), 1.0, 0.5, 11);
-  in.k.data = fp16_values(sh.size(), 1.0, 0.5, 12);
-  in.v.data = fp16_values(sh.size(), 1.0, 0.5, 13);
+  {
+    const std::vector<double> x = fp16_values(sh.size(), 1.0, 0.5, 11);
+    in.q.data.assign(x.begin(), x.end());
+  }
+  {
+    const std::vector<double> x = fp16_values(sh.size(), 1.0, 0.5, 12);
+    in.k.data.assign(x.begin(), x.end());
+  }
+  {
+    const std::vector<double> x = fp16_values(sh.size(), 1.0, 0.5, 13);
+    in.v.data.assign(x.begin(), x.end());
+  }
   const AttentionOutput o = run_attention(in, spec, 2);
   REQUIRE(o.o.format == format_by_name("fp16"));
   const std::vector<std::size_t> shape = {sh.B, sh.N, sh.S, sh.D};
@@ -129,7 +138,7 @@ TEST_CASE("hwcompare attention: the toolkit's own output is identical; perturbat
 
   // One element 1 ulp up, one 5 ulps down (positive outputs: V > 0), one NaN.
   const Format f16 = format_by_name("fp16");
-  std::vector<double> p = o.o.data;
+  std::vector<double> p(o.o.data.begin(), o.o.data.end());
   p[3] = decode(encode(p[3], f16) + 1, f16);
   p[100] = decode(encode(p[100], f16) - 5, f16);
   p[200] = std::nan("");

@@ -249,7 +249,7 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
   clamped.s2 = std::min(spec.s2, in.k.shape.S);
   detail::Run run(in, clamped, nullptr, threads);
   AttentionOutput out;
-  out.o = Tensor(in.q.shape, run.stage(Stage::out).format);
+  out.o = Tensor::uninitialised(in.q.shape, run.stage(Stage::out).format);  // (every row written by its item)
   out.lse.assign(run.B * run.Nq * run.Sq, detail::kNegInf);
   if (spec.name == "safe_softmax") detail::safe_softmax_attention(run, out, threads);
   else if (spec.name == "online_softmax") detail::online_softmax_attention(run, out, threads);

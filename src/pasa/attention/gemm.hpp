@@ -13,16 +13,9 @@
 
 #include <cstddef>
 
-#include "pasa/attention/allocation.hpp"
-#include "pasa/numeric/round.hpp"
+#include "pasa/attention/gemm_spec.hpp"
 
 namespace pasa {
-
-struct GemmSpec {
-  Format a_format, b_format;  // formats the operands' values belong to (decides which fast path is exact)
-  StageSpec acc, out;
-  GemmModel model;
-};
 
 // C (m×n, row stride ldc) = out( A (m×k, lda) · B (k×n, ldb) ), each C[i][j] accumulated over k in order
 // 0..k−1 as the model says. rng: the stream for stochastic rounding (required only then).

@@ -104,7 +104,7 @@ void reshape(Tensor& t, std::size_t n, std::size_t S, std::size_t D, const Forma
   t.shape = Shape{1, n, S, D};
   t.format = f;
   if (t.data.capacity() < t.shape.size()) {
-    t.data = std::vector<double>();
+    t.data = decltype(t.data)();
     t.data.reserve(t.shape.size());
     constexpr std::uintptr_t page = 4096;
     const auto begin = (reinterpret_cast<std::uintptr_t>(t.data.data()) + page - 1) / page * page;

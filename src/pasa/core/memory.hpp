@@ -4,6 +4,7 @@
 // message as a merely too large one instead of wrapping around to a small number.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -147,5 +148,11 @@ struct default_init_allocator : std::allocator<T> {
 };
 template <class T>
 using uninit_vector = std::vector<T, default_init_allocator<T>>;
+// Element-wise equality of an uninit_vector and a plain vector (found by argument-dependent lookup through
+// the allocator), so that a tensor's values compare with a std::vector as they did when they were one.
+template <class T>
+bool operator==(const uninit_vector<T>& a, const std::vector<T>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
 
 }  // namespace pasa

@@ -85,7 +85,7 @@ void validate(const AttentionInputs& in, int threads) {
   if (!in.allow_nonfinite)
     for (int t = 0; t < 3; ++t) {
       // Chunks on the threads; a chunk holding NaN/inf sends the serial scan to name the first one.
-      const std::vector<double>& x = ts[t]->data;
+      const auto& x = ts[t]->data;
       constexpr std::size_t kChunk = std::size_t{1} << 16;
       std::vector<std::uint8_t> bad((x.size() + kChunk - 1) / kChunk, 0);
       parallel_for(bad.size(), threads, [&](std::size_t c) {

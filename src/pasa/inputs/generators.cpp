@@ -197,7 +197,7 @@ void generate_head(const TensorGen& g, std::size_t b, std::size_t h, std::size_t
 Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::uint64_t seed,
                        const std::string& name, int threads) {
   validate(g, name);
-  Tensor t(shape, fmt);
+  Tensor t = Tensor::uninitialised(shape, fmt);  // (every head written below, on the threads: first touch)
   parallel_for(shape.B * shape.N, threads, [&](std::size_t w) {
     const std::size_t b = w / shape.N, h = w % shape.N;
     generate_head(g, b, h, shape.S, shape.D, fmt, seed, name, t.head(b, h));

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "pasa/core/memory.hpp"
 #include "pasa/numeric/format.hpp"
 
 namespace pasa {
@@ -20,10 +21,22 @@ struct Shape {
 struct Tensor {
   Shape shape;
   Format format;              // every element is exactly representable in it (or NaN/inf)
-  std::vector<double> data;   // C order: ((b*N + n)*S + s)*D + d
+  // C order: ((b*N + n)*S + s)*D + d. An uninit_vector (core/memory.hpp), so that a tensor that its
+  // writers fill in full (an attention output, a generated input) is not first zeroed by one thread: the
+  // zero fill of a (1, 64, 2048, 128) output was a tenth of the ideal 16-thread time, and its page faults
+  // are better taken by the threads that write each part (first touch).
+  uninit_vector<double> data;
 
   Tensor() = default;
   Tensor(Shape sh, Format f) : shape(sh), format(std::move(f)), data(sh.size(), 0.0) {}
+  // Every element left unset: for writers that set each one before any is read.
+  static Tensor uninitialised(Shape sh, Format f) {
+    Tensor t;
+    t.shape = sh;
+    t.format = std::move(f);
+    t.data.resize(sh.size());
+    return t;
+  }
   double& at(std::size_t b, std::size_t n, std::size_t s, std::size_t d) {
     return data[((b * shape.N + n) * shape.S + s) * shape.D + d];
   }

@@ -328,9 +328,15 @@ std::vector<double> npy_values(const NpyArray& a, const Format* bits_format) {
 
 std::vector<double> npy_values(NpyDtype dtype, std::span<const unsigned char> bytes, std::size_t n,
                                const Format* bits_format) {
+  std::vector<double> v(n);
+  npy_values(dtype, bytes, bits_format, std::span<double>(v));
+  return v;
+}
+
+void npy_values(NpyDtype dtype, std::span<const unsigned char> bytes, const Format* bits_format, std::span<double> v) {
+  const std::size_t n = v.size();
   if (bytes.size() != n * npy_itemsize(dtype))
     throw std::invalid_argument("npy_values: data bytes do not match the shape");
-  std::vector<double> v(n);
   const unsigned char* p = bytes.data();
   switch (dtype) {
     case NpyDtype::f64:
@@ -381,7 +387,6 @@ std::vector<double> npy_values(NpyDtype dtype, std::span<const unsigned char> by
       break;
     }
   }
-  return v;
 }
 
 NpyArray make_npy(std::span<const double> values, std::vector<std::size_t> shape, NpyDtype dtype,

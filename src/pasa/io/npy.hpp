@@ -50,6 +50,8 @@ std::vector<double> npy_values(const NpyArray&, const Format* bits_format = null
 // The same for data held elsewhere (a numpy buffer): n elements of dtype, C order, little-endian.
 std::vector<double> npy_values(NpyDtype dtype, std::span<const unsigned char> bytes, std::size_t n,
                                const Format* bits_format = nullptr);
+// The same into out (out.size() elements): a tensor's own buffer, without a copy.
+void npy_values(NpyDtype dtype, std::span<const unsigned char> bytes, const Format* bits_format, std::span<double> out);
 // Encode doubles (which must be exact values of the dtype / bits_format) into an array. Throws InputError
 // when a value is not exact in the dtype or the shape does not match the number of values.
 NpyArray make_npy(std::span<const double> values, std::vector<std::size_t> shape, NpyDtype,

@@ -80,7 +80,8 @@ LoadedTensor tensor_from_array(NpyDtype dtype, const std::vector<std::size_t>& d
   out.tensor.shape = s;  // (not Tensor(s, f): its zeroed data would be replaced at once)
   out.tensor.format = h.format;
   try {
-    out.tensor.data = npy_values(dtype, bytes, s.size(), bits ? format : nullptr);
+    out.tensor.data.resize(s.size());
+    npy_values(dtype, bytes, bits ? format : nullptr, std::span<double>(out.tensor.data));
   } catch (const std::exception& e) {
     throw InputError(fmt::format("{}: {}", where, e.what()));
   }

@@ -84,7 +84,8 @@ Tensor pse_from_array(NpyDtype d, const std::vector<std::size_t>& s, std::span<c
   Tensor t;
   t.shape = {s[0], s[1], s[2], s[3]};
   t.format = format_by_name("fp64");
-  t.data = at(where, [&] { return npy_values(d, bytes, count(s)); });
+  t.data.resize(count(s));
+  at(where, [&] { npy_values(d, bytes, nullptr, std::span<double>(t.data)); return 0; });
   for (std::size_t i = 0; i < t.data.size(); ++i)  // validate() would too, without the file's name
     if (!std::isfinite(t.data[i]))
       throw InputError(fmt::format("{}: pse element {} is {} (the bias must be finite)", where, i, t.data[i]));

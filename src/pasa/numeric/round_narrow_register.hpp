@@ -4,7 +4,7 @@
 // rounding layer's RNE rounding to the format (round_span) on every such argument whose rounded value is
 // finite (bf16: at most 2^100): tests/numeric/test_round_narrow_register.cpp compares them with round_span
 // on every pair of values ([long]; a strided sample by default). Overflow, NaN and inf are NOT handled: the
-// caller proves they cannot occur (attention/gemm.cpp bounds the accumulation first).
+// caller proves they cannot occur (attention/detail/gemm_float_kernels.cpp bounds the accumulation first).
 // Why float arithmetic: on the Zen 5 class CPU this library is tuned on, a zmm conversion costs about as
 // much as two float ops and the integer ops compete with the float pipes; this costs 2 float ops per
 // rounding of a sum, 4 for a product with its multiplication (the fp16 round trip: two conversions).

@@ -256,7 +256,7 @@ HwGemmResult compare_gemm(const HwGemmOptions& o) {
   }
   const GemmSpec g{fa, fb, StageSpec{format_by_name("fp32")}, StageSpec{o.out_format}, o.model};
   Tensor gpu(Shape{1, Q, M, N}, o.out_format), emu(Shape{1, Q, M, N}, o.out_format);
-  gpu.data = Cg;
+  gpu.data.assign(Cg.begin(), Cg.end());
   std::vector<double> B(K * N);
   for (std::size_t q = 0; q < Q; ++q) {
     for (std::size_t t = 0; t < K; ++t)
@@ -272,7 +272,7 @@ HwGemmResult compare_gemm(const HwGemmOptions& o) {
 }
 
 std::vector<double> batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
-                                 const std::vector<double>& A, const std::vector<double>& B) {
+                                 std::span<const double> A, std::span<const double> B) {
   if (A.size() != batch * m * k || B.size() != batch * k * n)
     throw std::invalid_argument("batched_gemm: operand sizes do not match the shape");
   std::vector<double> C(batch * m * n);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -71,7 +72,7 @@ std::string hw_attention_csv(const std::vector<HwAttentionRow>&);
 // A (m × k) and B (k × n) (consecutive in A and B), their values those of spec.a_format / spec.b_format;
 // returns C (batch × m × n), values of spec.out. The same bits as gemm() (attention/gemm.hpp) per product.
 std::vector<double> batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
-                                 const std::vector<double>& A, const std::vector<double>& B);
+                                 std::span<const double> A, std::span<const double> B);
 // The tensor-core model an H100 applies to inputs of this format, as the "_h100" presets choose it
 // (allocation.hpp): fp16, bf16, tf32, fp8_e4m3fn (h100_e4m3), fp8_e5m2 (h100_e5m2). InputError for others.
 GemmModel h100_gemm_model(const Format& input);

@@ -42,7 +42,7 @@ void round_in_place(std::span<double> x, const Format& f, const RoundOptions& o,
 
 // dst[i] = float(src[i]) (exact: the values are floats), in chunks on `threads` threads; each chunk's pages
 // are first touched by the thread that writes them.
-void to_floats(const std::vector<double>& src, uninit_vector<float>& dst, int threads) {
+void to_floats(const uninit_vector<double>& src, uninit_vector<float>& dst, int threads) {
   constexpr std::size_t kChunk = std::size_t{1} << 16;
   dst.resize(src.size());
   parallel_for((src.size() + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
