@@ -3,6 +3,7 @@
 #include "pasa/attention/detail/gemm_float_kernels.hpp"
 
 #include "pasa/attention/detail/gemm_common.hpp"
+#include "pasa/attention/detail/packed_sgemm.hpp"
 #include "pasa/attention/gemm.hpp"
 #include "pasa/numeric/round_narrow_register.hpp"
 
