@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   std::string kind = "uniform";
   TensorGen gen;
   double phase_lag = 0;
-  auto* o_problem = app.add_option("--problem", problem_file, "problem JSON file (shape, format, generators)");
+  auto* o_problem = app.add_option("--problem", problem_file, "problem JSON file (shape, format, generators; \"kind\": \"paged\": a paged KV cache)");
   auto* o_q = app.add_option("--q", q_file, "Q from .npy: (S,D), (N,S,D) or (B,N,S,D)");
   auto* o_k = app.add_option("--k", k_file, "K from .npy");
   auto* o_v = app.add_option("--v", v_file, "V from .npy");
