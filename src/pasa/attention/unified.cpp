@@ -488,11 +488,17 @@ std::size_t unified_memory_bytes(const ProblemSpec& p, const std::vector<Algorit
   const std::size_t out = sat_mul(sizeof(double), sat_product(p.Nq, l.tokens(), sat_add(p.D, 1)));
   std::size_t algo = 0;
   for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
-  const std::size_t at_once = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(1, go.threads)), 1, l.seqs.size());
-  const std::size_t golden = sat_mul(at_once, sat_add(gathered, golden_bytes(q, kv, go)));
+  // unified_golden's sequences side by side (its own rule) and their threads.
+  const std::size_t threads = static_cast<std::size_t>(std::max(1, go.threads));
+  const std::size_t at_once = std::clamp<std::size_t>(threads / (p.Nkv * ((max_q + 31) / 32)), 1, l.seqs.size());
+  GoldenOptions inner = go;
+  inner.threads = static_cast<int>(std::max<std::size_t>(1, threads / at_once));
+  const std::size_t golden = sat_mul(at_once, sat_add(gathered, golden_bytes(q, kv, inner)));
   const std::size_t kernel = sat_add(sat_add(algo, gathered), out);  // (its sequences' outputs, then the batch's)
   const std::size_t outs = sat_mul(out, golden_first ? std::max<std::size_t>(1, algs.size()) : 1);
-  const std::size_t peak = sat_add(sat_add(outs, out), std::max(kernel, sat_add(golden, gathered)));  // + baseline
+  // The kernel, the golden and the baseline (a gathered sequence at a time) run one after the other, the
+  // outputs and the baseline's tensor kept.
+  const std::size_t peak = sat_add(sat_add(outs, out), std::max({kernel, golden, gathered}));
   return sat_add(kProcessBase, sat_add(inputs_bytes(p), peak));
 }
 
