@@ -256,5 +256,7 @@ def test_paged_refusals_before_work(tmp_path):
     with pytest.raises(ValueError, match="sequences/0: missing \"block_table\""):
         pasa.unified_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"], [{"q_len": 1, "ctx_len": 150}],
                                format="fp16")
+    with pytest.raises(ValueError, match="/kind: a paged problem runs unified attention"):
+        pasa.attribute(PAGED)  # (dense inputs only: refused, not run on the wrong problem)
     with pytest.raises(ValueError, match="wider than fp32|at most fp32"):
         pasa.unified_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["sequences"])

@@ -6,7 +6,7 @@
 //   prefix  the leading shared_blocks blocks (a prefix shared with other sequences: the same cache blocks)
 //   unique  the rest of the cached context, before the new tokens
 //   causal  the new tokens themselves, causal (new token i sees new tokens 0..i)
-// An empty part is left out. Every part runs the chosen engine (fa2, smooth_k or pasa; with its own
+// An empty part is left out. Every part runs the chosen engine (fa2 or pasa, the registry's `unified`; with its own
 // split-KV when splits > 1) under the same allocation.
 #pragma once
 

@@ -253,6 +253,9 @@ Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::
 
 AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
   validate(p);
+  if (p.paged)  // (attention/unified.hpp generate_paged draws it)
+    throw InputError("/kind: a paged problem runs unified attention over its cache (pasa-attn, pasa-sweep, "
+                     "pasa.unified_attention), not dense inputs");
   const Format fmt = format_by_name(p.format);
   AttentionInputs in;
   if (p.q_user) {  // a model's tensors (validate checked their shapes and format)

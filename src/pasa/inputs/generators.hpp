@@ -100,7 +100,8 @@ std::uint64_t stream_seed(std::uint64_t seed, const std::string& name, std::size
 std::size_t inputs_bytes(const ProblemSpec&);
 
 // Values are drawn in double, then rounded to nearest even in `format`; values beyond its range saturate
-// to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec.
+// to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec. A paged problem
+// is refused (InputError "/kind: ..."): attention/unified.hpp generate_paged draws it.
 AttentionInputs generate_inputs(const ProblemSpec&, int threads = default_threads());
 
 // The (S, D) matrix of head h of batch b of the tensor generate_tensor draws with this seed and name (the
