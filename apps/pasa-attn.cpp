@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/unified.hpp"
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/inputs/generators.hpp"
@@ -48,6 +49,14 @@ void validate_case_from(const CaseLayout& c, const AlgorithmSpec& a, const std::
   }
 }
 
+void validate_unified_from(const ProblemSpec& p, const AlgorithmSpec& a, const std::string& source) {
+  try {
+    validate_unified(p, a);
+  } catch (const InputError& e) {
+    throw InputError(source + e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,7 +81,7 @@ int main(int argc, char** argv) {
   std::string kind = "uniform";
   TensorGen gen;
   double phase_lag = 0;
-  auto* o_problem = app.add_option("--problem", problem_file, "problem JSON file (shape, format, generators)");
+  auto* o_problem = app.add_option("--problem", problem_file, "problem JSON file (shape, format, generators; \"kind\": \"paged\": a paged KV cache)");
   auto* o_q = app.add_option("--q", q_file, "Q from .npy: (S,D), (N,S,D) or (B,N,S,D)");
   auto* o_k = app.add_option("--k", k_file, "K from .npy");
   auto* o_v = app.add_option("--v", v_file, "V from .npy");
@@ -172,8 +181,9 @@ int main(int argc, char** argv) {
                    fmt::format("Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {} threads", p.B, p.Nq, p.Sq, p.D, p.B, p.Nkv,
                                p.Skv, p.D, threads));
     };
-    // Inputs
+    // Inputs (a paged problem: the batch over its KV cache, attention/unified.hpp)
     AttentionInputs in;
+    PagedBatch pb;
     nlohmann::json problem_json;
     if (!q_file.empty()) {
       // Everything from the headers before any data are read: the three shapes against each other, the
@@ -244,9 +254,11 @@ int main(int argc, char** argv) {
       }
       if (allow_nonfinite) spec.allow_nonfinite = true;
       validate(spec);
-      validate_case_from(case_layout(spec), algo, algo_source);
+      if (spec.paged) validate_unified_from(spec, algo, algo_source);
+      else validate_case_from(case_layout(spec), algo, algo_source);
       check_size(spec);  // before a single element is generated
-      in = generate_inputs(spec, threads);
+      if (spec.paged) pb = generate_paged(spec, threads);
+      else in = generate_inputs(spec, threads);
       problem_json = to_json(spec);
     }
     const Format sfmt = format_by_name(score_format);
@@ -254,13 +266,14 @@ int main(int argc, char** argv) {
     if (ranges) head_ranges = range_stats(in, algo.name == "pasa" ? algo.pasa.beta : PasaOptions{}.beta, algo.s2, sfmt, 0, threads);
     // Run
     auto t0 = std::chrono::steady_clock::now();
-    const AttentionOutput out = run_attention(in, algo, threads);
+    const AttentionOutput out = spec.paged ? unified_attention(pb, algo, threads) : run_attention(in, algo, threads);
     const double t_algo = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
-    const Golden golden = golden_attention(in, gopt);
+    const Golden golden = spec.paged ? unified_golden(pb, gopt) : golden_attention(in, gopt);
     const double t_golden = seconds_since(t0);
-    const Metrics m = compare_outputs(out.o, golden.o, uniform_baseline(in, threads));
-    const ScoreStats st = score_stats(in, sfmt, threads);
+    const Metrics m =
+        compare_outputs(out.o, golden.o, spec.paged ? unified_baseline(pb, threads) : uniform_baseline(in, threads));
+    const ScoreStats st = spec.paged ? unified_score_stats(pb, sfmt, threads) : score_stats(in, sfmt, threads);
     // Both files or neither.
     std::vector<std::pair<std::filesystem::path, std::string>> files;
     auto npy_of = [](const Tensor& t) {
@@ -286,9 +299,14 @@ int main(int argc, char** argv) {
       std::cout << j.dump(2) << "\n";
       return 0;
     }
-    const Shape& s = in.q.shape;
-    fmt::print("problem      Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {}{}\n", s.B, s.N, s.S, s.D, in.k.shape.B,
-               in.k.shape.N, in.k.shape.S, in.k.shape.D, in.q.format.name, in.mask.causal ? ", causal" : "");
+    const Shape& s = spec.paged ? pb.q.shape : in.q.shape;
+    if (spec.paged)
+      fmt::print("problem      paged: {} sequences, Q ({}, {}, {}, {}), cache of {} blocks of {} tokens (Nkv {}), {}\n",
+                 pb.seqs.size(), s.B, s.N, s.S, s.D, pb.cache.num_blocks, pb.cache.block_size, pb.cache.Nkv,
+                 pb.cache.format.name);
+    else
+      fmt::print("problem      Q ({}, {}, {}, {}), K/V ({}, {}, {}, {}), {}{}\n", s.B, s.N, s.S, s.D, in.k.shape.B,
+                 in.k.shape.N, in.k.shape.S, in.k.shape.D, in.q.format.name, in.mask.causal ? ", causal" : "");
     fmt::print("algorithm    {} / {} (s1 {}, s2 {}{}), {:.3f} s\n", algo.name, algo.alloc.name, algo.s1, algo.s2,
                algo.splits > 1 ? fmt::format(", {} KV splits", algo.splits) : "", t_algo);
     if (pasa::algorithm_info(algo.name).recomputes_rows)  // [FD++]: rows whose scores left (φ + a, φ + b), recomputed synchronised

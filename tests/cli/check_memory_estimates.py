@@ -119,6 +119,22 @@ def main():
                           "problem": {"shape": {"Nq": 8, "Sq": 1, "Skv": 25000 * k, "D": 64}, "format": "fp16",
                                       "seed": "$seed", "generator": {"x0": 1, "am": 0.5}},
                           "algorithms": [{"name": "fa2", "alloc": "fa_fp16_fp32"}, {"name": "pasa", "alloc": "pasa_fp16"}]})))
+        # Paged KV (unified attention): decode steps sharing a prefix and a chunked prefill; fa2 reads the cache
+        # in place, pasa gathers each sequence.
+        paged = {"kind": "paged", "shape": {"Nq": 8, "Nkv": 2, "D": 128}, "format": "fp16", "seed": 1,
+                 "generator": {"x0": 1, "am": 0.5}, "block_size": 16,
+                 "sequences": [{"q_len": 1, "ctx_len": 40000 * k, "shared_blocks": 100}] +
+                              [{"q_len": 1, "ctx_len": 25000 * k, "shared_blocks": 100, "share_from": 0}] * 3 +
+                              [{"q_len": 256, "ctx_len": 15000 * k}]}
+        with open(os.path.join(cwd, "paged.json"), "w") as f:
+            json.dump(paged, f)
+        for algo in ("fa2", "pasa"):
+            cases.append((f"paged {algo}: 4 decode steps (ctx {40000 * k}) + a chunked prefill",
+                          attn_case(build, cwd, ["--problem", "paged.json", "--algorithm", algo, "--s1", "64"])))
+        cases.append((f"sweep paged, ctx {40000 * k}",
+                      sweep_case(build, cwd, {"problem": dict(paged, seed="$seed"),
+                                              "algorithms": [{"name": "fa2", "alloc": "fa_fp16_fp32"},
+                                                             {"name": "pasa", "alloc": "pasa_fp16"}]})))
     bad = 0
     for name, (estimate, peak) in cases:
         ratio = estimate / peak

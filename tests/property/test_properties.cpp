@@ -11,6 +11,13 @@
 //   4. a combination the toolkit does not support is refused with an InputError naming it, before any work
 //      (drawn on purpose: split-KV on a normalising engine, the FP8 recipe on the others, shift_first without
 //      scales, fdpp with a >= b, s1 = 0, kv_len > Skv, β = 1, ...).
+// Paged problems ("kind": "paged", attention/unified.hpp), one case in ten: mixed decode / chunked prefill /
+// fresh prefill sequences, shared prefixes (share_from), spare cache blocks, generated or given block tables
+// (given ones may alias any blocks), any block size; fa2 or pasa with random s1, s2 and splits. Property 1 is
+// unified_attention in fp64 against unified_golden; 2 (no emulator covers the merge) is that a batch of fresh
+// prefills without splits (one part per sequence) gives run_attention's bits on each sequence's gathered dense
+// inputs, which property 2 ties to the emulator; 3 the thread count; 4 refusals (an algorithm without unified
+// attention, the FP8 recipe, a broken layout) by validate_case on the problem, before anything is generated.
 // The draws: B, Nq and Nkv (GQA ratios 1–8), Sq != Skv (1 to ~300), D (1 to 80, mostly not multiples of 16),
 // every input format and generator, kv_len (none, 0, partial, full), causal, pse, select with any value (very
 // negative, mild, 0, positive, every key of a row), every algorithm with random s1, s2 and splits.
@@ -38,8 +45,10 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/unified.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
+#include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/generators.hpp"
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/problem_json.hpp"
@@ -118,6 +127,86 @@ TensorGen draw_gen(Draw& d) {
       g.noise = d.pick<double>({0.0, 0.1});
   }
   return g;
+}
+
+// A paged problem and a unified algorithm (see the top of the file).
+Case draw_paged_case(Draw& d) {
+  Case c;
+  ProblemSpec& p = c.ps;
+  p.Nkv = d.in(1, 2);
+  p.Nq = p.Nkv * d.in(1, 4);
+  p.D = d.chance(0.2) ? d.pick<std::size_t>({16, 32}) : d.in(1, 40);
+  p.seed = d.next() % 1000;
+  p.format = d.pick<std::string>({"fp16", "fp16", "bf16", "fp32", "fp8_e4m3", "fp8_e5m2", "tf32"});
+  p.q = draw_gen(d);
+  p.k = d.chance(0.5) ? p.q : draw_gen(d);
+  p.v = draw_gen(d);
+  if (d.chance(0.1)) p.scale = d.pick<double>({0.1, 0.5});
+  PagedLayout l;
+  l.block_size = d.chance(0.3) ? d.in(1, 4) : d.in(5, 32);
+  const bool prefills = d.chance(0.2);  // fresh prefills only: property 2
+  const std::size_t n = d.in(1, 4);
+  for (std::size_t s = 0; s < n; ++s) {
+    PagedSequenceSpec q;
+    q.ctx_len = d.chance(0.2) ? d.in(1, 8) : d.in(1, 120);
+    q.q_len = prefills ? q.ctx_len : d.pick<std::size_t>({1, 1, q.ctx_len, d.in(1, q.ctx_len)});
+    q.q_len = std::min(q.q_len, std::size_t{40});
+    const std::size_t room = (q.ctx_len - q.q_len) / l.block_size;
+    if (room > 0 && d.chance(0.5)) {
+      q.shared_blocks = d.in(1, room);
+      std::vector<std::size_t> from;  // earlier sequences holding as many full blocks
+      for (std::size_t r = 0; r < s; ++r)
+        if (l.seqs[r].ctx_len / l.block_size >= q.shared_blocks) from.push_back(r);
+      if (!from.empty() && d.chance(0.7)) q.share_from = d.pick(from);
+    }
+    l.seqs.push_back(q);
+  }
+  p.paged = l;
+  std::size_t need = 0;
+  for (std::size_t s = 0; s < n; ++s) need += l.blocks_of(s) - (l.seqs[s].share_from ? l.seqs[s].shared_blocks : 0);
+  if (d.chance(0.4)) p.paged->num_blocks = need + d.in(0, 3);
+  if (d.chance(0.2)) {  // given tables: any blocks, aliasing allowed
+    const std::size_t nb = std::max<std::size_t>(1, need / 2 + d.in(0, 3));
+    p.paged->num_blocks = d.chance(0.5) ? nb : 0;
+    for (auto& q : p.paged->seqs) {
+      q.share_from.reset();
+      q.block_table.clear();
+      for (std::size_t t = 0; t < (q.ctx_len + l.block_size - 1) / l.block_size; ++t) q.block_table.push_back(d.below(nb));
+    }
+  }
+  AlgorithmSpec& a = c.spec;
+  a.name = d.pick<std::string>({"fa2", "pasa"});
+  a.alloc = allocation_preset("fp64");
+  a.s1 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 48);
+  a.s2 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 48);
+  a.seed = d.next() % 100;
+  if (!prefills && d.chance(0.5)) a.splits = d.in(2, 6);
+  if (a.name == "pasa") {
+    a.pasa.beta = d.pick<double>({0.984497, 0.5, 0.0, 0.9});
+    a.pasa.alpha_in_M = d.chance(0.7);
+  }
+  if (prefills || d.chance(0.5)) c.preset = d.pick(allocation_preset_names());
+  if (d.chance(0.06)) {  // a combination the toolkit refuses
+    switch (d.below(4)) {
+      case 0:
+        a.name = d.pick(names_without(&AlgorithmInfo::unified));
+        a.splits = 1;
+        c.refusal = "unified attention with an algorithm that has none";
+        break;
+      case 1:
+        a.quant.scales = QuantScale::block;
+        c.refusal = "the FP8 recipe on a paged cache";
+        break;
+      case 2:
+        p.paged->seqs.back().q_len = p.paged->seqs.back().ctx_len + 1;
+        c.refusal = "q_len > ctx_len";
+        break;
+      default:
+        p.format = "fp64";
+        c.refusal = "a cache format wider than fp32";
+    }
+  }
+  return c;
 }
 
 Case draw_case(Draw& d) {
@@ -260,10 +349,73 @@ std::string sci(double x) {
 
 struct Stats {
   std::size_t cases = 0, fp64 = 0, low = 0, reference = 0, reference_biased = 0, fused = 0, refused = 0;
+  std::size_t paged = 0, paged_dense = 0;  // paged cases; of them, prefill batches equal to their dense runs
 };
+
+// The contract on a paged case; "" when it holds, else what failed.
+std::string check_paged(const Case& c, Stats* st) {
+  if (!c.refusal.empty()) {  // property 4: refused by the check the front ends make before generating
+    try {
+      validate_case(c.ps, c.spec);
+    } catch (const InputError& e) {
+      if (st) ++st->refused;
+      return std::string(e.what()).empty() ? "refused without a message (" + c.refusal + ")" : "";
+    }
+    return "accepted a refused combination: " + c.refusal;
+  }
+  validate_case(c.ps, c.spec);
+  const PagedBatch pb = generate_paged(c.ps, 1);
+  GoldenOptions go;
+  go.threads = 1;
+  const Golden g = unified_golden(pb, go);
+  const AttentionOutput o = unified_attention(pb, c.spec, 2);
+  const double beta = c.spec.pasa.beta;
+  const double tol = c.spec.name == "pasa" ? 1e-13 * std::max(1.0, beta / (1 - beta) / 64) : 1e-13;
+  // Relative to the golden's norm with the dense cases' floor (1e-3 of V's scale: an output that cancels to ~0).
+  long double num = 0, den = 0, vmax = 0;
+  for (std::size_t i = 0; i < o.o.data.size(); ++i) {
+    const long double dlt = static_cast<long double>(o.o.data[i]) - g.o.data[i];
+    num += dlt * dlt;
+    den += static_cast<long double>(g.o.data[i]) * g.o.data[i];
+  }
+  for (float x : pb.cache.v) vmax = std::max(vmax, static_cast<long double>(std::abs(x)));
+  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.o.data.size()));
+  const double rel = den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
+  if (!(rel <= tol)) return "paged fp64 vs golden: relative RMSE " + sci(rel) + " (bound " + sci(tol) + ")";
+  for (std::size_t i = 0; i < o.lse.size(); ++i)
+    if (!(std::abs(o.lse[i] - g.lse[i]) <= 10 * tol * (1 + std::abs(g.lse[i]))))
+      return "paged fp64 lse[" + std::to_string(i) + "] " + sci(o.lse[i]) + ", golden " + sci(g.lse[i]);
+  if (st) ++st->fp64;
+  if (c.preset.empty()) return "";
+  AlgorithmSpec low = c.spec;
+  low.alloc = allocation_preset(c.preset);
+  const AttentionOutput a1 = unified_attention(pb, low, 1), a2 = unified_attention(pb, low, 2);
+  if (std::string d = bits_differ(a1, a2); !d.empty()) return c.preset + ": paged, 1 vs 2 threads differ: " + d;
+  if (st) ++st->low;
+  bool one_part = low.splits == 1;
+  for (const PagedSequence& s : pb.seqs) one_part = one_part && s.q_len == s.ctx_len;
+  if (!one_part) return "";
+  std::size_t off = 0;
+  for (std::size_t s = 0; s < pb.seqs.size(); ++s) {  // each sequence's rows: run_attention's on its dense inputs
+    const AttentionOutput r = run_attention(sequence_inputs(pb, s), low, 1);
+    const std::size_t ql = pb.seqs[s].q_len, D = pb.q.shape.D, T = pb.q.shape.S;
+    for (std::size_t h = 0; h < pb.q.shape.N; ++h)
+      for (std::size_t i = 0; i < ql * D; ++i)
+        if (!same_bits(a1.o.data[(h * T + off) * D + i], r.o.data[h * ql * D + i]))
+          return c.preset + ": paged prefill, sequence " + std::to_string(s) + " differs from its dense run at head " +
+                 std::to_string(h) + ", element " + std::to_string(i);
+    off += ql;
+  }
+  if (st) ++st->paged_dense;
+  return "";
+}
 
 // The contract on one case; "" when it holds, else what failed.
 std::string check(const Case& c, Stats* st) {
+  if (c.ps.paged) {
+    if (st) ++st->paged;
+    return check_paged(c, st);
+  }
   const AttentionInputs in = inputs_of(c.ps);
   std::string refusal = c.refusal;
   if (refusal.empty() && c.spec.quant.hadamard && !std::has_single_bit(c.ps.D))
@@ -380,6 +532,7 @@ std::vector<Case> shrinks(const Case& c) {
   add([](Case& x) { return x.spec.s2 > 1 && (x.spec.s2 = (x.spec.s2 + 1) / 2, true); });
   add([](Case& x) { return x.spec.quant.active() && x.refusal.empty() && (x.spec.quant = QuantOptions{}, true); });
   add([](Case& x) { return !x.preset.empty() && (x.preset.clear(), true); });
+  add([](Case& x) { return x.ps.paged && x.ps.paged->seqs.size() > 1 && (x.ps.paged->seqs.pop_back(), true); });
   return out;
 }
 
@@ -432,7 +585,8 @@ void run_properties(std::size_t n, std::uint64_t seed) {
   for (std::size_t k = 0; k < n; ++k) {
     const std::uint64_t case_seed = d.next();
     Draw cd{case_seed};
-    const Case c = draw_case(cd);
+    // One case in ten paged (decided by the case seed, so that the dense cases stay those of earlier runs).
+    const Case c = case_seed % 10 == 3 ? draw_paged_case(cd) : draw_case(cd);
     if (verbose) std::cout << "case " << k << " (seed " << case_seed << ")\n" << describe(c);
     std::string why;
     try {
@@ -452,7 +606,9 @@ void run_properties(std::size_t n, std::uint64_t seed) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "[property] " << st.cases << " cases in " << secs << " s: " << st.fp64 << " fp64 = golden, " << st.low
             << " low-precision thread-independent, " << st.fused << " fused = general, " << st.reference
-            << " = reference emulator (" << st.reference_biased << " with pse or select), " << st.refused << " refused as they should\n";
+            << " = reference emulator (" << st.reference_biased << " with pse or select), " << st.refused
+            << " refused as they should; " << st.paged << " paged (" << st.paged_dense
+            << " prefill batches = their dense runs)\n";
   CHECK(st.cases == n);
 }
 

@@ -18,6 +18,13 @@ PREFILL = {"shape": {"B": 2, "Nq": 4, "Nkv": 2, "Sq": 96, "Skv": 160, "D": 32}, 
 DECODE = {"shape": {"B": 2, "Nq": 8, "Nkv": 2, "Sq": 1, "Skv": 512, "D": 64}, "format": "fp16", "seed": 1,
           "kv_len": [512, 300], "generator": {"kind": "uniform", "x0": 0, "am": 1},
           "pse": {"kind": "uniform", "x0": 0, "am": 2}, "select": {"p": 0.1, "value": -1e12}}
+# Paged KV / unified attention ([UA]): a decode step and a chunked prefill sharing a 4-block prefix (the second
+# through share_from), a fresh prefill, a long decode step; a generated block table over a cache with spares.
+PAGED = {"kind": "paged", "shape": {"Nq": 4, "Nkv": 2, "D": 32}, "format": "fp16", "seed": 5,
+         "generator": {"kind": "hybrid", "x0": 1, "am": 6, "p": 0.02}, "block_size": 16, "num_blocks": 40,
+         "sequences": [{"q_len": 1, "ctx_len": 150, "shared_blocks": 4},
+                       {"q_len": 24, "ctx_len": 88, "shared_blocks": 4, "share_from": 0},
+                       {"q_len": 17, "ctx_len": 17}, {"q_len": 1, "ctx_len": 300}]}
 FA = {"name": "fa2", "alloc": "fa_fp16_fp32", "s1": 64, "s2": 64}
 SPLIT = {"name": "fa2", "alloc": {"preset": "fa_fp16", "stages": {"merge": "fp32"}}, "s1": 1, "s2": 64, "splits": 4}
 PASA = {"name": "pasa", "alloc": "pasa_fp16", "s1": 64, "s2": 64, "pasa": {"beta": 0.984497}}
@@ -61,20 +68,25 @@ def sweep_metrics(tmp_path, problem, algos, tag):
 
 
 def check_all_routes(tmp_path, problem, algos, tag, cwd_problem=None):
-    """pasa-attn --problem, pasa-sweep and pasa.generate + pasa.attention agree bit for bit."""
+    """pasa-attn --problem, pasa-sweep and pasa.generate + pasa.attention (a paged problem:
+    pasa.unified_attention) agree bit for bit."""
     inputs = pasa.generate(cwd_problem or problem, threads=2)
-    golden = pasa.golden(**inputs, threads=2)
-    baseline = pasa.uniform_baseline(**inputs, threads=2)
+    paged = problem.get("kind") == "paged"
+    attention, golden_of, baseline_of, score_stats = (
+        (pasa.unified_attention, pasa.unified_golden, pasa.unified_baseline, pasa.unified_score_stats) if paged
+        else (pasa.attention, pasa.golden, pasa.uniform_baseline, pasa.score_stats))
+    golden = golden_of(**inputs, threads=2)
+    baseline = baseline_of(**inputs, threads=2)
     rows = sweep_metrics(tmp_path, problem, algos, tag)
     outs = []
     for i, algo in enumerate(algos):
         o_cli, j = cli_run(tmp_path, problem, algo, f"{tag}{i}")
-        out, _ = pasa.attention(**inputs, spec=algo, threads=2)
+        out, _ = attention(**inputs, spec=algo, threads=2)
         assert_same_bits(out, o_cli)
         m = pasa.metrics(out, golden, baseline)
         assert m.pop("rel_rmse") == m["rmse"]  # Eq. 19's name; "rmse" is the programs' key
         assert_same_json(m, j["metrics"])
-        assert_same_json(pasa.score_stats(**inputs), j["scores"])
+        assert_same_json(score_stats(**inputs), j["scores"])
         row = rows[f"a{i}"]
         for key, value in j["metrics"].items():  # the CSV writes 17 significant digits: exact
             if isinstance(value, (int, float)):
@@ -169,3 +181,82 @@ def test_problem_json_round_trip_keeps_user_tensors(tmp_path, rng):
     assert j["problem"]["select"]["npy"] == str(tmp_path / "tensors/select.npy")
     o2, _ = cli_run(tmp_path / "tensors", j["problem"], FA, "rt2")
     assert_same_bits(o1, o2)
+
+
+PAGED_SPLIT = {"name": "pasa", "alloc": {"preset": "pasa_fp16", "stages": {"merge": "fp32"}}, "s1": 8, "s2": 32,
+               "splits": 3, "pasa": {"beta": 0.984497}}
+
+
+def test_paged_every_route(tmp_path):
+    """A paged problem (prefix sharing, mixed prefill and decode, splits) through every front end, the same
+    bits; fp64 equals the golden; the problem's numbers are what the JSON says."""
+    inputs, outs = check_all_routes(tmp_path, PAGED, [FA, SPLIT, PAGED_SPLIT], "paged")
+    assert inputs["q"].shape == (1, 4, 43, 32) and inputs["k_cache"].shape == (40, 2, 16, 32)
+    seqs = inputs["sequences"]
+    assert [s["ctx_len"] for s in seqs] == [150, 88, 17, 300]
+    assert seqs[1]["block_table"][:4] == seqs[0]["block_table"][:4]
+    fresh = [b for i, s in enumerate(seqs) for t, b in enumerate(s["block_table"]) if not (i == 1 and t < 4)]
+    assert len(set(fresh)) == len(fresh) == 10 + 2 + 2 + 19
+    # The output is that of the gathered sequence: sequence 3's decode row is softmax(q k^T) v of its context.
+    s3 = seqs[3]
+    k = np.concatenate([inputs["k_cache"][b] for b in s3["block_table"]], axis=1)[:, :300]
+    v = np.concatenate([inputs["v_cache"][b] for b in s3["block_table"]], axis=1)[:, :300]
+    q = inputs["q"][0, :, 42]  # the batch's last token
+    k, v = np.repeat(k, 2, axis=0), np.repeat(v, 2, axis=0)  # GQA: query head h reads KV head h // 2
+    sc = np.einsum("hd,hjd->hj", q, k) / np.sqrt(32)
+    w = np.exp(sc - sc.max(axis=1, keepdims=True))
+    want = np.einsum("hj,hjd->hd", w / w.sum(axis=1, keepdims=True), v)
+    g = pasa.unified_golden(**inputs)["out"][0, :, 42]
+    assert np.max(np.abs(g - want)) < 1e-12
+    # fp64: the golden within 1e-13 (relative), for fa2 and pasa with splits.
+    for algo in (dict(FA, alloc="fp64"), dict(PAGED_SPLIT, alloc="fp64")):
+        out, _ = pasa.unified_attention(**inputs, spec=algo, threads=2)
+        assert pasa.metrics(out, pasa.unified_golden(**inputs))["rmse"] <= 1e-13
+    # Low precision is not the golden: the test above compares real errors.
+    assert pasa.metrics(outs[0], pasa.unified_golden(**inputs))["rmse"] > 1e-5
+
+
+def test_paged_sweep_grid(tmp_path):
+    """A sweep over a paged problem's fields (block size, a context length): each row is pasa-attn's."""
+    problem = json.loads(json.dumps(PAGED))
+    problem.pop("num_blocks")  # (the tables' own count: 40 blocks of 8 tokens do not hold the sequences)
+    problem["block_size"], problem["sequences"][3]["ctx_len"] = "$bs", "$ctx"
+    cfg = {"name": "paged_grid", "problem": dict(problem, seed="$seed"), "seeds": [5],
+           "grid": {"bs": [8, 16], "ctx": [40, 300]}, "algorithms": [dict(FA, label="fa")],
+           "outputs": {"dir": str(tmp_path / "grid")}}
+    (tmp_path / "grid.json").write_text(json.dumps(cfg))
+    run_app("pasa-sweep", tmp_path / "grid.json", "--threads", 2)
+    with open(tmp_path / "grid" / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4
+    for row in rows:
+        p = json.loads(json.dumps(PAGED))
+        p["block_size"], p["sequences"][3]["ctx_len"] = int(row["bs"]), int(row["ctx"])
+        p.pop("num_blocks")
+        _, j = cli_run(tmp_path, p, FA, "grid_cli")
+        assert float(row["rmse"]) == j["metrics"]["rmse"]
+
+
+def test_paged_refusals_before_work(tmp_path):
+    (tmp_path / "p.json").write_text(json.dumps(PAGED))
+    msg = app_error("pasa-attn", "--problem", tmp_path / "p.json", "--algorithm", "fa1", "--out-npy", tmp_path / "o.npy")
+    assert "/name: unified attention needs fa2 or pasa" in msg, msg
+    assert not (tmp_path / "o.npy").exists()
+    msg = app_error("pasa-attn", "--problem", tmp_path / "p.json", "--max-memory", "1M")
+    assert "this problem" in msg and "memory" in msg, msg
+    bad = dict(PAGED, sequences=[{"q_len": 3, "ctx_len": 2}])
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    msg = app_error("pasa-attn", "--problem", tmp_path / "bad.json")
+    assert msg.startswith(f"{tmp_path / 'bad.json'}:/sequences/0/q_len: q_len = 3"), msg
+    with pytest.raises(ValueError, match=r"problem:/sequences/0/q_len"):
+        pasa.generate(bad)
+    inputs = pasa.generate(PAGED)
+    with pytest.raises(ValueError, match="needs fa2 or pasa"):
+        pasa.unified_attention(**inputs, algorithm="smooth_k")
+    with pytest.raises(ValueError, match="sequences/0: missing \"block_table\""):
+        pasa.unified_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"], [{"q_len": 1, "ctx_len": 150}],
+                               format="fp16")
+    with pytest.raises(ValueError, match="/kind: a paged problem runs unified attention"):
+        pasa.attribute(PAGED)  # (dense inputs only: refused, not run on the wrong problem)
+    with pytest.raises(ValueError, match="wider than fp32|at most fp32"):
+        pasa.unified_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["sequences"])

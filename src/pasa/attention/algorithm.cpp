@@ -10,6 +10,7 @@
 #include "pasa/attention/detail/blocked_attention.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/attention/detail/fdpp.hpp"
+#include "pasa/attention/unified.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/attention/detail/flash.hpp"
 #include "pasa/attention/detail/pasa_attention.hpp"
@@ -234,6 +235,7 @@ void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
 }
 
 void validate_case(const ProblemSpec& p, const AlgorithmSpec& spec) {
+  if (p.paged) return validate_unified(p, spec);  // unified attention over the paged cache
   validate(p);
   validate_case(case_layout(p), spec);
 }

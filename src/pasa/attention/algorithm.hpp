@@ -52,7 +52,7 @@ std::vector<CaseGemm> case_gemms(const CaseLayout&, const AlgorithmSpec&);
 // anything. Throws InputError whose message starts with the JSON pointer, inside the AlgorithmSpec JSON, of
 // the offending option ("/quant/hadamard: ...", "/alloc: ...").
 void validate_case(const CaseLayout&, const AlgorithmSpec&);
-// validate(ProblemSpec) first (its own messages), then the above.
+// validate(ProblemSpec) first (its own messages), then the above; a paged problem: validate_unified (unified.hpp).
 void validate_case(const ProblemSpec&, const AlgorithmSpec&);
 
 // Throws InputError for an unknown algorithm, s1 or s2 = 0, or inputs that fail validate() or validate_case().

@@ -18,6 +18,8 @@
 #include "pasa/attention/detail/pasa_attention.hpp"
 #include "pasa/attention/detail/split_kv.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/core/memory.hpp"
+#include "pasa/exact/baseline.hpp"
 
 namespace pasa {
 
@@ -230,16 +232,41 @@ AttentionInputs sequence_inputs(const PagedBatch& pb, std::size_t s) {
   return in;
 }
 
-AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spec, int threads) {
-  validate(pb);
-  if (!algorithm_info(spec.name, "unified attention: ").unified)
-    throw InputError(fmt::format("unified attention: needs fa2 or pasa (an unnormalised output to merge), got \"{}\"",
-                                 spec.name));
-  if (spec.s1 == 0 || spec.s2 == 0 || spec.splits == 0) throw InputError("s1, s2 and splits must be at least 1");
+namespace {
+
+// The algorithm against a batch whose largest sequence has max_q new tokens and max_ctx keys (validate_unified).
+void check_unified(const AlgorithmSpec& spec, const CaseLayout& largest) {
+  if (!algorithm_info(spec.name, "/name: unified attention: ").unified)
+    throw InputError(fmt::format("/name: unified attention needs fa2 or pasa (an unnormalised output to merge), got "
+                                 "\"{}\"", spec.name));
+  if (spec.s1 == 0 || spec.s2 == 0 || spec.splits == 0) throw InputError("/s1: s1, s2 and splits must be at least 1");
   // The FP8 recipe's scales are per head and per tile of dense Q, K, V; the paged engine reads K and V in place
   // and groups a KV head's query heads, so it has no place for them yet.
   if (spec.quant.active())
-    throw InputError("unified attention: the FP8 recipe (quant) runs on dense inputs only (pasa-attn, sweeps)");
+    throw InputError("/quant: unified attention: the FP8 recipe (quant) runs on dense inputs only (pasa-attn, sweeps)");
+  validate_case(largest, spec);
+}
+
+CaseLayout batch_layout(const PagedBatch& pb) {
+  std::size_t max_q = 1, max_ctx = 1;
+  for (const auto& sq : pb.seqs) max_q = std::max(max_q, sq.q_len), max_ctx = std::max(max_ctx, sq.ctx_len);
+  const Format& f = pb.cache.format;
+  return {{1, pb.q.shape.N, max_q, pb.q.shape.D}, {1, pb.cache.Nkv, max_ctx, pb.cache.D}, pb.q.format, f, f};
+}
+
+}  // namespace
+
+void validate_unified(const ProblemSpec& p, const AlgorithmSpec& spec) {
+  validate(p);
+  if (!p.paged) throw InputError("/kind: not a paged problem");
+  const Format f = format_by_name(p.format);
+  check_unified(spec, {{1, p.Nq, std::max<std::size_t>(1, p.paged->max_q_len()), p.D},
+                       {1, p.Nkv, std::max<std::size_t>(1, p.paged->max_ctx_len()), p.D}, f, f, f});
+}
+
+AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spec, int threads) {
+  validate(pb);
+  check_unified(spec, batch_layout(pb));
   // The engine's one variant: PASA's shifted keys and pseudo-average (its options); otherwise FA2.
   const bool pasa = algorithm_info(spec.name).pasa_options;
   const Shape& qs = pb.q.shape;
@@ -375,6 +402,105 @@ Golden unified_golden(const PagedBatch& pb, const GoldenOptions& opt) {
     }
   }
   return g;
+}
+
+PagedBatch generate_paged(const ProblemSpec& p, int threads) {
+  validate(p);
+  if (!p.paged) throw InputError("/kind: not a paged problem");
+  const PagedLayout l = resolved(*p.paged, p.seed);
+  const Format f = format_by_name(p.format);
+  PagedBatch pb;
+  pb.q = generate_tensor(p.q, {1, p.Nq, l.tokens(), p.D}, f, p.seed, "q", threads);
+  PagedCache& c = pb.cache;
+  c.num_blocks = l.num_blocks;
+  c.block_size = l.block_size;
+  c.Nkv = p.Nkv;
+  c.D = p.D;
+  c.format = f;
+  c.k.resize(c.num_blocks * c.Nkv * c.block_size * c.D);  // (unset: written below, page by page)
+  c.v.resize(c.k.size());
+  const std::size_t n = c.block_size * c.D;
+  parallel_for(c.num_blocks * c.Nkv, threads, [&](std::size_t w) {
+    thread_local std::vector<double> head;  // one (block_size, D) matrix; its values are exact in f (<= fp32)
+    head.resize(n);
+    for (const char* name : {"k", "v"}) {
+      generate_head(name[0] == 'k' ? p.k : p.v, w / c.Nkv, w % c.Nkv, c.block_size, c.D, f, p.seed, name, head.data());
+      std::copy_n(head.data(), n, (name[0] == 'k' ? c.k : c.v).data() + w * n);
+    }
+  });
+  for (const PagedSequenceSpec& s : l.seqs) pb.seqs.push_back({s.q_len, s.ctx_len, s.shared_blocks, s.block_table});
+  pb.scale = p.scale;
+  validate(pb);
+  return pb;
+}
+
+Tensor unified_baseline(const PagedBatch& pb, int threads) {
+  validate(pb);
+  Tensor out(pb.q.shape, format_by_name("fp64"));
+  std::vector<double> lse(pb.q.shape.N * pb.q.shape.S), none;
+  AttentionInputs in;
+  for (std::size_t s = 0; s < pb.seqs.size(); ++s) {
+    gathered_inputs(pb, s, in, threads);
+    const Tensor b = uniform_baseline(in, threads);
+    none.assign(b.shape.N * b.shape.S, 0.0);
+    scatter(b, none, q_offset(pb, s), out, lse);
+  }
+  return out;
+}
+
+ScoreStats unified_score_stats(const PagedBatch& pb, const Format& score_format, int threads) {
+  validate(pb);
+  ScoreStats all;
+  AttentionInputs in;
+  for (std::size_t s = 0; s < pb.seqs.size(); ++s) {
+    gathered_inputs(pb, s, in, threads);
+    const ScoreStats st = score_stats(in, score_format, threads);
+    if (s == 0) {
+      all = st;
+      continue;
+    }
+    if (st.entries == 0) continue;
+    if (all.entries == 0) {
+      all.min = st.min, all.max = st.max, all.min_unscaled = st.min_unscaled, all.max_unscaled = st.max_unscaled;
+    } else {
+      all.min = std::min(all.min, st.min), all.max = std::max(all.max, st.max);
+      all.min_unscaled = std::min(all.min_unscaled, st.min_unscaled);
+      all.max_unscaled = std::max(all.max_unscaled, st.max_unscaled);
+    }
+    all.entries += st.entries;
+    all.over_max += st.over_max;
+    all.overflow += st.overflow;
+    all.over_max_scaled += st.over_max_scaled;
+    all.overflow_scaled += st.overflow_scaled;
+  }
+  return all;
+}
+
+std::size_t unified_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
+                                 bool golden_first) {
+  constexpr std::size_t kProcessBase = std::size_t{12} << 20;  // as case_memory_bytes (study/sweep.hpp)
+  const PagedLayout& l = *p.paged;
+  const std::size_t max_q = std::max<std::size_t>(1, l.max_q_len()), max_ctx = std::max<std::size_t>(1, l.max_ctx_len());
+  const Shape q{1, p.Nq, max_q, p.D}, kv{1, p.Nkv, max_ctx, p.D};
+  const Format f = format_by_name(p.format);
+  // A gathered sequence (K and V as doubles, its Q) and the batch's output (O and lse).
+  const std::size_t gathered = sat_add(sat_mul(2 * sizeof(double), sat_product(p.Nkv, max_ctx, p.D)),
+                                       sat_mul(sizeof(double), sat_product(p.Nq, max_q, p.D)));
+  const std::size_t out = sat_mul(sizeof(double), sat_product(p.Nq, l.tokens(), sat_add(p.D, 1)));
+  std::size_t algo = 0;
+  for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
+  // unified_golden's sequences side by side (its own rule) and their threads.
+  const std::size_t threads = static_cast<std::size_t>(std::max(1, go.threads));
+  const std::size_t at_once = std::clamp<std::size_t>(threads / (p.Nkv * ((max_q + 31) / 32)), 1, l.seqs.size());
+  GoldenOptions inner = go;
+  inner.threads = static_cast<int>(std::max<std::size_t>(1, threads / at_once));
+  const std::size_t golden = sat_mul(at_once, sat_add(gathered, golden_bytes(q, kv, inner)));
+  const std::size_t kernel = sat_add(sat_add(algo, gathered), out);  // (its sequences' outputs, then the batch's)
+  const std::size_t outs = sat_mul(out, golden_first ? std::max<std::size_t>(1, algs.size()) : 1);
+  // The kernel, the golden and the baseline (a gathered sequence at a time) run one after the other, the
+  // outputs and the baseline's tensor kept.
+  const std::size_t peak = sat_add(sat_add(outs, out), std::max({kernel, golden, gathered}));
+  return sat_add(kProcessBase, sat_add(inputs_bytes(p), peak));
 }
 
 }  // namespace pasa

@@ -6,7 +6,7 @@
 //   prefix  the leading shared_blocks blocks (a prefix shared with other sequences: the same cache blocks)
 //   unique  the rest of the cached context, before the new tokens
 //   causal  the new tokens themselves, causal (new token i sees new tokens 0..i)
-// An empty part is left out. Every part runs the chosen engine (fa2, smooth_k or pasa; with its own
+// An empty part is left out. Every part runs the chosen engine (fa2 or pasa, the registry's `unified`; with its own
 // split-KV when splits > 1) under the same allocation.
 #pragma once
 
@@ -21,7 +21,9 @@
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/exact/golden.hpp"
+#include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/inputs/generators.hpp"
 
 namespace pasa {
 
@@ -102,6 +104,35 @@ AttentionOutput unified_attention(const PagedBatch&, const AlgorithmSpec&, int t
 // K and V; when the threads outnumber a sequence's work items (Nkv per 32 query rows), several sequences
 // are gathered and run at once (memory: that many gathered sequences), the same bits.
 Golden unified_golden(const PagedBatch&, const GoldenOptions& = {});
+
+// A paged problem ("kind": "paged", ProblemSpec::paged, inputs/paged_problem.hpp) as a batch: the layout
+// resolved (generated block tables: a seeded permutation of the cache's blocks); Q (1, Nq, Σ q_len, D) the
+// tensor the q generator draws for that shape (stream "q", as generate_tensor); the cache's K and V the tensors
+// (num_blocks, Nkv, block_size, D) the k and v generators draw (streams "k" and "v": cache block b is batch b,
+// so resonance's seq_bias grows along a block), each (block, head) drawn by generate_head and stored as floats.
+// Every slot of every block holds a value, so any table (a shared block, a partly filled last block, spare
+// blocks) reads defined values. Throws InputError (the problem's messages) before anything is allocated.
+PagedBatch generate_paged(const ProblemSpec&, int threads = default_threads());
+
+// What the other problems' metrics need, per sequence on its dense inputs (sequence_inputs) and gathered like
+// unified_attention's output: the uniform-weights baseline (exact/baseline.hpp; every row the mean of V over
+// the keys it sees) and the score statistics (exact/metrics.hpp; minima, maxima and counts over the sequences).
+Tensor unified_baseline(const PagedBatch&, int threads = default_threads());
+ScoreStats unified_score_stats(const PagedBatch&, const Format& score_format, int threads = default_threads());
+
+// Everything unified_attention checks of an algorithm before it touches a value, for a paged problem (its
+// validate() first): the algorithm runs unified attention (the registry's `unified`: fa2, pasa), no FP8 recipe,
+// s1, s2, splits >= 1, and validate_case on the layout of the batch's largest sequence (1, Nq, max q_len, D)
+// against (1, Nkv, max ctx_len, D). Messages start with the pointer inside the algorithm JSON ("/name: ...").
+// validate_case(ProblemSpec, ...) (algorithm.hpp) calls it for a paged problem.
+void validate_unified(const ProblemSpec&, const AlgorithmSpec&);
+
+// Bytes a paged problem needs (core/memory.hpp; saturating): the process base, Q and the cache, the outputs
+// (one per algorithm when golden_first, as a sweep keeps them for one metrics pass), the baseline, and the
+// larger of the kernel (a gathered sequence, the engine's buffers) and the golden (up to `go.threads`
+// gathered sequences at once, each with golden_bytes).
+std::size_t unified_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&,
+                                 bool golden_first);
 
 template <class T>
 T* HugePageAllocator<T>::allocate(std::size_t n) {

@@ -25,15 +25,6 @@ std::uint64_t mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-std::uint64_t stream_seed(std::uint64_t seed, const std::string& name, std::size_t b, std::size_t h) {
-  std::uint64_t hname = 0xcbf29ce484222325ull;  // FNV-1a of the tensor name
-  for (unsigned char c : name) hname = (hname ^ c) * 0x100000001b3ull;
-  std::uint64_t s = mix(seed + 0x9E3779B97F4A7C15ull);
-  s = mix(s ^ hname);
-  s = mix(s ^ (static_cast<std::uint64_t>(b) * 0x9E3779B97F4A7C15ull));
-  return mix(s ^ (static_cast<std::uint64_t>(h) + 0x632BE59BD9B4E019ull));
-}
-
 // Draws the (S, D) matrix of one (batch, head). Every element consumes the same draws whatever the values,
 // so streams stay aligned.
 void fill_head(const TensorGen& g, double* out, std::size_t S, std::size_t D, std::uint64_t seed) {
@@ -120,14 +111,69 @@ void validate(const TensorGen& g, const std::string& path) {
                                  g.kind == GenKind::resonance ? fmt::format(", seq_bias = {}, noise = {}", g.seq_bias, g.noise) : ""));
 }
 
+std::uint64_t stream_seed(std::uint64_t seed, const std::string& name, std::size_t b, std::size_t h) {
+  std::uint64_t hname = 0xcbf29ce484222325ull;  // FNV-1a of the tensor name
+  for (unsigned char c : name) hname = (hname ^ c) * 0x100000001b3ull;
+  std::uint64_t s = mix(seed + 0x9E3779B97F4A7C15ull);
+  s = mix(s ^ hname);
+  s = mix(s ^ (static_cast<std::uint64_t>(b) * 0x9E3779B97F4A7C15ull));
+  return mix(s ^ (static_cast<std::uint64_t>(h) + 0x632BE59BD9B4E019ull));
+}
+
 std::size_t inputs_bytes(const ProblemSpec& p) {
+  if (p.paged) {  // Q as doubles, the cache's K and V as floats (attention/unified.hpp PagedCache)
+    const PagedLayout& l = *p.paged;
+    std::size_t blocks = 0, given = 0;  // what a generated table may need at most, what a given one names
+    for (std::size_t s = 0; s < l.seqs.size(); ++s) {
+      blocks = sat_add(blocks, l.blocks_of(s));
+      for (std::size_t b : l.seqs[s].block_table) given = std::max(given, sat_add(b, 1));
+    }
+    blocks = std::max(l.num_blocks, l.given_tables() ? given : blocks);
+    return sat_add(sat_mul(sizeof(double), sat_product(p.Nq, l.tokens(), p.D)),
+                   sat_mul(2 * sizeof(float), sat_product(blocks, p.Nkv, l.block_size, p.D)));
+  }
   const std::size_t q = sat_product(p.B, p.Nq, p.Sq, p.D), kv = sat_product(p.B, p.Nkv, p.Skv, p.D);
   // the position bias (a user's too: generate_inputs copies it into the inputs)
   const std::size_t pse = p.has_pse || p.pse_user ? sat_product(p.B, p.Nq, p.Sq, p.Skv) : 0;
   return sat_mul(sizeof(double), sat_add(sat_add(q, sat_mul(2, kv)), pse));
 }
 
+namespace {
+
+// A paged problem (ProblemSpec::paged): the dense-only options refused, the layout checked.
+void validate_paged(const ProblemSpec& p) {
+  const std::pair<const char*, std::size_t> dims[] = {{"Nq", p.Nq}, {"Nkv", p.Nkv}, {"D", p.D}};
+  for (const auto& [key, n] : dims)
+    if (n == 0) throw InputError(fmt::format("/shape/{}: must be >= 1", key));
+  if (p.Nq % p.Nkv != 0)
+    throw InputError(fmt::format("/shape/Nkv: problem shape: Nq = {} is not a multiple of Nkv = {}", p.Nq, p.Nkv));
+  Format f;
+  try {
+    f = format_by_name(p.format);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("/format: problem format '{}': {}", p.format, e.what()));
+  }
+  if (!(f.p <= 24 && f.emax <= 127 && f.emin() - (f.p - 1) >= -149))
+    throw InputError(fmt::format("/format: {} is wider than fp32, the paged cache's storage (floats)", f.name));
+  if (!std::isfinite(p.scale)) throw InputError(fmt::format("/scale: problem scale must be finite, got {}", p.scale));
+  const std::pair<const char*, bool> dense_only[] = {
+      {"/causal", p.causal}, {"/kv_len", !p.kv_len.empty()}, {"/pse", p.has_pse || p.pse_user != nullptr},
+      {"/select", p.select_p > 0 || p.select_user != nullptr}, {"/capture", p.q_user || !p.capture.dir.empty()},
+      {"/allow_nonfinite", p.allow_nonfinite}};
+  for (const auto& [key, set] : dense_only)
+    if (set)
+      throw InputError(fmt::format("{}: not with \"kind\": \"paged\" (each sequence's new tokens are causal over its "
+                                   "context; lengths come from \"sequences\")", key));
+  validate(*p.paged, p.Nkv, p.D);
+  validate(p.q, "/q");
+  validate(p.k, "/k");
+  validate(p.v, "/v");
+}
+
+}  // namespace
+
 void validate(const ProblemSpec& p) {
+  if (p.paged) return validate_paged(p);
   const std::pair<const char*, std::size_t> dims[] = {{"B", p.B},   {"Nq", p.Nq},   {"Nkv", p.Nkv},
                                                       {"Sq", p.Sq}, {"Skv", p.Skv}, {"D", p.D}};
   for (const auto& [key, n] : dims)
@@ -207,6 +253,9 @@ Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::
 
 AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
   validate(p);
+  if (p.paged)  // (attention/unified.hpp generate_paged draws it)
+    throw InputError("/kind: a paged problem runs unified attention over its cache (pasa-attn, pasa-sweep, "
+                     "pasa.unified_attention), not dense inputs");
   const Format fmt = format_by_name(p.format);
   AttentionInputs in;
   if (p.q_user) {  // a model's tensors (validate checked their shapes and format)

@@ -13,6 +13,7 @@
 
 
 #include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/inputs/paged_problem.hpp"
 #include "pasa/core/parallel.hpp"
 
 namespace pasa {
@@ -66,6 +67,11 @@ struct ProblemSpec {
     std::size_t layer = 0;
     std::optional<std::size_t> head, kv_head;
   } capture;
+  // A paged-KV problem ("kind": "paged", inputs/paged_problem.hpp; attention/unified.hpp generate_paged
+  // draws it): Nq, Nkv, D, format, scale, seed and the q/k/v generators apply; B is 1, Sq the batch's new
+  // tokens and Skv its longest context (set by problem_from_json, for messages); causal, kv_len, pse,
+  // select, capture and allow_nonfinite are refused with it.
+  std::optional<PagedLayout> paged;
 };
 
 std::string gen_kind_name(GenKind);
@@ -85,11 +91,17 @@ void validate(const ProblemSpec&);
 // it yields finite values (before the saturating rounding to the storage format) for every shape.
 void validate(const TensorGen&, const std::string& path);
 
-// Bytes of the generated Q, K and V (8 per element), saturating at kTooLarge (core/memory.hpp).
+// The seed of the random stream `name` ("q", "k", "select", ...) of batch b, head h: every stream of a problem
+// is independent of the others and of the thread count.
+std::uint64_t stream_seed(std::uint64_t seed, const std::string& name, std::size_t b, std::size_t h);
+
+// Bytes of the generated Q, K and V (8 per element; a paged problem: Q, and the cache as floats), saturating
+// at kTooLarge (core/memory.hpp).
 std::size_t inputs_bytes(const ProblemSpec&);
 
 // Values are drawn in double, then rounded to nearest even in `format`; values beyond its range saturate
-// to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec.
+// to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec. A paged problem
+// is refused (InputError "/kind: ..."): attention/unified.hpp generate_paged draws it.
 AttentionInputs generate_inputs(const ProblemSpec&, int threads = default_threads());
 
 // The (S, D) matrix of head h of batch b of the tensor generate_tensor draws with this seed and name (the

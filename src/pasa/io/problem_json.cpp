@@ -2,6 +2,8 @@
 // name the JSON path and suggest the nearest key.
 #include "pasa/io/problem_json.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -85,15 +87,67 @@ void read_capture(const nlohmann::json& j, const std::string& root, const std::f
   p.v_user = std::make_shared<const Tensor>(std::move(qkv.v));
 }
 
+// "kind": "paged" (inputs/paged_problem.hpp): "block_size", "num_blocks", "sequences": [{"q_len", "ctx_len",
+// "shared_blocks", "share_from", "block_table"}], "shape": {"Nq", "Nkv", "D"}; the dense problem's lengths and
+// masks are refused by name (the sequences give them).
+void read_paged(const nlohmann::json& j, const std::string& root, ProblemSpec& p) {
+  for (const char* k : {"causal", "kv_len", "pse", "select", "capture", "allow_nonfinite"})
+    if (j.contains(k))
+      json_fail(root + "/" + k, "not with \"kind\": \"paged\" (each sequence's new tokens are causal over its "
+                                "context; its lengths come from \"sequences\")");
+  if (auto it = j.find("shape"); it != j.end())
+    for (const char* k : {"B", "Sq", "Skv"})
+      if (it->contains(k))
+        json_fail(root + "/shape/" + k, "not with \"kind\": \"paged\": the sequences' q_len and ctx_len give the lengths");
+  PagedLayout l;
+  read_size(j, "block_size", root, l.block_size);
+  read_size(j, "num_blocks", root, l.num_blocks);
+  if (!j.contains("sequences")) json_fail(root, "missing \"sequences\" (a paged problem's list of sequences)");
+  const nlohmann::json& seqs = j.at("sequences");
+  const std::string sp = root + "/sequences";
+  if (!seqs.is_array()) json_fail(sp, "expected an array of sequences, got " + json_type_text(seqs));
+  for (std::size_t s = 0; s < seqs.size(); ++s) {
+    const std::string at = fmt::format("{}/{}", sp, s);
+    const nlohmann::json& q = seqs[s];
+    require_object(q, at);
+    check_keys(q, {"q_len", "ctx_len", "shared_blocks", "share_from", "block_table"}, at);
+    PagedSequenceSpec ps;
+    for (const char* k : {"q_len", "ctx_len"})
+      if (!q.contains(k)) json_fail(at, fmt::format("missing \"{}\"", k));
+    read_size(q, "q_len", at, ps.q_len);
+    read_size(q, "ctx_len", at, ps.ctx_len);
+    read_size(q, "shared_blocks", at, ps.shared_blocks);
+    if (q.contains("share_from")) ps.share_from = as_size(q.at("share_from"), at + "/share_from");
+    if (auto t = q.find("block_table"); t != q.end()) {
+      if (!t->is_array() || t->empty())
+        json_fail(at + "/block_table", "expected a non-empty array of cache block indices, got " + json_type_text(*t));
+      for (std::size_t b = 0; b < t->size(); ++b)
+        ps.block_table.push_back(as_size((*t)[b], fmt::format("{}/block_table/{}", at, b)));
+    }
+    l.seqs.push_back(std::move(ps));
+  }
+  p.paged = std::move(l);
+  p.B = 1;  // (for messages: the batch's query rows and longest context)
+  p.Sq = std::max<std::size_t>(1, p.paged->tokens());
+  p.Skv = std::max<std::size_t>(1, p.paged->max_ctx_len());
+}
+
 }  // namespace
 
 ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_path,
                               const std::filesystem::path& base_dir) {
   const std::string& root = json_path;
   check_keys(j, {"shape", "format", "scale", "causal", "kv_len", "seed", "allow_nonfinite", "generator", "q", "k", "v",
-                 "pse", "select", "capture"},
+                 "pse", "select", "capture", "kind", "block_size", "num_blocks", "sequences"},
              root);
   ProblemSpec p;
+  std::string kind = "dense";
+  read_string(j, "kind", root, kind);
+  if (kind != "dense" && kind != "paged")
+    json_fail(root + "/kind", fmt::format("unknown problem kind \"{}\"; known: dense (the default), paged", kind));
+  if (kind == "dense")
+    for (const char* k : {"block_size", "num_blocks", "sequences"})
+      if (j.contains(k)) json_fail(root + "/" + k, "only with \"kind\": \"paged\"");
   if (auto it = j.find("shape"); it != j.end()) {
     const std::string sp = root + "/shape";
     check_keys(*it, {"B", "Nq", "Nkv", "Sq", "Skv", "D"}, sp);
@@ -111,6 +165,7 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   read_bool(j, "causal", root, p.causal);
   read_u64(j, "seed", root, p.seed);
   read_bool(j, "allow_nonfinite", root, p.allow_nonfinite);
+  if (kind == "paged") read_paged(j, root, p);
   if (j.contains("capture")) read_capture(j, root, base_dir, p);
   const UserTensorDims dims{p.B, p.Nq, p.Sq, p.Skv};
   if (auto it = j.find("kv_len"); it != j.end() && npy_ref(*it, root + "/kv_len", base_dir, p.kv_len_file)) {
@@ -169,6 +224,27 @@ nlohmann::json to_json(const TensorGen& g) {
 
 nlohmann::json to_json(const ProblemSpec& p) {
   nlohmann::json j;
+  if (p.paged) {
+    const PagedLayout& l = *p.paged;
+    j = {{"kind", "paged"},
+         {"shape", {{"Nq", p.Nq}, {"Nkv", p.Nkv}, {"D", p.D}}},
+         {"format", p.format},
+         {"scale", p.scale},
+         {"seed", p.seed},
+         {"q", to_json(p.q)},
+         {"k", to_json(p.k)},
+         {"v", to_json(p.v)},
+         {"block_size", l.block_size},
+         {"sequences", nlohmann::json::array()}};
+    if (l.num_blocks > 0) j["num_blocks"] = l.num_blocks;
+    for (const PagedSequenceSpec& s : l.seqs) {
+      nlohmann::json q = {{"q_len", s.q_len}, {"ctx_len", s.ctx_len}, {"shared_blocks", s.shared_blocks}};
+      if (s.share_from) q["share_from"] = *s.share_from;
+      if (!s.block_table.empty()) q["block_table"] = s.block_table;
+      j["sequences"].push_back(std::move(q));
+    }
+    return j;
+  }
   if (!p.capture.dir.empty()) {  // the capture gives shape, scale, causal and the tensors
     j = {{"capture", {{"dir", p.capture.dir}, {"layer", p.capture.layer}}}, {"format", p.format}, {"seed", p.seed}};
     if (p.capture.head) j["capture"]["head"] = *p.capture.head;

@@ -26,6 +26,10 @@ namespace pasa {
 // (optional: the query heads sharing KV head g)}; the capture gives the shape, scale and causal flag (those
 // keys and the generators are refused with it); "format" (default: the model's dtype) is the storage format
 // the values are rounded to. The index and .npy headers are checked before the data are read.
+// A paged KV cache ([UA], inputs/paged_problem.hpp) instead of dense K and V: "kind": "paged" (default
+// "dense"), "block_size", "num_blocks" (optional: spare cache blocks), "sequences": [{"q_len", "ctx_len",
+// "shared_blocks", "share_from", "block_table"}], "shape": {"Nq", "Nkv", "D"}, with format, scale, seed and
+// the generators; B, Sq, Skv, causal, kv_len, pse, select, capture and allow_nonfinite are refused with it.
 // Unknown keys, wrong types and impossible values are InputErrors naming json_path + the JSON path.
 ProblemSpec problem_from_json(const nlohmann::json&, const std::string& json_path,
                               const std::filesystem::path& base_dir = {});

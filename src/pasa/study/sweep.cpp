@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/unified.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/numeric/format.hpp"
@@ -222,6 +223,7 @@ void one_malloc_arena() {
 
 std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
                               bool golden_first, std::size_t reading_bytes) {
+  if (p.paged) return unified_memory_bytes(p, algs, go, golden_first);
   // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem.
   constexpr std::size_t kProcessBase = std::size_t{12} << 20;
   const Shape q{p.B, p.Nq, p.Sq, p.D}, kv{p.B, p.Nkv, p.Skv, p.D};
@@ -308,16 +310,22 @@ SweepBackend library_backend() {
       else missing.push_back(a);
     }
     if (missing.empty()) return;
-    const AttentionInputs in = generate_inputs(problem_from_json(p.problem, "/problem"));
+    // A paged problem runs unified attention over its cache (attention/unified.hpp), the rest as for dense inputs.
+    const ProblemSpec ps = problem_from_json(p.problem, "/problem");
+    const PagedBatch pb = ps.paged ? generate_paged(ps, threads) : PagedBatch{};
+    const AttentionInputs in = ps.paged ? AttentionInputs{} : generate_inputs(ps);
     const auto t0 = std::chrono::steady_clock::now();
     GoldenOptions go;
     go.precision_bits = cfg.golden_precision_bits;
     go.threads = threads;
-    const Golden golden = golden_attention(in, go);  // once per (grid point, seed), shared by the algorithms
+    // once per (grid point, seed), shared by the algorithms
+    const Golden golden = ps.paged ? unified_golden(pb, go) : golden_attention(in, go);
     const double golden_s = seconds_since(t0);
-    const Tensor baseline = uniform_baseline(in, threads);  // the output that ignores the scores
+    // the output that ignores the scores
+    const Tensor baseline = ps.paged ? unified_baseline(pb, threads) : uniform_baseline(in, threads);
     if (!entry->scored) {
-      const json scores = to_json(score_stats(in, format_by_name(cfg.score_format), threads));
+      const Format sf = format_by_name(cfg.score_format);
+      const json scores = to_json(ps.paged ? unified_score_stats(pb, sf, threads) : score_stats(in, sf, threads));
       for (const auto& l : *score_leaves) entry->problem_values.push_back(leaf_value(scores, l.second));
       entry->scored = true;
     }
@@ -328,7 +336,7 @@ SweepBackend library_backend() {
     for (std::size_t a : missing) {
       const AlgorithmSpec spec = algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a));
       const auto t1 = std::chrono::steady_clock::now();
-      outs.push_back(run_attention(in, spec, threads));
+      outs.push_back(ps.paged ? unified_attention(pb, spec, threads) : run_attention(in, spec, threads));
       seconds.push_back(seconds_since(t1));
     }
     const auto t2 = std::chrono::steady_clock::now();
