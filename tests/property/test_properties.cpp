@@ -390,7 +390,7 @@ std::string check_paged(const Case& c, Stats* st) {
   AlgorithmSpec low = c.spec;
   low.alloc = allocation_preset(c.preset);
   const AttentionOutput a1 = unified_attention(pb, low, 1), a2 = unified_attention(pb, low, 2);
-  if (std::string d = bits_differ(a1, a2); !d.empty()) return c.preset + ": paged, 1 vs 2 threads differ: " + d;
+  if (std::string d = test::first_difference(a1, a2); !d.empty()) return c.preset + ": paged, 1 vs 2 threads differ: " + d;
   if (st) ++st->low;
   bool one_part = low.splits == 1;
   for (const PagedSequence& s : pb.seqs) one_part = one_part && s.q_len == s.ctx_len;
@@ -401,7 +401,7 @@ std::string check_paged(const Case& c, Stats* st) {
     const std::size_t ql = pb.seqs[s].q_len, D = pb.q.shape.D, T = pb.q.shape.S;
     for (std::size_t h = 0; h < pb.q.shape.N; ++h)
       for (std::size_t i = 0; i < ql * D; ++i)
-        if (!same_bits(a1.o.data[(h * T + off) * D + i], r.o.data[h * ql * D + i]))
+        if (!test::same_bits(a1.o.data[(h * T + off) * D + i], r.o.data[h * ql * D + i]))
           return c.preset + ": paged prefill, sequence " + std::to_string(s) + " differs from its dense run at head " +
                  std::to_string(h) + ", element " + std::to_string(i);
     off += ql;
