@@ -47,7 +47,7 @@ Format custom_format(int p, int emax, bool subnormals, Specials specials) {
 const std::vector<Format>& builtin_formats() {
   static const std::vector<Format> formats = [] {
     std::vector<Format> v;
-    for (const FormatEntry& e : kFormats) v.push_back({std::string(e.name), e.p, e.emax, e.subnormals, e.specials});
+    for (const FormatEntry& e : kBuiltinFormats) v.push_back({std::string(e.name), e.p, e.emax, e.subnormals, e.specials});
     return v;
   }();
   return formats;
@@ -55,7 +55,7 @@ const std::vector<Format>& builtin_formats() {
 
 std::string known_format_names() {
   std::string names, aliases, dtypes;
-  for (const FormatEntry& e : kFormats) {
+  for (const FormatEntry& e : kBuiltinFormats) {
     names += (names.empty() ? "" : ", ") + std::string(e.name);
     if (!e.alias.empty()) aliases += (aliases.empty() ? "" : ", ") + std::string(e.alias);
     if (!e.dtype.empty()) dtypes += (dtypes.empty() ? "" : ", ") + std::string(e.dtype);
@@ -90,9 +90,9 @@ int integer_in(std::string_view digits, const char* what, int lo, int hi) {
 }  // namespace
 
 Format format_by_name(std::string_view name) {
-  // The registry's names, aliases and dtype names (kFormats).
-  for (std::size_t i = 0; i < kFormats.size(); ++i)
-    if (!name.empty() && (name == kFormats[i].name || name == kFormats[i].dtype || name == kFormats[i].alias))
+  // The registry's names, aliases and dtype names (kBuiltinFormats).
+  for (std::size_t i = 0; i < kBuiltinFormats.size(); ++i)
+    if (!name.empty() && (name == kBuiltinFormats[i].name || name == kBuiltinFormats[i].dtype || name == kBuiltinFormats[i].alias))
       return builtin_formats()[i];
   // "p=<bits>,emax=<e>[,subnormals=0|1]"
   std::string_view s = name, p_text, emax_text;

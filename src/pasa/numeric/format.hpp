@@ -55,7 +55,7 @@ struct FormatEntry {
   std::string_view dtype;  // empty: no numpy / ml_dtypes dtype
   std::string_view alias;  // empty: none
 };
-inline constexpr std::array<FormatEntry, 7> kFormats = {{
+inline constexpr std::array<FormatEntry, 7> kBuiltinFormats = {{
     {"fp64", 53, 1023, true, Specials::ieee, "float64", ""},
     {"fp32", 24, 127, true, Specials::ieee, "float32", ""},
     {"tf32", 11, 127, true, Specials::ieee, "", ""},
