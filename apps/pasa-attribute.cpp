@@ -11,6 +11,7 @@
 #include "pasa/analysis/attribution.hpp"
 #include "pasa/io/analysis_report.hpp"
 #include "pasa/io/csv.hpp"
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/inputs/generators.hpp"
@@ -30,56 +31,31 @@ std::string pct(double share) { return std::isfinite(share) ? fmt::format("{:7.1
 int main(int argc, char** argv) {
   CLI::App app{"Error attribution: RMSE (PASA Eq. 19) with each stage of the allocation lifted to fp64, and with "
                "only that stage low"};
-  std::string problem_path, spec_path, algo = "pasa", alloc = "pasa_fp16", csv_path, json_path;
-  std::size_t s1 = 128, s2 = 128;
-  double beta = pasa::PasaOptions{}.beta;
+  std::string problem_path, csv_path, json_path, max_memory;
   bool invariance = false;
   int threads = pasa::default_threads();
-  app.add_option("--problem", problem_path, "problem JSON (the form pasa-attn reads)")->required();
-  app.add_option("--spec", spec_path, "algorithm JSON (name, alloc, s1, s2, pasa options); overrides the options below");
-  app.add_option("--algorithm", algo, "algorithm name")->capture_default_str();
-  app.add_option("--alloc", alloc, "allocation preset")
-      ->capture_default_str()
-      ->check(pasa_apps::library_name(pasa::allocation_preset));
-  app.add_option("--s1", s1, "query block size")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
-  app.add_option("--s2", s2, "key/value block size")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
-  app.add_option("--beta", beta, "PASA beta (algorithm pasa only)")->capture_default_str()->check(pasa_apps::finite_number());
+  pasa_apps::add_problem(app, problem_path)->required();
+  pasa_apps::AlgorithmOptions ao;
+  ao.add(app, "pasa", "pasa_fp16");
   app.add_flag("--invariance", invariance, "also the PASA invariance view (given beta, exact M, optimised beta)");
-  app.add_option("--threads", threads, "worker threads (results do not depend on it)")
-      ->capture_default_str()
-      ->check(pasa_apps::thread_count());
-  std::string max_memory;
-  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  pasa_apps::add_threads(app, threads);
+  pasa_apps::add_max_memory(app, max_memory);
   app.add_option("--csv", csv_path, "write the per-stage table as CSV");
   app.add_option("--json", json_path, "write the per-stage table (and invariance view) as JSON");
-  app.set_version_flag("--version", "pasa-attribute " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_version(app, "pasa-attribute");
   PASA_CLI_PARSE(app, argc, argv);
 
   try {
     const pasa::ProblemSpec problem = pasa::problem_from_json(pasa::read_json_file(problem_path), problem_path + ":");
-    pasa::AlgorithmSpec spec;
-    if (!spec_path.empty()) {
-      spec = pasa::algorithm_from_json(pasa::read_json_file(spec_path), spec_path + ":");
-    } else {
-      // Through the algorithm JSON reader, so that every option is checked as a config's would be.
-      nlohmann::json j = {{"name", algo}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}};
-      const pasa::AlgorithmInfo* info = pasa::find_algorithm(algo);
-      if ((info && info->pasa_options) || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};
-      spec = pasa::algorithm_from_json(j, "command line");
-    }
+    const pasa::AlgorithmSpec spec = ao.spec(app);
     // Everything checked before the golden is computed: the algorithm against the problem, outputs, memory
     // (inputs, golden, two runs).
-    try {
-      pasa::validate_case(problem, spec);
-    } catch (const pasa::InputError& e) {
-      throw pasa::InputError((spec_path.empty() ? std::string("command line: ") : spec_path + ":") + e.what());
-    }
+    pasa_apps::validate_case_from(problem, spec, ao.source());
     pasa::check_output_paths({{"--csv", csv_path}, {"--json", json_path}});
     pasa::GoldenOptions gcheck;
     gcheck.threads = threads;
     pasa::check_memory(pasa::case_memory_bytes(problem, {spec, spec}, gcheck, true),
-                       max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory"), "this problem",
-                       fmt::format("{} threads", threads));
+                       pasa_apps::max_memory_bytes(max_memory), "this problem", fmt::format("{} threads", threads));
     const pasa::AttentionInputs in = pasa::generate_inputs(problem);
     pasa::GoldenOptions gopt;
     gopt.threads = threads;

@@ -12,6 +12,7 @@
 #include "pasa/analysis/beta_solver.hpp"
 #include "pasa/io/analysis_report.hpp"
 #include "pasa/io/csv.hpp"
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/format.hpp"
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-iter", opt.max_iter, "iteration limit")->capture_default_str()->check(pasa_apps::unsigned_integer(1, INT_MAX));
   app.add_option("--csv", csv_path, "write the table as CSV");
   app.add_option("--json", json_path, "write the table as JSON");
-  app.set_version_flag("--version", "pasa-beta " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_version(app, "pasa-beta");
   PASA_CLI_PARSE(app, argc, argv);
 
   try {

@@ -9,6 +9,7 @@
 
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/io/csv.hpp"
@@ -22,9 +23,9 @@ int main(int argc, char** argv) {
   std::string max_memory;
   app.add_option("--lengths", lengths, "KV lengths")->capture_default_str()->check(pasa_apps::unsigned_integer(1));
   app.add_option("--out", out, "CSV file")->capture_default_str();
-  app.add_option("--threads", threads, "threads")->capture_default_str()->check(pasa_apps::thread_count());
-  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
-  app.set_version_flag("--version", "pasa-fdpp " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_threads(app, threads);
+  pasa_apps::add_max_memory(app, max_memory);
+  pasa_apps::add_version(app, "pasa-fdpp");
   PASA_CLI_PARSE(app, argc, argv);
   try {
     if (lengths.empty()) throw pasa::InputError("--lengths: give at least one KV length");

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/attention/gemm.hpp"
 #include "pasa/core/error.hpp"
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
                                    "tensor-core model name (h100_fp16, h100_e4m3, exact, ...) or the allocation's "
                                    "\"gemm\" JSON")
       ->capture_default_str();
-  app.set_version_flag("--version", "pasa-gemm " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_version(app, "pasa-gemm");
   PASA_CLI_PARSE(app, argc, argv);
   try {
     check_output_paths({{"--out", c_file}});

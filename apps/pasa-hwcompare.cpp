@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
@@ -22,22 +23,18 @@ int main(int argc, char** argv) {
   pasa::HwAttentionOptions aopt;
   pasa::HwConversionOptions copt;
   std::string a_out, c_out, max_memory;
-  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  pasa_apps::add_max_memory(app, max_memory);
   auto* att = app.add_subcommand("attention", "toolkit vs GPU attention outputs, both against the golden");
   att->add_option("--gpu-dir", aopt.gpu_dir, "folder with manifest.json, <case>/{q,k,v}.npy, <case>/out_<label>.npy")
       ->required();
   att->add_option("--configs", aopt.configs_dir, "folder of <label>.json hardware configs (configs/hardware)")
       ->required();
   att->add_option("--out", a_out, "CSV to write, one row per (case, label)")->required();
-  att->add_option("--threads", aopt.threads, "worker threads (results do not depend on it)")
-      ->capture_default_str()
-      ->check(pasa_apps::thread_count());
+  pasa_apps::add_threads(*att, aopt.threads);
   auto* conv = app.add_subcommand("conversions", "pasa's rounding vs the GPU's float32 conversions");
   conv->add_option("--gpu-dir", copt.gpu_dir, "folder with conv_<fmt>.bin (and conv_range.json)")->required();
   conv->add_option("--out", c_out, "CSV to write: a summary row per format, then up to 20 mismatches")->required();
-  conv->add_option("--threads", copt.threads, "worker threads (results do not depend on it)")
-      ->capture_default_str()
-      ->check(pasa_apps::thread_count());
+  pasa_apps::add_threads(*conv, copt.threads);
   auto* gm = app.add_subcommand("gemm", "a GPU GEMM's outputs vs the GEMM model; prints one CSV row: elements, "
                                         "identical, ulp_1, ulp_2_4, ulp_over_4, nan_mismatch, max_ulp (ulps of the "
                                         "output format; across a sign change counted through zero, so a sign error "
@@ -60,7 +57,7 @@ int main(int argc, char** argv) {
   gm->add_option("--convert-mode", convert_mode, "rounding of --convert (rne, rz, ...)")->capture_default_str();
   gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr")
       ->check(pasa_apps::unsigned_integer());
-  app.set_version_flag("--version", "pasa-hwcompare " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_version(app, "pasa-hwcompare");
   PASA_CLI_PARSE(app, argc, argv);
   try {
     pasa::check_output_paths({{"--out", att->parsed() ? a_out : c_out}});  // before any comparison runs

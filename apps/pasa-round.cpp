@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   app.add_option("--bits-output", bits_output,
                  "write the storage bit patterns to this .npy (uint8 for 8-bit formats, else uint16)");
   std::string max_memory;
-  app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  pasa_apps::add_max_memory(app, max_memory);
   app.add_flag("--list-formats", list_formats, "print each built-in format's precision and range, and exit");
   // Numbers that start with '-' ("-inf", "-nan", "-0x1p-3") would be read as short options ("-i nf"): every
   // number is passed after "--" (in its order), unless it is the value of an option. So is every other word
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> reordered(positional.rbegin(), positional.rend());
   reordered.push_back("--");
   reordered.insert(reordered.end(), options.rbegin(), options.rend());
-  app.set_version_flag("--version", "pasa-round " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_version(app, "pasa-round");
   try {
     app.parse(std::move(reordered));  // (CLI11 takes a reversed vector)
   } catch (const CLI::ParseError& e) {

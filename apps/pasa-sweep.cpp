@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
@@ -46,14 +47,12 @@ int main(int argc, char** argv) {
   bool resume = false, print_default = false;
   app.add_option("config", config_path, "sweep config (JSON); none: the built-in default")->check(CLI::ExistingFile);
   app.add_option("--out", out, "output folder (default: the config's outputs.dir, or sweep-out/<name>)");
-  app.add_option("--threads", threads, "threads in all, split between the --jobs problems (results do not depend on it)")
-      ->capture_default_str()
-      ->check(pasa_apps::unsigned_integer(1));
+  pasa_apps::add_threads(app, threads, "threads in all, split between the --jobs problems (results do not depend on it)");
   app.add_option("--jobs", jobs, "problems run side by side, each on max(1, threads / jobs) threads (same table)")
       ->capture_default_str()
       ->check(pasa_apps::thread_count());
   std::string max_memory;
-  app.add_option("--max-memory", max_memory, "memory the sweep may use, e.g. 64G (default: MemAvailable)");
+  pasa_apps::add_max_memory(app, max_memory);
   app.add_option("--shard", shard, "I/N: run every N-th problem starting at I (0 <= I < N); join with `merge`");
   app.add_flag("--resume", resume, "keep the rows already in the output folder and run only the missing cases");
   std::size_t range_heads = 0;
@@ -68,7 +67,7 @@ int main(int argc, char** argv) {
   auto* merge = app.add_subcommand("merge", "join the shard tables of one sweep (from one or several folders)");
   merge->add_option("dirs", merge_dirs, "folders holding results.shard-I-of-N.csv and config.json")->required();
   merge->add_option("--out", merge_out, "folder for the merged table and summary (default: the first folder)");
-  app.set_version_flag("--version", "pasa-sweep " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_version(app, "pasa-sweep");
   PASA_CLI_PARSE(app, argc, argv);
 
   try {
@@ -88,7 +87,7 @@ int main(int argc, char** argv) {
     opt.threads = threads;
     opt.jobs = jobs;
     opt.resume = resume;
-    if (!max_memory.empty()) opt.max_memory = pasa::parse_byte_size(max_memory, "--max-memory");
+    opt.max_memory = pasa_apps::max_memory_bytes(max_memory);
     if (!shard.empty()) pasa::parse_shard(shard, opt.shard_index, opt.shard_count);
     if (::isatty(STDERR_FILENO)) opt.progress = print_progress;
     std::fprintf(stderr, "[pasa-sweep] %s: %zu grid points x %zu seeds x %zu algorithms = %zu cases%s\n", cfg.name.c_str(),

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common_options.hpp"
 #include "library_names.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/study/paper_tables.hpp"
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   bool fresh = false;
   app.add_option("--repo", repo, "repository root holding configs/")->capture_default_str();
   app.add_option("--out", out, "output folder (sweeps under OUT/sweeps/)")->capture_default_str();
-  app.add_option("--threads", opt.threads, "threads inside each case")->capture_default_str()->check(pasa_apps::thread_count());
+  pasa_apps::add_threads(app, opt.threads, "threads inside each case (results do not depend on it)");
   app.add_option("--nan-seeds", opt.nan_seeds,
                  "seeds 1..N for Table 4's NaN % (run without the golden); 0: the sweeps' own seeds")
       ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
   app.add_option("--hardware", hardware,
                  "GPU-vs-emulator table for Table 4's GPU columns (default: REPO/results/hardware/hw_attention.csv "
                  "when it exists; \"none\": leave them empty)");
-  app.set_version_flag("--version", "pasa-tables " PASA_VERSION);  // the CMake project version, as pasa.__version__
+  pasa_apps::add_version(app, "pasa-tables");
   PASA_CLI_PARSE(app, argc, argv);
   opt.repo = repo;
   if (hardware.empty()) {

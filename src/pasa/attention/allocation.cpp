@@ -9,17 +9,14 @@
 namespace pasa {
 namespace {
 
+// The stage names as strings (stage_name returns a reference), from the one table kStages.
 const std::array<std::string, kStageCount>& names() {
-  static const std::array<std::string, kStageCount> n = {"q",   "k",   "v",  "qk_acc", "s",  "scale",
-                                                         "max", "exp", "sum", "p",     "pv_acc", "pv",
-                                                         "o",   "div", "out", "shift", "k_shift", "mean", "merge"};
+  static const std::array<std::string, kStageCount> n = [] {
+    std::array<std::string, kStageCount> a;
+    for (std::size_t i = 0; i < kStageCount; ++i) a[i] = std::string(kStages[i].name);
+    return a;
+  }();
   return n;
-}
-
-std::string joined_names() {
-  std::string s;
-  for (const auto& n : names()) s += (s.empty() ? "" : ", ") + n;
-  return s;
 }
 
 // Builds an allocation from a compact table: every stage `rest`, then the listed exceptions.
@@ -156,14 +153,19 @@ bool StageSpec::operator==(const StageSpec& o) const {
          reduce == o.reduce && via == o.via && merge == o.merge;
 }
 
-const char* merge_model_name(MergeModel m) {
-  return m == MergeModel::unnormalised ? "unnormalised" : "normalised_lse";
-}
+// The names of the registries' tables are string literals: their data() is NUL-terminated.
+const char* merge_model_name(MergeModel m) { return enum_name(kMergeModels, m).data(); }
 
 MergeModel merge_model_by_name(std::string_view name) {
-  if (name == "normalised_lse") return MergeModel::normalised_lse;
-  if (name == "unnormalised") return MergeModel::unnormalised;
-  throw InputError(fmt::format("unknown merge model \"{}\"; known: normalised_lse, unnormalised", name));
+  if (const auto m = enum_by_name(kMergeModels, name)) return *m;
+  throw InputError(fmt::format("unknown merge model \"{}\"; known: {}", name, enum_names_joined(kMergeModels)));
+}
+
+const char* gemm_kind_name(GemmKind k) { return enum_name(kGemmKinds, k).data(); }
+
+GemmKind gemm_kind_by_name(std::string_view name) {
+  if (const auto k = enum_by_name(kGemmKinds, name)) return *k;
+  throw InputError(fmt::format("unknown GEMM model \"{}\"; known: {}", name, enum_names_joined(kGemmKinds)));
 }
 
 std::array<StageSpec, kStageCount> uniform_stages(const Format& f) {
@@ -172,36 +174,26 @@ std::array<StageSpec, kStageCount> uniform_stages(const Format& f) {
   return s;
 }
 
-const char* reduce_order_name(ReduceOrder o) {
-  switch (o) {
-    case ReduceOrder::sequential: return "sequential";
-    case ReduceOrder::pairwise: return "pairwise";
-    case ReduceOrder::blocked: return "blocked";
-  }
-  return "?";
-}
+const char* reduce_order_name(ReduceOrder o) { return enum_name(kReduceOrders, o).data(); }
 
 ReduceOrder reduce_order_by_name(std::string_view name) {
-  for (ReduceOrder o : {ReduceOrder::sequential, ReduceOrder::pairwise, ReduceOrder::blocked})
-    if (name == reduce_order_name(o)) return o;
-  throw InputError(fmt::format("unknown reduction order \"{}\"; known: sequential, pairwise, blocked", name));
+  if (const auto o = enum_by_name(kReduceOrders, name)) return *o;
+  throw InputError(fmt::format("unknown reduction order \"{}\"; known: {}", name, enum_names_joined(kReduceOrders)));
 }
 
-const char* exp_via_name(ExpVia v) { return v == ExpVia::fp32 ? "fp32" : "exact"; }
+const char* exp_via_name(ExpVia v) { return enum_name(kExpVias, v).data(); }
 
 ExpVia exp_via_by_name(std::string_view name) {
-  if (name == "exact") return ExpVia::exact;
-  if (name == "fp32") return ExpVia::fp32;
-  throw InputError(fmt::format("unknown exp evaluation \"{}\"; known: exact, fp32", name));
+  if (const auto v = enum_by_name(kExpVias, name)) return *v;
+  throw InputError(fmt::format("unknown exp evaluation \"{}\"; known: {}", name, enum_names_joined(kExpVias)));
 }
 
 std::vector<std::string> stage_names() { return {names().begin(), names().end()}; }
 const std::string& stage_name(Stage s) { return names()[static_cast<std::size_t>(s)]; }
 
 Stage stage_by_name(std::string_view name) {
-  for (std::size_t i = 0; i < kStageCount; ++i)
-    if (names()[i] == name) return static_cast<Stage>(i);
-  throw InputError(fmt::format("unknown allocation stage \"{}\"; known stages: {}", name, joined_names()));
+  if (const auto s = enum_by_name(kStages, name)) return *s;
+  throw InputError(fmt::format("unknown allocation stage \"{}\"; known stages: {}", name, enum_names_joined(kStages)));
 }
 
 Format& Allocation::stage(std::string_view n) { return spec(stage_by_name(n)).format; }
@@ -217,44 +209,60 @@ std::vector<std::string> allocation_preset_names() {
   return n;
 }
 
-TensorCore tensor_core_preset(std::string_view name) {
-  // Measured on an H100 SXM (experiments/gpu/tc_probe.py; docs/tensor-cores.md): products exact, aligned to
-  // the largest exponent sum, 25 bits kept below it (fp16, bf16, tf32) or 13 (fp8), dropped bits truncated
-  // toward zero, the accumulator one of the aligned terms, the block's sum rounded toward zero into fp32
-  // (fp8: into 14 significant bits).
+namespace {
+
+// Measured on an H100 SXM (experiments/gpu/tc_probe.py; docs/tensor-cores.md): products exact, aligned to
+// the largest exponent sum, 25 bits kept below it (fp16, bf16, tf32) or 13 (fp8), dropped bits truncated
+// toward zero, the accumulator one of the aligned terms, the block's sum rounded toward zero into fp32
+// (fp8: into 14 significant bits, e8m13), promoted to fp32 every 128 products unless use_fast_accum.
+// One table: tensor_core_preset and tensor_core_preset_names read it.
+TensorCore tc_fp8(int promote) {
   TensorCore t;
-  if (name == "h100_fp16" || name == "h100_bf16") return t;
-  if (name == "h100_tf32") {
-    t.block = 8;
-    return t;
-  }
-  if (name == "h100_e4m3" || name == "h100_e5m2" || name == "h100_e4m3_fast" || name == "h100_e5m2_fast") {
-    t.block = 32;
-    t.align_bits = 13;
-    t.acc_bits = 14;  // the block's sum kept to 14 significant bits (e8m13), rounded toward zero
-    t.promote = name.ends_with("_fast") ? 0 : 128;  // cuBLAS's promotion to fp32 unless use_fast_accum
-    return t;
-  }
-  if (name == "exact") {
-    t.align_bits = kUnlimitedAlign;
-    t.block_round = RoundMode::nearest_even;
-    return t;
-  }
+  t.block = 32;
+  t.align_bits = 13;
+  t.acc_bits = 14;
+  t.promote = promote;
+  return t;
+}
+TensorCore tc_exact() {
+  TensorCore t;
+  t.align_bits = kUnlimitedAlign;
+  t.block_round = RoundMode::nearest_even;
+  return t;
+}
+TensorCore tc_tf32() {
+  TensorCore t;
+  t.block = 8;
+  return t;
+}
+const std::vector<std::pair<std::string, TensorCore>>& tensor_core_presets() {
+  static const std::vector<std::pair<std::string, TensorCore>> p = {
+      {"h100_fp16", TensorCore{}},     {"h100_bf16", TensorCore{}},     {"h100_tf32", tc_tf32()},
+      {"h100_e4m3", tc_fp8(128)},      {"h100_e5m2", tc_fp8(128)},      {"h100_e4m3_fast", tc_fp8(0)},
+      {"h100_e5m2_fast", tc_fp8(0)},   {"exact", tc_exact()}};
+  return p;
+}
+
+}  // namespace
+
+TensorCore tensor_core_preset(std::string_view name) {
+  for (const auto& [n, t] : tensor_core_presets())
+    if (n == name) return t;
   throw InputError(fmt::format("unknown tensor-core model \"{}\"; known: {}", name,
                                fmt::join(tensor_core_preset_names(), ", ")));
 }
 
 std::vector<std::string> tensor_core_preset_names() {
-  return {"h100_fp16", "h100_bf16", "h100_tf32", "h100_e4m3", "h100_e5m2", "h100_e4m3_fast", "h100_e5m2_fast",
-          "exact"};
+  std::vector<std::string> n;
+  for (const auto& p : tensor_core_presets()) n.push_back(p.first);
+  return n;
 }
 
-const char* align_round_name(AlignRound r) { return r == AlignRound::nearest ? "nearest" : "truncate"; }
+const char* align_round_name(AlignRound r) { return enum_name(kAlignRounds, r).data(); }
 
 AlignRound align_round_by_name(std::string_view name) {
-  if (name == "truncate") return AlignRound::truncate;
-  if (name == "nearest") return AlignRound::nearest;
-  throw InputError(fmt::format("unknown alignment rounding \"{}\"; known: truncate, nearest", name));
+  if (const auto r = enum_by_name(kAlignRounds, name)) return *r;
+  throw InputError(fmt::format("unknown alignment rounding \"{}\"; known: {}", name, enum_names_joined(kAlignRounds)));
 }
 
 Allocation allocation_preset(std::string_view name) { return with_kernel_merge(preset_or_throw(name, "")); }

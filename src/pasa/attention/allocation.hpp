@@ -2,26 +2,9 @@
 // the model of how the matrix engine rounds inside a GEMM. Presets follow the paper's figures (PASA Fig. 1–3,
 // Alg. 1); a user writes new allocations in JSON (a preset plus overrides, or every stage) without C++.
 //
-// Stages (in stage_names() order):
-//   q, k, v   Q, K, V as fed to the matrix engine (the inputs are rounded to these)
-//   qk_acc    accumulator of S = Q·Kᵀ (also of PASA's K·M pre-processing GEMM)
-//   s         S as written by the QKᵀ GEMM
-//   scale     the scaled scores S·scale (the scale factor is rounded to this format too)
-//   max       running and local maxima, their differences (PASA: corrected max and Δm terms)
-//   exp       the argument of exp (x − m) and its result P̃, and the rescaling factors e^{m_old − m_new}
-//   sum       the row sum l (a reduction of P, see Reduction; and its rescaled update)
-//   p         P as fed to the P·V GEMM
-//   pv_acc    accumulator of P·V
-//   pv        P·V as written by the GEMM
-//   o         the running output O (rescale and add)
-//   div       the division by the row sum (final, or FA1's per-step normalisation)
-//   out       the stored output
-//   shift     PASA's shifting matrix M (Eq. 10)
-//   k_shift   the shifted keys written by PASA's pre-processing GEMM (Eq. 11) or smooth_k's K − mean(K)
-//   mean      PASA's row means S̄' and pseudo-averages F (Eq. 15) and correction terms Δm'; smooth_k's mean of K
-//   merge     the merge of split-KV parts (AlgorithmSpec::splits > 1, [UA]): its arithmetic, and with it
-//             (StageSpec::merge, MergeSpec below) the model of what each part stores. Used only with splits;
-//             where an allocation does not name it, it is the `o` stage's spec.
+// The stages, GEMM models and the other named options are registries (core/enum_table.hpp): one enum and one
+// table of names and one-line descriptions each (kStages, kGemmKinds, ...), read by the JSON reader and
+// writer, the error messages and the docs. docs/extending.md lists what else a new stage or model needs.
 //
 // Reductions (the row sum l in `sum`, the means in `mean`) have their own accumulator: see Reduction.
 // Elementwise steps are computed exactly and rounded once to their stage's format, except the exp stage's
@@ -36,13 +19,43 @@
 #include <utility>
 #include <vector>
 
+#include "pasa/core/enum_table.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/numeric/round.hpp"
 
 namespace pasa {
 
+// The stages of blocked attention, in the order of stage_names() (and of Allocation::stages).
 enum class Stage { q, k, v, qk_acc, s, scale, max, exp, sum, p, pv_acc, pv, o, div, out, shift, k_shift, mean, merge };
-inline constexpr std::size_t kStageCount = 19;
+inline constexpr EnumTable<Stage, 19> kStages = {{
+    {Stage::q, "q", "Q as fed to the matrix engine (the input is rounded to it)"},
+    {Stage::k, "k", "K as fed to the matrix engine"},
+    {Stage::v, "v", "V as fed to the matrix engine"},
+    {Stage::qk_acc, "qk_acc", "accumulator of S = Q·Kᵀ (also of PASA's K·M pre-processing GEMM)"},
+    {Stage::s, "s", "S as written by the QKᵀ GEMM"},
+    {Stage::scale, "scale", "the scaled scores S·scale (the scale factor is rounded to this format too)"},
+    {Stage::max, "max", "running and local maxima, their differences (PASA: corrected max and Δm terms)"},
+    {Stage::exp, "exp", "the argument of exp (x − m), its result P̃, and the rescaling factors e^{m_old − m_new}"},
+    {Stage::sum, "sum", "the row sum l (a reduction of P, see Reduction) and its rescaled update"},
+    {Stage::p, "p", "P as fed to the P·V GEMM"},
+    {Stage::pv_acc, "pv_acc", "accumulator of P·V"},
+    {Stage::pv, "pv", "P·V as written by the GEMM"},
+    {Stage::o, "o", "the running output O (rescale and add)"},
+    {Stage::div, "div", "the division by the row sum (final, or FA1's per-step normalisation)"},
+    {Stage::out, "out", "the stored output"},
+    {Stage::shift, "shift", "PASA's shifting matrix M (Eq. 10)"},
+    {Stage::k_shift, "k_shift",
+     "the shifted keys written by PASA's pre-processing GEMM (Eq. 11) or smooth_k's K − mean(K)"},
+    {Stage::mean, "mean",
+     "PASA's row means S̄' and pseudo-averages F (Eq. 15) and correction terms Δm'; smooth_k's mean of K"},
+    // Used only with AlgorithmSpec::splits > 1 [UA]: its arithmetic, and with it (StageSpec::merge,
+    // MergeSpec below) the model of what each part stores. Where an allocation does not name it, it is the
+    // `o` stage's spec.
+    {Stage::merge, "merge", "the merge of split-KV parts (splits > 1): its arithmetic and the parts' storage"},
+}};
+inline constexpr std::size_t kStageCount = kStages.size();
+static_assert(enum_table_in_order(kStages), "kStages: one entry per Stage, in enum order");
+static_assert(static_cast<std::size_t>(Stage::merge) + 1 == kStageCount, "kStages: a Stage without an entry");
 
 // How a GEMM rounds. The product of two input values is exact in every model except every_op.
 enum class GemmKind {
@@ -52,6 +65,18 @@ enum class GemmKind {
   every_op,     // every product and every addition rounded to the accumulator format
   tensor_core,  // a matrix engine's multi-operand adder, parametrised by the TensorCore fields (below)
 };
+// The names JSON ("gemm": {"model": ...}), pasa-gemm --model and the Python binding read and write.
+inline constexpr EnumTable<GemmKind, 4> kGemmKinds = {{
+    {GemmKind::ordered, "ordered", "an FMA chain in k order, one rounding to the accumulator per step"},
+    {GemmKind::chunked, "chunked", "groups of `chunk` products summed exactly, each group added with one rounding"},
+    {GemmKind::every_op, "every_op", "every product and every addition rounded to the accumulator format"},
+    {GemmKind::tensor_core, "tensor_core", "a matrix engine's multi-operand adder (the TensorCore fields)"},
+}};
+static_assert(enum_table_in_order(kGemmKinds), "kGemmKinds: one entry per GemmKind, in enum order");
+static_assert(static_cast<std::size_t>(GemmKind::tensor_core) + 1 == kGemmKinds.size(),
+              "kGemmKinds: a GemmKind without an entry");
+const char* gemm_kind_name(GemmKind k);
+GemmKind gemm_kind_by_name(std::string_view name);  // throws InputError naming the known models
 
 // How a tensor core's multi-operand adder treats the bits of the aligned terms [Fasi et al. 2021, Sec. 3;
 // Khattak & Mikaitis 2025, Sec. 3].
@@ -59,6 +84,11 @@ enum class AlignRound {
   truncate,  // the bits below the kept ones are dropped, sign-magnitude (toward zero): NVIDIA V100 .. H100
   nearest,   // each aligned term rounded to nearest even at the kept bits
 };
+inline constexpr EnumTable<AlignRound, 2> kAlignRounds = {{
+    {AlignRound::truncate, "truncate", "bits below the kept ones dropped (toward zero)"},
+    {AlignRound::nearest, "nearest", "each aligned term rounded to nearest even"},
+}};
+static_assert(enum_table_in_order(kAlignRounds) && static_cast<std::size_t>(AlignRound::nearest) + 1 == kAlignRounds.size());
 
 // The tensor-core model (kind == tensor_core), per output element: the products a_k·b_k are exact; every
 // `block` consecutive products (k = 0..block−1, block..2·block−1, ...) form one multi-operand addition,
@@ -98,6 +128,7 @@ enum class GemmId {
   shift,  // PASA's pre-processing K' = M·K (Eq. 11)
 };
 inline constexpr std::size_t kGemmCount = 3;
+static_assert(static_cast<std::size_t>(GemmId::shift) + 1 == kGemmCount, "kGemmCount: one per GemmId");
 
 struct GemmModel {
   GemmModel(GemmKind k = GemmKind::ordered, int c = 16, TensorCore t = {})  // NOLINT: {kind, chunk} reads well
@@ -127,6 +158,12 @@ enum class ReduceOrder {
   blocked,     // `width` lanes (a warp or a vector unit): lane r sums x[r], x[r+k], ... sequentially (+0 when
                // empty), then the shuffle-down tree p[r] = rnd_acc(p[r] + p[r+off]), off = k/2, ..., 1
 };
+inline constexpr EnumTable<ReduceOrder, 3> kReduceOrders = {{
+    {ReduceOrder::sequential, "sequential", "left to right"},
+    {ReduceOrder::pairwise, "pairwise", "recursive halves"},
+    {ReduceOrder::blocked, "blocked", "`width` strided lanes, then a shuffle-down tree"},
+}};
+static_assert(enum_table_in_order(kReduceOrders) && static_cast<std::size_t>(ReduceOrder::blocked) + 1 == kReduceOrders.size());
 
 // How a stage reduces a row: accumulate in `acc` (each addition one rounding to acc with the stage's
 // RoundOptions) in `order`, then round the result once to the stage's format. A mean divides the
@@ -148,6 +185,11 @@ enum class ExpVia {
   fp32,   // the argument rounded to fp32, e^x by the C library's expf (std::exp(float), glibc: < 1 ulp, not
           // always correctly rounded), the float result rounded to the stage format: CUDA's expf then a cast
 };
+inline constexpr EnumTable<ExpVia, 2> kExpVias = {{
+    {ExpVia::exact, "exact", "e^x rounded once to the stage format"},
+    {ExpVia::fp32, "fp32", "argument rounded to fp32, expf, then rounded to the stage format"},
+}};
+static_assert(enum_table_in_order(kExpVias) && static_cast<std::size_t>(ExpVia::fp32) + 1 == kExpVias.size());
 
 // How split-KV parts are stored and merged (the merge stage only; docs/decode.md, "Split-KV merge models").
 enum class MergeModel {
@@ -162,6 +204,12 @@ enum class MergeModel {
   // kernel that keeps the parts' raw accumulators (or an on-chip split within one CTA).
   unnormalised,
 };
+inline constexpr EnumTable<MergeModel, 2> kMergeModels = {{
+    {MergeModel::normalised_lse, "normalised_lse", "each part stores O_t/l_t and lse_t (flash-decoding kernels)"},
+    {MergeModel::unnormalised, "unnormalised", "each part's (Õ_t, m_t, l_t) kept unrounded"},
+}};
+static_assert(enum_table_in_order(kMergeModels) &&
+              static_cast<std::size_t>(MergeModel::unnormalised) + 1 == kMergeModels.size());
 const char* merge_model_name(MergeModel m);
 MergeModel merge_model_by_name(std::string_view name);  // throws InputError naming the known models
 

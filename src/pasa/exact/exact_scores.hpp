@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "pasa/core/assert.hpp"
 #include "pasa/exact/score_rows.hpp"
 #include "pasa/numeric/double_double.hpp"
 
@@ -22,8 +23,11 @@ namespace pasa::exact_scores {
 
 constexpr std::size_t kScoreRows = 8;  // rows of one register-blocked plain_scores call
 
-// x (finite, nonzero) is an odd multiple of 2^lsb_exponent(x).
+// x (finite, nonzero) is an odd multiple of 2^lsb_exponent(x). A non-finite x (inputs with NaN/inf, in the
+// score statistics) gives a meaningless exponent, harmlessly: its vector's norm is not finite, so no pair
+// of it passes the exactness test. x = 0 has no such exponent (countr_zero(0) = 64).
 inline int lsb_exponent(double x) {
+  PASA_ASSERT(x != 0);
   const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
   const int e = static_cast<int>((bits >> 52) & 0x7ff);
   std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);

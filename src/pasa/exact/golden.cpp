@@ -40,6 +40,7 @@
 #include <mpfr.h>
 
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/core/assert.hpp"
 #include "pasa/core/compiler.hpp"
 #include "pasa/core/cancel.hpp"
 #include "pasa/core/error.hpp"
@@ -518,14 +519,29 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& o
   return sat_mul(sizeof(double), sat_add(sat_add(sat_add(out, blocks), keys), sat_mul(per_thread, t)));
 }
 
+namespace {
+
+bool all_finite(const AttentionInputs& in) {
+  for (const Tensor* t : {&in.q, &in.k, &in.v})
+    if (!std::all_of(t->data.begin(), t->data.end(), [](double x) { return std::isfinite(x); })) return false;
+  return true;
+}
+
+}  // namespace
+
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   validate(in, opt.threads);
   if (opt.precision_bits < 106 || opt.precision_bits > 100000)
     throw InputError(fmt::format("golden precision_bits must be in [106, 100000], got {}", opt.precision_bits));
-  if (in.allow_nonfinite)
-    for (const Tensor* t : {&in.q, &in.k, &in.v})
-      if (!std::all_of(t->data.begin(), t->data.end(), [](double x) { return std::isfinite(x); }))
-        return detail::golden_with_nonfinite(in, opt);
+  if (in.allow_nonfinite && !all_finite(in)) return detail::golden_with_nonfinite(in, opt);
+  return detail::golden_finite(in, opt);
+}
+
+namespace detail {
+
+Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
+  PASA_ASSERT(all_finite(in));
+  PASA_ASSERT(opt.precision_bits >= 106 && opt.precision_bits <= 100000);
   const Shape& qs = in.q.shape;
   Golden g;
   g.o = Tensor(qs, format_by_name("fp64"));
@@ -616,5 +632,7 @@ Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   }
   return g;
 }
+
+}  // namespace detail
 
 }  // namespace pasa

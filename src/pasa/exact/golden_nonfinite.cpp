@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pasa/core/assert.hpp"
 #include "pasa/core/parallel.hpp"
 
 namespace pasa::detail {
@@ -54,13 +55,14 @@ Cls score_class(const double* q, const double* k, std::size_t D, double scale) {
 Golden golden_with_nonfinite(const AttentionInputs& in, const GoldenOptions& opt) {
   const Shape &qs = in.q.shape, &ks = in.k.shape;
   const std::size_t D = qs.D, Sq = qs.S, Skv = ks.S;
-  // Rows that touch no non-finite value: the ordinary golden of a finite copy.
+  PASA_ASSERT(in.allow_nonfinite);
+  // Rows that touch no non-finite value: the finite golden of a copy whose non-finite elements are 0.
   AttentionInputs finite = in;
   finite.allow_nonfinite = false;
   for (Tensor* t : {&finite.q, &finite.k, &finite.v})
     for (double& x : t->data)
       if (!std::isfinite(x)) x = 0;
-  Golden g = golden_attention(finite, opt);
+  Golden g = golden_finite(finite, opt);
   const double scale = in.effective_scale();
 
   std::vector<int> bits(qs.B * qs.N, 1000);
@@ -118,7 +120,7 @@ Golden golden_with_nonfinite(const AttentionInputs& in, const GoldenOptions& opt
       sub.scale = in.scale;
       GoldenOptions so = opt;
       so.threads = 1;
-      const Golden sg = golden_attention(sub, so);
+      const Golden sg = golden_finite(sub, so);
       bits[w] = std::min(bits[w], sg.guaranteed_bits);
       bound[w] = std::max(bound[w], sg.error_bound);
       mpfr[w] = mpfr[w] || sg.used_mpfr;

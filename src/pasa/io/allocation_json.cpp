@@ -97,16 +97,6 @@ void read_tensor_core(const json& g, const std::string& gp, GemmModel& m) {
     json_fail(gp + "/promote", fmt::format("promote ({}) must be 0 or a multiple of block ({})", t.promote, t.block));
 }
 
-const char* kind_name(GemmKind k) {
-  switch (k) {
-    case GemmKind::ordered: return "ordered";
-    case GemmKind::chunked: return "chunked";
-    case GemmKind::every_op: return "every_op";
-    case GemmKind::tensor_core: return "tensor_core";
-  }
-  return "?";
-}
-
 }  // namespace
 
 GemmModel gemm_model_from_json(const json& g, const std::string& gp, GemmModel m) {
@@ -114,16 +104,7 @@ GemmModel gemm_model_from_json(const json& g, const std::string& gp, GemmModel m
   check_keys(g, {"model", "chunk", "tensor_core", "block", "acc_in_block", "align_bits", "align_round",
                  "block_round", "promote", "acc_bits"},
              gp);
-  if (g.contains("model")) {
-    const std::string name = as_string(g.at("model"), gp + "/model");
-    if (name == "ordered") m.kind = GemmKind::ordered;
-    else if (name == "chunked") m.kind = GemmKind::chunked;
-    else if (name == "every_op") m.kind = GemmKind::every_op;
-    else if (name == "tensor_core") m.kind = GemmKind::tensor_core;
-    else
-      json_fail(gp + "/model",
-                fmt::format("unknown GEMM model \"{}\"; known: ordered, chunked, every_op, tensor_core", name));
-  }
+  if (g.contains("model")) m.kind = as_named(g.at("model"), gp + "/model", gemm_kind_by_name);
   if (g.contains("chunk")) {
     // Bounded: the chunked model keeps 2·chunk + 2 doubles per thread (an int chunk of 2^40 wrapped around).
     const std::size_t c = as_size(g.at("chunk"), gp + "/chunk", 1);
@@ -211,7 +192,7 @@ json to_json(const Allocation& a) {
     }
     stages[stage_name(st)] = o;
   }
-  json gemm = {{"model", kind_name(a.gemm.kind)}};
+  json gemm = {{"model", gemm_kind_name(a.gemm.kind)}};
   if (a.gemm.kind == GemmKind::chunked) gemm["chunk"] = a.gemm.chunk;
   if (a.gemm.kind == GemmKind::tensor_core) {
     const TensorCore& t = a.gemm.tc;

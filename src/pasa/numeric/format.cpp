@@ -45,23 +45,23 @@ Format custom_format(int p, int emax, bool subnormals, Specials specials) {
 }
 
 const std::vector<Format>& builtin_formats() {
-  static const std::vector<Format> formats = {
-      {"fp64", 53, 1023, true, Specials::ieee},
-      {"fp32", 24, 127, true, Specials::ieee},
-      {"tf32", 11, 127, true, Specials::ieee},
-      {"bf16", 8, 127, true, Specials::ieee},
-      {"fp16", 11, 15, true, Specials::ieee},
-      {"fp8_e4m3fn", 4, 8, true, Specials::fn},
-      {"fp8_e5m2", 3, 15, true, Specials::ieee},
-  };
+  static const std::vector<Format> formats = [] {
+    std::vector<Format> v;
+    for (const FormatEntry& e : kBuiltinFormats) v.push_back({std::string(e.name), e.p, e.emax, e.subnormals, e.specials});
+    return v;
+  }();
   return formats;
 }
 
 std::string known_format_names() {
-  std::string s;
-  for (const auto& f : builtin_formats()) s += (s.empty() ? "" : ", ") + f.name;
-  return s + " (aliases: fp8_e4m3, and numpy's and ml_dtypes' float64, float32, bfloat16, float16, "
-             "float8_e4m3fn, float8_e5m2), or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
+  std::string names, aliases, dtypes;
+  for (const FormatEntry& e : kBuiltinFormats) {
+    names += (names.empty() ? "" : ", ") + std::string(e.name);
+    if (!e.alias.empty()) aliases += (aliases.empty() ? "" : ", ") + std::string(e.alias);
+    if (!e.dtype.empty()) dtypes += (dtypes.empty() ? "" : ", ") + std::string(e.dtype);
+  }
+  return names + " (aliases: " + aliases + ", and numpy's and ml_dtypes' " + dtypes +
+         "), or a custom \"p=<bits>,emax=<e>[,subnormals=0]\"";
 }
 
 namespace {
@@ -90,15 +90,10 @@ int integer_in(std::string_view digits, const char* what, int lo, int hi) {
 }  // namespace
 
 Format format_by_name(std::string_view name) {
-  if (name == "fp8_e4m3") name = "fp8_e4m3fn";  // the OCP name without LLVM's "fn" suffix [OCP8]
-  // The dtype names numpy and ml_dtypes users type (numpy.dtype(...).name) for the same formats.
-  static constexpr std::pair<std::string_view, std::string_view> kDtypeNames[] = {
-      {"float64", "fp64"}, {"float32", "fp32"}, {"bfloat16", "bf16"}, {"float16", "fp16"},
-      {"float8_e4m3fn", "fp8_e4m3fn"}, {"float8_e5m2", "fp8_e5m2"}};
-  for (const auto& [dtype_name, format_name] : kDtypeNames)
-    if (name == dtype_name) name = format_name;
-  for (const auto& f : builtin_formats())
-    if (f.name == name) return f;
+  // The registry's names, aliases and dtype names (kBuiltinFormats).
+  for (std::size_t i = 0; i < kBuiltinFormats.size(); ++i)
+    if (!name.empty() && (name == kBuiltinFormats[i].name || name == kBuiltinFormats[i].dtype || name == kBuiltinFormats[i].alias))
+      return builtin_formats()[i];
   // "p=<bits>,emax=<e>[,subnormals=0|1]"
   std::string_view s = name, p_text, emax_text;
   if (s.starts_with("p=") && (s.remove_prefix(2), take_integer(s, p_text)) && s.starts_with(",emax=") &&

@@ -3,6 +3,7 @@
 // descriptor separate from kernels).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,6 +41,29 @@ struct Format {
     return p == o.p && emax == o.emax && subnormals == o.subnormals && specials == o.specials;
   }
 };
+
+// The registry of built-in formats: ONE table, read by format_by_name, builtin_formats, known_format_names
+// (error messages, --help) and docs/formats-and-rounding.md. A new format is one entry here (and, where
+// numpy or ml_dtypes has a dtype for it, that name): every rounding kernel takes it as a descriptor. Names
+// are LLVM's / ml_dtypes'; `alias` is another spelling users type (the OCP name of E4M3 without LLVM's "fn"
+// suffix [OCP8]); `dtype` is numpy.dtype(...).name of the same format (numpy's own or ml_dtypes').
+struct FormatEntry {
+  std::string_view name;
+  int p, emax;
+  bool subnormals;
+  Specials specials;
+  std::string_view dtype;  // empty: no numpy / ml_dtypes dtype
+  std::string_view alias;  // empty: none
+};
+inline constexpr std::array<FormatEntry, 7> kBuiltinFormats = {{
+    {"fp64", 53, 1023, true, Specials::ieee, "float64", ""},
+    {"fp32", 24, 127, true, Specials::ieee, "float32", ""},
+    {"tf32", 11, 127, true, Specials::ieee, "", ""},
+    {"bf16", 8, 127, true, Specials::ieee, "bfloat16", ""},
+    {"fp16", 11, 15, true, Specials::ieee, "float16", ""},
+    {"fp8_e4m3fn", 4, 8, true, Specials::fn, "float8_e4m3fn", "fp8_e4m3"},
+    {"fp8_e5m2", 3, 15, true, Specials::ieee, "float8_e5m2", ""},
+}};
 
 // Built-in formats by name: fp64, fp32, tf32, bf16, fp16, fp8_e4m3fn, fp8_e5m2 (LLVM / ml_dtypes names; OCP
 // E4M3 has no infinities, hence "fn", [OCP8]); "fp8_e4m3" is accepted as an alias of fp8_e4m3fn, and numpy's

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "pasa/core/assert.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/double_double.hpp"
 
@@ -203,6 +204,10 @@ double round_sum(double hi, double lo, const Format& f, const RoundOptions& o, R
   if (!std::isfinite(hi)) return round(hi, f, o, rng);  // ±inf, NaN: the residual of such a sum is meaningless
   if (lo == 0.0) return round(hi, f, o, rng);  // (hi itself: −0 + +0 would lose an exact −0's sign)
   if (hi == 0.0 || std::isnan(lo)) return round(hi + lo, f, o, rng);
+  // The contract (round.hpp): |lo| <= ulp(hi)/2, as two_sum, two_prod, exact_quotient and renormalised
+  // expansions give it; the decisions below read lo as the part below hi's last bit.
+  PASA_ASSERT(std::isinf(lo) ||
+              std::abs(lo) <= 0.5 * (std::nextafter(std::abs(hi), std::numeric_limits<double>::infinity()) - std::abs(hi)));
   if (o.mode == RoundMode::stochastic && rng == nullptr)
     throw std::invalid_argument("stochastic rounding needs a seeded random source");
   const std::uint64_t draw = o.mode == RoundMode::stochastic ? rng->next() : 0;

@@ -297,15 +297,17 @@ GemmModel h100_gemm_model(const Format& input) {
 GemmModel gemm_model_by_name(const std::string& name, const Format& input, const std::string& where) {
   const auto first = name.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && name[first] == '{') return gemm_model_from_json(parse_json_text(name, where), where);
-  if (name == "ordered") return GemmModel{GemmKind::ordered};
-  if (name == "chunked") return GemmModel{GemmKind::chunked};
-  if (name == "every_op") return GemmModel{GemmKind::every_op};
+  // A model by its registry name (kGemmKinds) with its default parameters; tensor_core needs a named model.
+  if (const auto k = enum_by_name(kGemmKinds, name); k && *k != GemmKind::tensor_core) return GemmModel{*k};
   if (name == "h100") return at_place(where, [&] { return h100_gemm_model(input); });
   const auto names = tensor_core_preset_names();
   if (std::find(names.begin(), names.end(), name) != names.end())
     return GemmModel{GemmKind::tensor_core, 16, tensor_core_preset(name)};
-  throw InputError(fmt::format("{}: unknown GEMM model \"{}\"; known: ordered, chunked, every_op, h100 (by the input "
-                               "format), {}, or a \"gemm\" JSON object", where, name, fmt::join(names, ", ")));
+  std::string plain;
+  for (const auto& e : kGemmKinds)
+    if (e.value != GemmKind::tensor_core) plain += std::string(e.name) + ", ";
+  throw InputError(fmt::format("{}: unknown GEMM model \"{}\"; known: {}h100 (by the input format), {}, or a \"gemm\" "
+                               "JSON object", where, name, plain, fmt::join(names, ", ")));
 }
 
 std::string hw_attention_csv(const std::vector<HwAttentionRow>& rows) {

@@ -17,6 +17,7 @@
 #include "pasa/inputs/attention_inputs.hpp"
 #include "pasa/attention/gemm.hpp"
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/core/assert.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
 
@@ -142,6 +143,7 @@ struct Run {
   // (53 >= 2·24 + 2 [Figueroa 1995, "When is double rounding innocuous?"]).
   template <class Body>
   void fused(Stage s, Body&& body) const {
+    PASA_ASSERT(fusable(s));  // otherwise the float conversion below would not be the stage's rounding
     if (native(s)) body([](DD x) { return x.hi; });
     else body([](DD x) { return static_cast<double>(static_cast<float>(sticky_fold(x.hi, x.lo))); });
   }
