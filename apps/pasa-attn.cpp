@@ -237,7 +237,7 @@ Inputs generated_inputs(const CLI::App& app, const ProblemOptions& po, const Alg
     pasa_apps::validate_case_from(case_layout(spec), algo, algo_source);
   }
   Inputs r;
-  r.paged = spec.paged != nullptr;
+  r.paged = spec.paged.has_value();
   r.memory_estimate = case_memory_bytes(spec, {algo}, gopt, false);
   check_memory(r.memory_estimate, memory_limit, "this problem",
                fmt::format("{}, {} threads", shape_text(spec), gopt.threads));  // before a single element is generated
