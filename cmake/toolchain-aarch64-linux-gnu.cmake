@@ -2,7 +2,8 @@
 # multiarch (libmpfr-dev:arm64, libgmp-dev:arm64, libfmt-dev:arm64; the header-only Boost, CLI11,
 # nlohmann_json and Catch2 are the host's), run under qemu-user (scripts/ci-matrix.sh aarch64,
 # docs/building-and-testing.md):
-#   cmake -S . -B build-aarch64 --toolchain cmake/toolchain-aarch64-linux-gnu.cmake
+#   cmake -S . -B build-aarch64 --toolchain cmake/toolchain-aarch64-linux-gnu.cmake -DPASA_STATIC=ON
+# (static: Debian 12's qemu-user hangs at the first std::thread of a dynamically linked aarch64 program)
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
