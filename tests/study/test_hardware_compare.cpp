@@ -1,7 +1,7 @@
 // pasa-hwcompare's logic (study/hardware_compare.hpp) on a fake GPU folder: the "GPU" output is the toolkit's
 // own output (so the comparison must report 100 % identical and an RMSE ratio of exactly 1), then perturbed
 // by a known number of ulps; the "GPU" conversions come from independent references (the compiler's
-// float → half conversion: _Float16, or clang 14's __fp16; and PyTorch's float → float8_e4m3fn algorithm of
+// float → half conversion: _Float16 or __fp16; and PyTorch's float → float8_e4m3fn algorithm of
 // c10/util/Float8_e4m3fn.h restated here).
 #include <catch2/catch.hpp>
 
@@ -91,12 +91,13 @@ std::uint8_t torch_e4m3fn(float f) {
 
 }  // namespace
 
-// The compiler's own float -> half conversion (round to nearest even): _Float16 where the compiler has it (GCC on
-// x86-64 and aarch64, clang >= 15), else clang's __fp16 (clang 14 on x86-64), a storage type converted the same way.
-#if defined(__FLT16_MANT_DIG__)
-using CompilerHalf = _Float16;
-#else
+// The compiler's own float -> half conversion (round to nearest even): __fp16 where the compiler has it (clang on
+// every target, GCC on ARM: a storage type in IEEE format), else _Float16 (GCC 12 on x86-64; GCC 12 has no C++
+// _Float16 on aarch64, clang 14 none on x86-64).
+#if defined(__clang__) || defined(__aarch64__)
 using CompilerHalf = __fp16;
+#else
+using CompilerHalf = _Float16;
 #endif
 
 TEST_CASE("hwcompare attention: the toolkit's own output is identical; perturbations land in their bins") {
