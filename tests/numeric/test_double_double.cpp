@@ -84,7 +84,8 @@ struct Rand {
   double d(int emin, int emax) {
     boost::random::uniform_real_distribution<double> m(1.0, 2.0);
     boost::random::uniform_int_distribution<int> e(emin, emax), s(0, 1);
-    const double v = std::ldexp(m(eng), e(eng));
+    const int ex = e(eng);  // drawn first, in its own statement: the order of a call's arguments is the compiler's
+    const double v = std::ldexp(m(eng), ex);
     return s(eng) ? -v : v;
   }
   // A normalised double-word: hi random, lo = a random fraction of ulp(hi)/2 (sometimes 0 or exactly
@@ -319,13 +320,13 @@ TEST_CASE("dd_mul is within 7u^2 of the exact product [JMP17, DWTimesDW1]", "[do
   CHECK(w > 0.1);
 }
 
-TEST_CASE("dd_mul_d is within 2u^2 of the exact product [JMP17, DWTimesFP]", "[double_double]") {
+TEST_CASE("dd_mul_d is within 3u^2 of the exact product [JMP17, DWTimesFP2]", "[double_double]") {
   auto op = [](DD a, DD b) { return dd_mul_d(a, b.hi); };
   auto exact = [](Big& r, DD a, DD b) { return exact_mul(r, a, DD{b.hi, 0}); };
   double w = 0;
-  w = std::max(w, check_op("dd_mul_d", random_pairs(30, 20000, -480, 480, false), 2, op, exact));
-  w = std::max(w, check_op("dd_mul_d", special_pairs(), 2, op, exact, 4 * kMinSub));
-  WARN("dd_mul_d: largest relative error " << w << " u^2 (bound 2)");
+  w = std::max(w, check_op("dd_mul_d", random_pairs(30, 20000, -480, 480, false), 3, op, exact));
+  w = std::max(w, check_op("dd_mul_d", special_pairs(), 3, op, exact, 4 * kMinSub));
+  WARN("dd_mul_d: largest relative error " << w << " u^2 (bound 3)");
   CHECK(w > 0.1);
 }
 

@@ -110,7 +110,10 @@ TEST_CASE("round_sum: random exact sums and products against MPFR, all formats a
       double b = std::ldexp(uni(eng), kind < 2 ? fexp(eng) : std::ilogb(a) - 30 - expo(eng)) * (coin(eng) < 3 ? 1 : -1);
       if (kind == 5) {  // a value near a midpoint of the format plus a tiny tail
         a = round(a, f) + std::ldexp(1.0, std::ilogb(a) - f.p) * (coin(eng) < 3 ? 1 : -1);
-        b = std::ldexp(1.0, std::ilogb(a) - 60 - expo(eng) / 4) * (coin(eng) < 3 ? 1 : -1);
+        // (a may be 0, the tail cancelling the rounded value, or NaN, a format without inf rounding an overflow:
+        // ilogb gives INT_MIN for both, so b is then taken near 2^-60; a NaN case is skipped below)
+        const int ea = std::isfinite(a) && a != 0 ? std::ilogb(a) : 0;
+        b = std::ldexp(1.0, ea - 60 - expo(eng) / 4) * (coin(eng) < 3 ? 1 : -1);
       }
       const DD x = kind == 3 ? two_prod(round(a, format_by_name("fp32")), round(b / a, format_by_name("fp32")))
                              : two_sum(a, b);

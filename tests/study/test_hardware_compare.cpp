@@ -1,8 +1,8 @@
 // pasa-hwcompare's logic (study/hardware_compare.hpp) on a fake GPU folder: the "GPU" output is the toolkit's
 // own output (so the comparison must report 100 % identical and an RMSE ratio of exactly 1), then perturbed
 // by a known number of ulps; the "GPU" conversions come from independent references (the compiler's
-// float → _Float16 conversion, and PyTorch's float → float8_e4m3fn algorithm of c10/util/Float8_e4m3fn.h
-// restated here).
+// float → half conversion: _Float16 or __fp16; and PyTorch's float → float8_e4m3fn algorithm of
+// c10/util/Float8_e4m3fn.h restated here).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -91,6 +91,15 @@ std::uint8_t torch_e4m3fn(float f) {
 
 }  // namespace
 
+// The compiler's own float -> half conversion (round to nearest even): __fp16 where the compiler has it (clang on
+// every target, GCC on ARM: a storage type in IEEE format), else _Float16 (GCC 12 on x86-64; GCC 12 has no C++
+// _Float16 on aarch64, clang 14 none on x86-64).
+#if defined(__clang__) || defined(__aarch64__)
+using CompilerHalf = __fp16;
+#else
+using CompilerHalf = _Float16;
+#endif
+
 TEST_CASE("hwcompare attention: the toolkit's own output is identical; perturbations land in their bins") {
   TempDir t("attn");
   const Shape sh{1, 2, 256, 32};
@@ -178,7 +187,7 @@ TEST_CASE("hwcompare conversions: fp16 against the compiler's conversion, e4m3fn
   };
   const std::uint32_t f16_first = 0x477FE000u, f16_count = 1u << 16;  // 65504 − … up to ~2^17
   write(t.dir / "h", f16_first, f16_count, "fp16",
-        [](float x) { return std::bit_cast<std::uint16_t>(static_cast<_Float16>(x)); }, 2);
+        [](float x) { return std::bit_cast<std::uint16_t>(static_cast<CompilerHalf>(x)); }, 2);
   std::vector<HwConversionRow> rows = compare_conversions({t.dir / "h", 2});
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].format == "fp16");

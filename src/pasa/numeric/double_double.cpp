@@ -10,6 +10,7 @@
 #include <mpfr.h>
 
 #include "pasa/core/compiler.hpp"
+#include "pasa/numeric/mpfr_thread.hpp"
 
 namespace pasa {
 
@@ -30,6 +31,7 @@ DD dd_from_mpfr(mpfr_t x, mpfr_t tmp) {
 
 ExpTables make_tables() {
   ExpTables t{};
+  free_mpfr_caches_at_thread_exit();
   mpfr_t x, y, tmp;
   mpfr_inits2(320, x, y, tmp, static_cast<mpfr_ptr>(nullptr));
   mpfr_const_log2(x, MPFR_RNDN);
@@ -115,6 +117,7 @@ PASA_IVDEP
 
 DD exp_odd(double x) {
   if (std::isnan(x) || std::isinf(x) || x == 0.0) return {std::exp(x), 0.0};
+  free_mpfr_caches_at_thread_exit();
   mpfr_t a, y, t, lo;
   mpfr_inits2(256, a, y, nullptr);
   mpfr_init2(t, 2400);  // y − hi exactly
@@ -158,6 +161,9 @@ double expansion_approx(const double* e, int n) {
 DD expansion_to_dd(const double* e, int n) {
   if (n <= 1) return {n == 0 ? 0.0 : e[0], 0.0};
   double hi = expansion_approx(e, n);
+  // An inf or NaN component (a term that was not finite; the callers give such sums IEEE's value): IEEE's sum
+  // of the components, as the search below would take ilogb of an inf or NaN.
+  if (!std::isfinite(hi)) return {hi, 0.0};
   if (hi == 0.0) hi = e[n - 1];
   thread_local std::vector<double> r;
   r.resize(n + 1);

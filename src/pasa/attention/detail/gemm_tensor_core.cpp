@@ -314,6 +314,12 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   double* ex = ex_buf.data();
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < n; ++j) eb[t * n + j] = term_exp(B[t * ldb + j], eb_min);
+  // Rows of B with an inf or NaN: a block that meets one takes the expansion path (below).
+  thread_local std::vector<std::uint8_t> b_row_finite_buf;
+  b_row_finite_buf.assign(k, 1);
+  std::uint8_t* b_row_finite = b_row_finite_buf.data();
+  for (std::size_t t = 0; t < k; ++t)
+    for (std::size_t j = 0; j < n; ++j) b_row_finite[t] &= eb[t * n + j] != kHugeExp;
   auto cut = [nearest](double x) { return nearest ? std::nearbyint(x) : std::trunc(x); };
   auto round_into_acc = [&](double* v) {  // the block values, rounded once to the accumulator
 #if defined(__AVX512F__)
@@ -363,7 +369,14 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
         scale[j] = pow2(F - e);
         unscale[j] = pow2(e - F);
       }
-      if (fast) {
+      // The fast path converts every scaled term to an integer, which C++ leaves undefined for an inf or NaN
+      // (a non-finite operand, inf·0, or a product of finite operands past 2^1000): a block with one takes the
+      // expansion path, which gives the same value for every finite column (the same cut terms, summed
+      // exactly) and whose non-finite columns ieee_where_not_finite overwrites with IEEE's value.
+      bool tame = true;
+      for (std::size_t j = 0; j < n; ++j) tame = tame && E[j] < 1000;
+      for (std::size_t t = t0; t < t1; ++t) tame = tame && ea_blk[t - t0] != kHugeExp && b_row_finite[t];
+      if (fast && tame) {
         // integers below 2^(F+2) each: int64 conversion truncates toward zero (vectorised), the sum is exact
         auto to_int = [nearest](double x) {
           return static_cast<std::int64_t>(nearest ? std::nearbyint(x) : x);

@@ -13,6 +13,7 @@
 
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/numeric/mpfr_thread.hpp"
 
 namespace pasa::detail {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 // Round-to-odd keeps the value on the same side of every breakpoint of a grid of at most 53 bits [Boldo &
 // Melquiond 2008], so the rounding of hi + lo to a stage is the rounding of the exact quotient.
 DD exact_ratio(double a, double b, double s, double c, double d) {
+  free_mpfr_caches_at_thread_exit();
   mpfr_t num, den, t, q;
   mpfr_inits2(4400, num, den, t, nullptr);  // any sum or product of two doubles is exact at 4400 bits
   mpfr_init2(q, 256);
