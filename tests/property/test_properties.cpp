@@ -1,5 +1,4 @@
-// The toolkit's contract checked on random combinations of problem options and algorithms (issue 24, item 1;
-// docs/contract.md):
+// The toolkit's contract checked on random combinations of problem options and algorithms (docs/contract.md):
 //   1. every blocked algorithm in fp64 (any s1, s2, splits, PASA / fdpp / FP8-recipe options) equals the MPFR
 //      golden: relative RMSE of O <= 1e-13, and lse within 1e-12·(1 + |lse|);
 //   2. under a low-precision allocation (a random preset) it gives the independent reference emulator's bits

@@ -101,7 +101,7 @@ def test_prefill_every_route(tmp_path):
 
 def test_decode_drawn_pse_and_select_every_route(tmp_path):
     inputs, outs = check_all_routes(tmp_path, DECODE, [FA, SPLIT], "decode")
-    # generate() returns the decode inputs; without them attention() is another problem (issue 25's
+    # generate() returns the decode inputs; without them attention() is another problem (once
     # 3.0333e-4 vs 2.90772e-4): they must matter here, or the test above could not fail.
     assert inputs["pse"].shape == (2, 8, 1, 512) and inputs["select"].dtype == np.bool_
     assert inputs["select"].any() and inputs["select_value"] == -1e12

@@ -787,7 +787,7 @@ std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_
   return out;
 }
 
-// Paired comparisons (seed_stats.hpp, issue 26): at each grid point, for every pair of algorithms (a before b
+// Paired comparisons (seed_stats.hpp): at each grid point, for every pair of algorithms (a before b
 // in the config), the per-seed ratio rmse_a / rmse_b on the same inputs, as a geometric mean with its 95 %
 // t interval. Seeds where either output is non-finite are left out (counted in "pairs"); null when fewer
 // than 2 pairs remain.

@@ -163,7 +163,7 @@ SweepReport merge_sweeps(const std::vector<std::filesystem::path>& dirs, const s
 // seeds (first `max_lines` groups), e.g. the headline of the default sweep.
 std::string sweep_digest(const SweepConfig&, const std::filesystem::path& csv, std::size_t max_lines = 40);
 
-// Paired comparisons of a complete table (seed_stats.hpp, issue 26): per grid point and pair of algorithms
+// Paired comparisons of a complete table (seed_stats.hpp): per grid point and pair of algorithms
 // (numerator before denominator in the config), the geometric mean over seeds of rmse_a / rmse_b on the same
 // inputs with its 95 % t interval ("ratio_ci95"), "ci95_excludes_1", and the number of seeds where both are
 // finite ("pairs"; null ratio and interval below 2). summary.json's "paired" array.

@@ -8,7 +8,7 @@
 //   L = max_t lse_t,  s = Σ_t e^{lse_t − L},  lse = L + log s,  O = Σ_t e^{lse_t − lse}·O_t
 // (each step one rounding to merge; a part whose row saw no key has lse_t = −∞ and no term), and the result
 // handed on normalised: l = 1, m = lse (F = 0), so the final O/l is a rounding to div only.
-// unnormalised (today's model before issue 25; the parts' accumulators merged unrounded):
+// unnormalised (the model the presets used before normalised_lse; the parts' accumulators merged unrounded):
 //   PASA only:  F = (Σ_t J_t·F_t)/J,  m_t ← m_t + Inva·(F_t − F)   (each part re-framed to the global
 //               pseudo-average, Eq. 13–15: a part's max is relative to Inva·F_t)
 //   M = max_t m_t,  a_t = e^{m_t − M} (0 for a part whose row saw no key),
