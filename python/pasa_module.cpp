@@ -815,29 +815,39 @@ py::tuple attention(const py::object& q, const py::object& k, const py::object& 
   return py::make_tuple(tensor_out(std::move(out.o), arrays.rank()), lse_out(std::move(out.lse), shape, arrays.rank()));
 }
 
+// The golden's options from Python's arguments, and its result as Python sees it (golden, unified_golden).
+pasa::GoldenOptions golden_options(const py::object& precision_bits, bool fast, const py::object& threads) {
+  pasa::GoldenOptions opt;
+  opt.precision_bits = static_cast<int>(int_arg("precision_bits", precision_bits, 106, 100000));
+  opt.fast = fast;
+  opt.threads = threads_arg(threads);
+  return opt;
+}
+
+py::dict golden_dict(pasa::Golden&& g, const pasa::Shape& shape, std::size_t rank) {
+  py::dict d;
+  d["out"] = tensor_out(std::move(g.o), rank);
+  d["lse"] = lse_out(std::move(g.lse), shape, rank);
+  d["guaranteed_bits"] = g.guaranteed_bits;
+  d["error_bound"] = g.error_bound;
+  d["used_mpfr"] = g.used_mpfr;
+  return d;
+}
+
 py::dict golden(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& format,
                 double scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
                 const py::object& select, double select_value, bool allow_nonfinite,
                 const py::object& precision_bits, bool fast, const py::object& threads) {
   InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
   arrays.decode(pse, select, select_value, allow_nonfinite);
-  pasa::GoldenOptions opt;
-  opt.precision_bits = static_cast<int>(int_arg("precision_bits", precision_bits, 106, 100000));
-  opt.fast = fast;
-  opt.threads = threads_arg(threads);
+  const pasa::GoldenOptions opt = golden_options(precision_bits, fast, threads);
   pasa::Shape shape;
   pasa::Golden g = interruptible([&] {
     const pasa::AttentionInputs in = arrays.inputs();
     shape = in.q.shape;
     return pasa::golden_attention(in, opt);
   });
-  py::dict d;
-  d["out"] = tensor_out(std::move(g.o), arrays.rank());
-  d["lse"] = lse_out(std::move(g.lse), shape, arrays.rank());
-  d["guaranteed_bits"] = g.guaranteed_bits;
-  d["error_bound"] = g.error_bound;
-  d["used_mpfr"] = g.used_mpfr;
-  return d;
+  return golden_dict(std::move(g), shape, arrays.rank());
 }
 
 py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, const py::object& v,
@@ -984,23 +994,14 @@ py::dict unified_golden_py(const py::object& q, const py::object& k, const py::o
                            const std::optional<std::string>& format, double scale, const py::object& precision_bits,
                            bool fast, const py::object& threads) {
   const PagedArrays arrays(q, k, v, sequences, format, scale);
-  pasa::GoldenOptions opt;
-  opt.precision_bits = static_cast<int>(int_arg("precision_bits", precision_bits, 106, 100000));
-  opt.fast = fast;
-  opt.threads = threads_arg(threads);
+  const pasa::GoldenOptions opt = golden_options(precision_bits, fast, threads);
   pasa::Shape shape;
   pasa::Golden g = interruptible([&] {
     const pasa::PagedBatch pb = arrays.batch();
     shape = pb.q.shape;
     return pasa::unified_golden(pb, opt);
   });
-  py::dict d;
-  d["out"] = tensor_out(std::move(g.o), 4);
-  d["lse"] = lse_out(std::move(g.lse), shape, 4);
-  d["guaranteed_bits"] = g.guaranteed_bits;
-  d["error_bound"] = g.error_bound;
-  d["used_mpfr"] = g.used_mpfr;
-  return d;
+  return golden_dict(std::move(g), shape, 4);
 }
 
 py::array_t<double> unified_baseline_py(const py::object& q, const py::object& k, const py::object& v,
