@@ -117,5 +117,9 @@ TEST_CASE("tile ops: the fused implementation gives the general one's bits opera
         CHECK(rf.next() == rg.next());  // the same draws taken
       }
     }
+#if defined(__AVX512F__)
   CHECK(compared > 0);
+#else
+  CHECK(compared == 0);  // without AVX-512 no run takes the fused path: there is nothing to compare
+#endif
 }
