@@ -74,8 +74,15 @@ run_stage() {
       same_hashes build-ci-baseline quick
       ;;
     sanitize)
-      need_packages clang-14 libclang-rt-14-dev
-      CC=clang-14 CXX=clang++-14 cmake -S . -B build-ci-sanitize -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
+      # clang-14 (the clang build of the matrix), installed where it is missing. A machine that can neither
+      # find nor install it skips the stage, loudly: GCC 12's AVX-512 headers trip -Werror=uninitialized at -O1
+      # (a false positive in avx512fintrin.h), so GCC is no drop-in replacement here.
+      local cc=clang-14 cxx=clang++-14
+      if ! need_packages clang-14 libclang-rt-14-dev; then
+        echo "ci-matrix: SKIPPED sanitize: clang-14 is neither installed nor installable here" >&2
+        return 0
+      fi
+      CC=$cc CXX=$cxx cmake -S . -B build-ci-sanitize -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
         -DPASA_SANITIZE=ON -DPASA_WERROR=ON -DPASA_PYTHON=OFF >/dev/null
       cmake --build build-ci-sanitize -j"$jobs"
       # Left to the other builds, each for a reason of the sanitizers' own, not of the code:
