@@ -21,6 +21,7 @@
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/allocation_json.hpp"
 #include "support/attention_cases.hpp"
+#include "support/direct_attention.hpp"
 
 using namespace pasa;
 
@@ -46,34 +47,6 @@ AttentionInputs decode_inputs(std::size_t B, std::size_t Nq, std::size_t Nkv, st
 
 double rmse(const Tensor& o, const Tensor& g) { return compare_outputs(o, g).rmse; }
 
-// Softmax(scale·q·k + pse, select) · V of one row in long double, from the definitions (no shared code).
-std::vector<long double> reference_row(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i) {
-  const std::size_t D = in.q.shape.D, Skv = in.k.shape.S, hk = h / in.group();
-  const long double scale = 1.0L / std::sqrt(static_cast<long double>(D));
-  std::vector<long double> s;
-  std::vector<std::size_t> keys;
-  for (std::size_t j = 0; j < Skv; ++j) {
-    if (!visible(in, b, i, j)) continue;
-    long double x = 0;
-    for (std::size_t d = 0; d < D; ++d) x += static_cast<long double>(in.q.at(b, h, i, d)) * in.k.at(b, hk, j, d);
-    x = x * scale + (in.pse.data.empty() ? 0.0L : in.pse.at(in.pse.shape.B == 1 ? 0 : b, h, i, j));
-    if (!in.mask.select.empty() && in.mask.select[(b * in.q.shape.S + i) * Skv + j]) x = in.mask.select_value;
-    s.push_back(x);
-    keys.push_back(j);
-  }
-  std::vector<long double> o(D, 0.0L);
-  if (s.empty()) return o;
-  long double m = s[0], l = 0;
-  for (long double x : s) m = std::max(m, x);
-  for (std::size_t t = 0; t < s.size(); ++t) {
-    const long double p = std::exp(s[t] - m);
-    l += p;
-    for (std::size_t d = 0; d < D; ++d) o[d] += p * in.v.at(b, hk, keys[t], d);
-  }
-  for (auto& x : o) x /= l;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("the golden with pse and a select mask equals a long-double reference", "[decode][golden]") {
@@ -89,7 +62,7 @@ TEST_CASE("the golden with pse and a select mask equals a long-double reference"
       for (std::size_t b = 0; b < 2; ++b)
         for (std::size_t h = 0; h < 4; ++h)
           for (std::size_t i = 0; i < 3; ++i) {
-            const auto ref = reference_row(in, b, h, i);
+            const auto ref = test::direct_row(in, b, h, i);
             for (std::size_t d = 0; d < 16; ++d)
               worst = std::max(worst, static_cast<double>(std::abs(g.o.at(b, h, i, d) - ref[d]) / std::abs(ref[d])));
           }

@@ -22,6 +22,7 @@
 #include "pasa/inputs/generators.hpp"
 #include "reference/reference_attention.hpp"
 #include "support/rel_rmse.hpp"
+#include "support/direct_attention.hpp"
 
 using namespace pasa;
 
@@ -87,44 +88,13 @@ void check_all(const AttentionInputs& in, std::size_t s1, std::size_t s2, std::s
     }
 }
 
-// softmax(score)·V of one row in long double from the definition: score = scale·q·k + pse, replaced by the
-// select value where selected; visible keys by the causal/kv_len/keep rule written out here.
-std::vector<long double> direct_row(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i) {
-  const std::size_t D = in.q.shape.D, Skv = in.k.shape.S, Sq = in.q.shape.S, hk = h / in.group();
-  const std::size_t L = in.mask.kv_len.empty() ? Skv : in.mask.kv_len[b];
-  const long double scale = 1.0L / std::sqrt(static_cast<long double>(D));
-  std::vector<long double> s;
-  std::vector<std::size_t> keys;
-  for (std::size_t j = 0; j < L; ++j) {
-    if (in.mask.causal && static_cast<long double>(j) > static_cast<long double>(i) + L - static_cast<long double>(Sq))
-      continue;
-    long double x = 0;
-    for (std::size_t d = 0; d < D; ++d) x += static_cast<long double>(in.q.at(b, h, i, d)) * in.k.at(b, hk, j, d);
-    x = x * scale + (in.pse.data.empty() ? 0.0L : in.pse.at(in.pse.shape.B == 1 ? 0 : b, h, i, j));
-    if (!in.mask.select.empty() && in.mask.select[(b * Sq + i) * Skv + j]) x = in.mask.select_value;
-    s.push_back(x);
-    keys.push_back(j);
-  }
-  std::vector<long double> o(D, 0.0L);
-  if (s.empty()) return o;
-  long double m = s[0], l = 0;
-  for (long double x : s) m = std::max(m, x);
-  for (std::size_t t = 0; t < s.size(); ++t) {
-    const long double w = std::exp(s[t] - m);
-    l += w;
-    for (std::size_t d = 0; d < D; ++d) o[d] += w * in.v.at(b, hk, keys[t], d);
-  }
-  for (auto& x : o) x /= l;
-  return o;
-}
-
 double golden_vs_direct(const AttentionInputs& in) {
   const Golden g = golden_attention(in);
   double worst = 0;
   for (std::size_t b = 0; b < in.q.shape.B; ++b)
     for (std::size_t h = 0; h < in.q.shape.N; ++h)
       for (std::size_t i = 0; i < in.q.shape.S; ++i) {
-        const std::vector<long double> r = direct_row(in, b, h, i);
+        const std::vector<long double> r = test::direct_row(in, b, h, i);
         for (std::size_t d = 0; d < in.q.shape.D; ++d) {
           const long double diff = std::abs(g.o.at(b, h, i, d) - r[d]);
           worst = std::max(worst, static_cast<double>(diff / (1e-300L + std::abs(r[d]) + 1e-3L)));
