@@ -5,7 +5,9 @@
 #     PASA-FP16 (and _strict), the H100 tensor-core and every-op models; each also as a ratio to OpenBLAS
 #     sgemm at the same thread count, timed in the same run),
 #   - the golden at the same shape (pasa-attn, which also times FA-FP32 once more),
-#   - a decode step and its golden (pasa-bench-decode: B 8, Nq 32, Nkv 8, Skv 32768, D 128).
+#   - a decode step and its golden (pasa-bench-decode: B 8, Nq 32, Nkv 8, Skv 32768, D 128),
+#   - the machine's ceiling: K = 1, 2, ... 16 one-thread copies of the attention benchmark at once (rows
+#     "ceiling"; see that part below): the efficiency no threading of ours can exceed on this host.
 # The machine should be otherwise idle; the figures are only compared within one run. Besides wall time each
 # row has the run's CPU seconds (all threads) and busy = CPU / wall, the cores kept busy on average: at T
 # threads, T − busy cores waited (a serial part, an unbalanced end of a loop) — what docs/speed.md reads as
@@ -20,8 +22,10 @@
 #       writes $OUT/scaling.csv (OUT defaults to ./scaling-out) and the programs' logs next to it
 # Environment: THREADS (default "1 2 4 8 16"), REPS (attention bench repetitions, default 1),
 #              SHAPE (default "64 2048 128": heads, sequence, head dimension), PARTS (default
-#              "attention golden decode": which of the three to run, e.g. to split the run in two calls).
-# About 6 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each).
+#              "attention golden decode ceiling": which parts to run, e.g. to split the run in two calls),
+#              CEILING_REPS (repetitions of each ceiling copy, default 3).
+# About 8 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each, the
+# ceiling 2 minutes).
 set -euo pipefail
 
 if [[ ${1:-} == --pack ]]; then
@@ -70,7 +74,7 @@ add_rows() {
   }' >>"$csv.tmp"
 }
 
-parts=" ${PARTS:-attention golden decode} "
+parts=" ${PARTS:-attention golden decode ceiling} "
 if [[ $parts == *" attention "* ]]; then
 echo "== blocked engines: pasa-bench-attention --threads $list"
 "$dir/pasa-bench-attention" --heads "$heads" --seq "$seq" --dim "$dim" --reps "$reps" --threads "$list" | tee "$out/bench-attention.log"
@@ -119,6 +123,39 @@ for t in "${threads[@]}"; do
   awk -v t="$t" '/^emulated kernel:/ { printf "decode,FA-FP16/FP32 decode step,%s,%s,,,%s\n", t, $3, $6 }
                  /^golden:/ { printf "decode,golden of the decode step,%s,%s,,,%s\n", t, $2, $5 }' "$out/bench-decode-$t.log"
 done | sort -t, -k2,2 -s | add_rows
+fi
+
+if [[ $parts == *" ceiling "* ]]; then
+# The machine's own ceiling: K copies of the one-thread attention benchmark started at once, each on 1/16 of
+# the heads (the same work per copy whatever K). Independent processes share no data, lock or allocator:
+# what slows each copy down at K > 1 is the machine (clock under all-core load, shared cache and memory,
+# a hypervisor's vCPU placement). efficiency = t(1 copy) / t(K copies), per kernel; the engines'
+# in-process efficiency at T threads is read against this one at K = T. The lone copy runs first and
+# again last (the faster counts), since a shared host drifts.
+ceil_heads=$(( heads >= 16 ? heads / 16 : 1 ))
+echo "== ceiling: K copies of pasa-bench-attention --threads 1 --heads $ceil_heads at once"
+for k in "${threads[@]}" 1; do
+  rm -rf "$out/ceiling-$k" && mkdir -p "$out/ceiling-$k"
+  for ((i = 1; i <= k; ++i)); do
+    "$dir/pasa-bench-attention" --heads "$ceil_heads" --seq "$seq" --dim "$dim" --reps "${CEILING_REPS:-3}" --threads 1 \
+      >"$out/ceiling-$k/$i.log" 2>&1 &
+  done
+  wait
+done
+for k in "${threads[@]}"; do
+  # Per kernel: the mean over the copies of each copy's time (the sgemm baseline as "OpenBLAS sgemm").
+  cat "$out/ceiling-$k"/*.log | awk -v k="$k" '
+    /^threads 1: OpenBLAS sgemm baseline/ { s["OpenBLAS sgemm"] += $6; n["OpenBLAS sgemm"]++ }
+    /^  .* s +[0-9.]+ GFLOP\/s/ {
+      line = $0; sub(/^  /, "", line); match(line, / +[0-9.]+ s +[0-9.]+ GFLOP\/s/)
+      label = substr(line, 1, RSTART - 1); split(substr(line, RSTART), f, " "); gsub(/,/, ";", label)
+      s[label] += f[1]; n[label]++ }
+    END { for (l in s) printf "%s,%s,%.4f\n", l, k, s[l] / n[l] }'
+done | sort -t, -k1,1 -s | awk -F, -v OFS=, '
+  !($1 in t1) { t1[$1] = $3 }
+  { if ($2 == 1 && $3 < t1[$1]) t1[$1] = $3; rows[++n] = $0 }
+  END { for (i = 1; i <= n; ++i) { split(rows[i], f, ","); e = t1[f[1]] / f[3]
+          printf "ceiling,\"%s\",%s,%s,%.3f,%.3f,,,,\n", f[1], f[2], f[3], e * f[2], e } }' >>"$csv.tmp"
 fi
 
 mv "$csv.tmp" "$csv"
