@@ -40,6 +40,8 @@ if [[ ${1:-} == --pack ]]; then
       cp -L "$lib" "$kit/lib/"
     done
   done
+  # The clock probe of the ceiling part (x86-64 only: AVX-512 intrinsics).
+  if [[ $(uname -m) == x86_64 ]]; then cc -O2 -o "$kit/clock_probe" "$(dirname "$0")/clock_probe.c"; fi
   du -sh "$kit"
   exit 0
 fi
@@ -75,7 +77,13 @@ add_rows() {
 }
 
 parts=" ${PARTS:-attention golden decode ceiling} "
+# The host's "cpu" line of /proc/stat before and after each part (user nice system idle iowait irq softirq
+# steal ..., in ticks of 1/100 s): steal is the time the hypervisor ran something else on our vCPUs, which a
+# thread's CPU time counts as its own (so it inflates CPU seconds without any code of ours running).
+procstat() { echo "$1 $(head -1 /proc/stat)" >>"$out/procstat.txt"; }
+: >"$out/procstat.txt"
 if [[ $parts == *" attention "* ]]; then
+procstat "attention-start"
 echo "== blocked engines: pasa-bench-attention --threads $list"
 "$dir/pasa-bench-attention" --heads "$heads" --seq "$seq" --dim "$dim" --reps "$reps" --threads "$list" | tee "$out/bench-attention.log"
 # Lines "threads T: OpenBLAS sgemm baseline X s, R GFLOP/s (CPU C s; ...)" then
@@ -98,6 +106,7 @@ awk '/^threads [0-9]+: OpenBLAS sgemm baseline/ {
 fi
 
 if [[ $parts == *" golden "* ]]; then
+procstat "golden-start"
 echo "== golden at (1, $heads, $seq, $dim): pasa-attn --threads T"
 for t in "${threads[@]}"; do
   # bash's time keyword: the process's wall and CPU seconds (generation, FA-FP32 and the golden; the
@@ -116,6 +125,7 @@ done | sort -t, -k2,2 -s | add_rows
 fi
 
 if [[ $parts == *" decode "* ]]; then
+procstat "decode-start"
 echo "== decode step and its golden: pasa-bench-decode --threads T"
 for t in "${threads[@]}"; do
   "$dir/pasa-bench-decode" --threads "$t" >"$out/bench-decode-$t.log"
@@ -126,6 +136,7 @@ done | sort -t, -k2,2 -s | add_rows
 fi
 
 if [[ $parts == *" ceiling "* ]]; then
+procstat "ceiling-start"
 # The machine's own ceiling: K copies of the one-thread attention benchmark started at once, each on 1/16 of
 # the heads (the same work per copy whatever K). Independent processes share no data, lock or allocator:
 # what slows each copy down at K > 1 is the machine (clock under all-core load, shared cache and memory,
@@ -142,6 +153,12 @@ for k in "${threads[@]}" 1; do
   done
   wait
 done
+if [[ -x $dir/clock_probe ]]; then  # the same for loops that never leave the core (clock_probe.c)
+  for k in "${threads[@]}" 1; do
+    for ((i = 1; i <= k; ++i)); do "$dir/clock_probe" >"$out/ceiling-$k/probe-$i.txt" & done
+    wait
+  done
+fi
 for k in "${threads[@]}"; do
   # Per kernel: the mean over the copies of each copy's time (the sgemm baseline as "OpenBLAS sgemm").
   cat "$out/ceiling-$k"/*.log | awk -v k="$k" '
@@ -151,12 +168,20 @@ for k in "${threads[@]}"; do
       label = substr(line, 1, RSTART - 1); split(substr(line, RSTART), f, " "); gsub(/,/, ";", label)
       s[label] += f[1]; n[label]++ }
     END { for (l in s) printf "%s,%s,%.4f\n", l, k, s[l] / n[l] }'
+  [[ -x $dir/clock_probe ]] && cat "$out/ceiling-$k"/probe-*.txt | awk -v k="$k" '
+    { for (i = 1; i < NF; i += 2) { s[$i] += $(i + 1); n[$i]++ } }
+    END { for (l in s) printf "clock probe %s,%s,%.4f\n", l, k, s[l] / n[l] }'
 done | sort -t, -k1,1 -s | awk -F, -v OFS=, '
   !($1 in t1) { t1[$1] = $3 }
   { if ($2 == 1 && $3 < t1[$1]) t1[$1] = $3; rows[++n] = $0 }
   END { for (i = 1; i <= n; ++i) { split(rows[i], f, ","); e = t1[f[1]] / f[3]
           printf "ceiling,\"%s\",%s,%s,%.3f,%.3f,,,,\n", f[1], f[2], f[3], e * f[2], e } }' >>"$csv.tmp"
 fi
+procstat "end"
+# Steal per part (ticks to seconds), from consecutive procstat lines.
+awk '{ t = 0; for (i = 3; i <= 10; ++i) t += $i
+       if (NR > 1) printf "%s: steal %.2f s of %.2f s of vCPU time\n", prev, ($10 - s0) / 100, (t - t0) / 100
+       prev = $1; s0 = $10; t0 = t }' "$out/procstat.txt" | tee "$out/steal.txt"
 
 mv "$csv.tmp" "$csv"
 echo "== $csv"
