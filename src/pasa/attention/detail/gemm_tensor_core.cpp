@@ -79,29 +79,26 @@ constexpr std::int16_t kZero16 = -16000, kHuge16 = 16000;
 #if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// term_exp and the float value of 16 operands (lanes past `count`: 0, padding that adds zero products), from
-// floats or doubles (the formats' values are floats, so the conversion is exact); exponents as int32 lanes
-// with zero at `zero` and inf or NaN at `huge`. Returns whether one was an inf or NaN.
-inline bool pack16(const float* x, std::size_t count, int emin, int zero, int huge, float* v, __m512i& e) {
-  const __mmask16 mk = count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1);
-  const __m512 d = _mm512_maskz_loadu_ps(mk, x);
+// term_exp of 16 operands as int32 lanes, zero at `zero` and inf or NaN at `huge`; returns whether one was an
+// inf or NaN. load16: their float values (lanes past `count`: 0, padding that adds zero products), from floats
+// or doubles (the formats' values are floats, so the conversion is exact).
+inline bool exps16(__m512 d, int emin, int zero, int huge, __m512i& e) {
   const __m512i f = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(d), 23), _mm512_set1_epi32(0xff));
   e = _mm512_max_epi32(_mm512_sub_epi32(f, _mm512_set1_epi32(127)), _mm512_set1_epi32(emin));
   const __mmask16 special = _mm512_cmpeq_epi32_mask(f, _mm512_set1_epi32(0xff));
   e = _mm512_mask_mov_epi32(e, special, _mm512_set1_epi32(huge));
   e = _mm512_mask_mov_epi32(e, _mm512_cmpeq_epi32_mask(f, _mm512_setzero_si512()), _mm512_set1_epi32(zero));
-  _mm512_storeu_ps(v, d);
   return special != 0;
 }
-inline bool pack16(const double* x, std::size_t count, int emin, int zero, int huge, float* v, __m512i& e) {
-  alignas(64) float tmp[16];
+inline __m512 load16(const float* x, std::size_t count) {
+  return _mm512_maskz_loadu_ps(count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1), x);
+}
+inline __m512 load16(const double* x, std::size_t count) {
   const __mmask8 lo = count >= 8 ? 0xFF : static_cast<__mmask8>((1u << count) - 1);
   const __mmask8 hi = count >= 16 ? 0xFF : count <= 8 ? 0 : static_cast<__mmask8>((1u << (count - 8)) - 1);
-  _mm256_store_ps(tmp, _mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(lo, x)));
-  _mm256_store_ps(tmp + 8, _mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(hi, x + 8)));
-  return pack16(tmp, 16, emin, zero, huge, v, e);
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(lo, x))),
+                            _mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(hi, x + 8)), 1);
 }
-
 template <bool Exp8, int P, class TA, class TB>
 bool tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std::size_t lda, const TB* B,
                   std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min, std::size_t block,
@@ -124,27 +121,29 @@ bool tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std:
     for (std::size_t j = 0; j < strips * kStrip; j += 16) {
       const std::size_t at = ((j / kStrip) * k + t) * kStrip + j % kStrip;
       __m512i e;
-      finite = !pack16(B + t * ldb + j, j < n ? n - j : 0, eb_min, zero, huge, bp + at, e) && finite;
+      const __m512 v = load16(B + t * ldb + j, j < n ? n - j : 0);
+      finite = !exps16(v, eb_min, zero, huge, e) && finite;
+      _mm512_storeu_ps(bp + at, v);
       // Exp8: each exponent twice (bytes 2c and 2c + 1: the two rows' lanes of column c); else int16
       if (Exp8) e = _mm512_mullo_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), _mm512_set1_epi32(0x0101));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ebp + at), _mm512_cvtepi32_epi16(e));
     }
-  // A row by row (rows 2i and 2i + 1 side by side; a last odd row paired with itself)
-  thread_local std::vector<std::int16_t> ea_row;
-  ea_row.resize(2 * (k + 16));
+  // A by pairs of rows (2i and 2i + 1; a last odd row paired with itself), 16 operands of each at a time
   for (std::size_t i = 0; i < pairs; ++i) {
-    for (std::size_t h = 0; h < 2; ++h) {
-      const std::size_t r = std::min(2 * i + h, m - 1);
-      for (std::size_t t = 0; t < k; t += 16) {
-        __m512i e;
-        finite = !pack16(A + r * lda + t, k - t, ea_min, zero, huge, ap + (2 * i + h) * k + t, e) && finite;
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(ea_row.data() + h * (k + 16) + t), _mm512_cvtepi32_epi16(e));
-      }
-    }
-    for (std::size_t t = 0; t < k; ++t) {
-      const std::uint32_t e0 = static_cast<std::uint16_t>(ea_row[t]), e1 = static_cast<std::uint16_t>(ea_row[k + 16 + t]);
+    const std::size_t r0 = 2 * i, r1 = std::min(2 * i + 1, m - 1);
+    for (std::size_t t = 0; t < k; t += 16) {
+      __m512i e0, e1;
+      // (the rows' last chunk written up to ap's own row end only: the next row is packed already)
+      const __m512 v0 = load16(A + r0 * lda + t, k - t), v1 = load16(A + r1 * lda + t, k - t);
+      const __mmask16 tail = k - t >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (k - t)) - 1);
+      const bool special0 = exps16(v0, ea_min, zero, huge, e0), special1 = exps16(v1, ea_min, zero, huge, e1);
+      finite = finite && !special0 && !special1;
+      _mm512_mask_storeu_ps(ap + r0 * k + t, tail, v0);
+      _mm512_mask_storeu_ps(ap + (2 * i + 1) * k + t, tail, v1);
       // Exp8: the byte pair (row 0, row 1), twice; int16: row 0's exponent in the low half, row 1's in the high
-      eap[i * k + t] = static_cast<std::int32_t>(Exp8 ? ((e0 & 0xff) | (e1 & 0xff) << 8) * 0x10001u : e0 | e1 << 16);
+      const __m512i lo = _mm512_set1_epi32(Exp8 ? 0xff : 0xffff);
+      const __m512i pair = _mm512_or_si512(_mm512_and_si512(e0, lo), _mm512_slli_epi32(_mm512_and_si512(e1, lo), Exp8 ? 8 : 16));
+      _mm512_storeu_si512(eap + i * k + t, Exp8 ? _mm512_mullo_epi32(pair, _mm512_set1_epi32(0x10001)) : pair);
     }
   }
   // The block's E = term_exp's largest exponent, clamped to [F − 100, F + 100] (as the loop-per-block path
