@@ -99,10 +99,31 @@ inline __m512 load16(const double* x, std::size_t count) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(lo, x))),
                             _mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(hi, x + 8)), 1);
 }
+// The exponent fields of the nonzero finite operands seen (their least and largest), and whether one was a
+// subnormal float: what the Window strips check before they run (see tc_rz_strips).
+struct FieldRange {
+  __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
+  __mmask16 subnormal = 0;
+  void add(__m512 d) {
+    const __m512i bits = _mm512_castps_si512(d);
+    const __m512i f = _mm512_srli_epi32(_mm512_slli_epi32(bits, 1), 24);
+    const __mmask16 normal = _mm512_cmpneq_epi32_mask(f, _mm512_setzero_si512()) &
+                             _mm512_cmpneq_epi32_mask(f, _mm512_set1_epi32(255));
+    lo = _mm512_mask_min_epi32(lo, normal, lo, f);
+    hi = _mm512_mask_max_epi32(hi, normal, hi, f);
+    subnormal |= _mm512_cmpeq_epi32_mask(f, _mm512_setzero_si512()) &
+                 _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0x7fffffff));
+  }
+  int least() const { return _mm512_reduce_min_epi32(lo) - 127; }  // (128 where none: every sum passes)
+  int largest() const { return _mm512_reduce_max_epi32(hi) - 127; }  // (−127 where none)
+};
+
+enum class Strips { finite, not_finite, declined };
+
 template <bool Exp8, int P, class TA, class TB>
-bool tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std::size_t lda, const TB* B,
+Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std::size_t lda, const TB* B,
                   std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min, std::size_t block,
-                  std::size_t promote) {
+                  std::size_t promote, bool window) {
   const std::size_t strips = (n + kStrip - 1) / kStrip, pairs = (m + 1) / 2;
   thread_local std::vector<float> bp_buf, ap_buf;
   thread_local std::vector<std::int16_t> ebp_buf;  // (int8 pairs in Exp8)
@@ -117,12 +138,14 @@ bool tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std:
   std::int32_t* eap = eap_buf.data();
   const int zero = Exp8 ? -128 : kZero16, huge = Exp8 ? 127 : kHuge16;
   bool finite = true;
+  FieldRange range_a, range_b;
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < strips * kStrip; j += 16) {
       const std::size_t at = ((j / kStrip) * k + t) * kStrip + j % kStrip;
       __m512i e;
       const __m512 v = load16(B + t * ldb + j, j < n ? n - j : 0);
       finite = !exps16(v, eb_min, zero, huge, e) && finite;
+      if (window) range_b.add(v);
       _mm512_storeu_ps(bp + at, v);
       // Exp8: each exponent twice (bytes 2c and 2c + 1: the two rows' lanes of column c); else int16
       if (Exp8) e = _mm512_mullo_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), _mm512_set1_epi32(0x0101));
@@ -138,6 +161,10 @@ bool tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std:
       const __mmask16 tail = k - t >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (k - t)) - 1);
       const bool special0 = exps16(v0, ea_min, zero, huge, e0), special1 = exps16(v1, ea_min, zero, huge, e1);
       finite = finite && !special0 && !special1;
+      if (window) {
+        range_a.add(v0);
+        range_a.add(v1);
+      }
       _mm512_mask_storeu_ps(ap + r0 * k + t, tail, v0);
       _mm512_mask_storeu_ps(ap + (2 * i + 1) * k + t, tail, v1);
       // Exp8: the byte pair (row 0, row 1), twice; int16: row 0's exponent in the low half, row 1's in the high
@@ -146,14 +173,25 @@ bool tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std:
       _mm512_storeu_si512(eap + i * k + t, Exp8 ? _mm512_mullo_epi32(pair, _mm512_set1_epi32(0x10001)) : pair);
     }
   }
+  // Window (operands whose formats reach beyond float's normal range, bf16): the operands seen must keep
+  // every product a normal float below 2^127 (exponent sums within [2F − 126, 125]), none a subnormal float;
+  // then a nonzero accumulator is at least one unit 2^(E − F) of a block whose E >= 2F − 126, so every E of a
+  // block with a nonzero term lies within [F − 126, F + 126] (the accumulator at most fp32's largest), where
+  // 2^(F − E) and 2^(E − F) are normal floats: the clamp below binds only where every term is zero. Else the
+  // caller runs the loop-per-block path.
+  if (window && (range_a.subnormal != 0 || range_b.subnormal != 0 ||
+                 range_a.least() + range_b.least() < 2 * F - 126 || range_a.largest() + range_b.largest() > 125))
+    return Strips::declined;
   // The block's E = term_exp's largest exponent, clamped to [F − 100, F + 100] (as the loop-per-block path
-  // does, so that 2^(F − E) is a normal float), held biased by 127 (an exponent field): the products' part
-  // clamped below and biased in the int16 lanes, the accumulator's exponent field max'ed in per vector. For
-  // the accumulator the field stands for term_exp up to the clamp: a zero or subnormal accumulator gives 0 or
-  // 1 (−127, −126) where term_exp gives kZeroExp or −126, an inf or NaN 255 (128) for kHugeExp: with
-  // 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the same.
-  const __m512i lo16 = _mm512_set1_epi16(static_cast<std::int16_t>(F - 100)), bias16 = _mm512_set1_epi16(127);
-  const __m512i hi_b = _mm512_set1_epi32(F + 100 + 127);
+  // does, so that 2^(F − E) is a normal float; Window: [F − 126, F + 126]), held biased by 127 (an exponent
+  // field): the products' part clamped below and biased in the int16 lanes, the accumulator's exponent field
+  // max'ed in per vector. For the accumulator the field stands for term_exp up to the clamp: a zero or
+  // subnormal accumulator gives 0 or 1 (−127, −126) where term_exp gives kZeroExp or −126, an inf or NaN 255
+  // (128) for kHugeExp: with 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the
+  // same (Window: a nonzero accumulator is a normal float, see above).
+  const int reach = window ? 126 : 100;
+  const __m512i lo16 = _mm512_set1_epi16(static_cast<std::int16_t>(F - reach)), bias16 = _mm512_set1_epi16(127);
+  const __m512i hi_b = _mm512_set1_epi32(F + reach + 127);
   auto biased = [&](__m512i P16) { return _mm512_add_epi16(_mm512_max_epi16(P16, lo16), bias16); };
   auto scale_of = [&](__m512i Pb, __m512 c) {  // 2^(F − E): the exponent field 254 + F − (E + 127)
     const __m512i field = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(c), 1), 24);
@@ -295,7 +333,7 @@ bool tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std:
       }
     }
   }
-  return finite;
+  return finite ? Strips::finite : Strips::not_finite;
 }
 #pragma GCC diagnostic pop
 #endif
@@ -325,7 +363,7 @@ void ieee_where_not_finite(std::size_t m, std::size_t n, std::size_t k, const do
 struct Plan {
   Format tcf;              // the tensor core's own accumulator: the acc stage's exponent range, acc_bits bits
   RoundOptions block_opt;  // the stage's overflow and flush policies, the model's rounding
-  bool unlimited = false, fast = false, nearest = false, float_lanes = false, strips = false;
+  bool unlimited = false, fast = false, nearest = false, float_lanes = false, strips = false, window = false;
   int F = 0;
   std::size_t group = 0, block = 0, promote = 0;
 };
@@ -367,13 +405,16 @@ Plan plan_of(const GemmSpec& g) {
   // The register strips (tc_rz_strips): float lanes, every operand a normal float (the exponents read from
   // the floats), the block's sum rounded toward zero into an accumulator of at most 24 bits with fp32's
   // exponent range, IEEE overflow and no flushing (then the float conversion toward zero, cut to P bits, is
-  // that one rounding: IEEE 754 §5.4.2), the promotion (if any) the fp32 RNE add.
+  // that one rounding: IEEE 754 §5.4.2), the promotion (if any) the fp32 RNE add. Formats whose products
+  // may leave float's normal range (bf16) take them as a Window: where the operands at hand stay within it.
   const Format& tcf = p.tcf;
-  p.strips = p.float_lanes && fa.min_subnormal() >= 0x1p-126 && fb.min_subnormal() >= 0x1p-126 &&
-             tcf.p <= 24 && tcf.emax == 127 && tcf.subnormals && tcf.specials == Specials::ieee &&
-             p.block_opt.overflow == Overflow::ieee && !p.block_opt.flush_input && !p.block_opt.flush_output &&
-             p.block_opt.mode == RoundMode::toward_zero && tc.acc_in_block && p.block <= p.group &&
-             (p.promote == 0 || native(g.acc, fp32()));
+  p.window = !p.float_lanes && p.fast && !p.nearest && p.F >= 2 && p.F <= 25 && float_exact(fa) && float_exact(fb) &&
+             fa.p + fb.p <= 24;
+  const bool normal_floats = fa.min_subnormal() >= 0x1p-126 && fb.min_subnormal() >= 0x1p-126;
+  p.strips = ((p.float_lanes && normal_floats) || p.window) && tcf.p <= 24 && tcf.emax == 127 && tcf.subnormals &&
+             tcf.specials == Specials::ieee && p.block_opt.overflow == Overflow::ieee && !p.block_opt.flush_input &&
+             !p.block_opt.flush_output && p.block_opt.mode == RoundMode::toward_zero && tc.acc_in_block &&
+             p.block <= (std::size_t{1} << (29 - p.F)) && (p.promote == 0 || native(g.acc, fp32()));
   return p;
 }
 
@@ -388,19 +429,21 @@ bool run_strips([[maybe_unused]] const Plan& p, [[maybe_unused]] const GemmSpec&
   const Format &fa = g.a_format, &fb = g.b_format;
   const int ea_min = fa.emin(), eb_min = fb.emin();
   // int8 exponents: see tc_rz_strips
-  const bool exp8 = ea_min >= -40 && eb_min >= -40 && fa.emax <= 28 && fb.emax <= 28;
+  const bool exp8 = !p.window && ea_min >= -40 && eb_min >= -40 && fa.emax <= 28 && fb.emax <= 28;
   auto go = [&](auto exp8_tag, auto p_tag) {
     return tc_rz_strips<decltype(exp8_tag)::value, decltype(p_tag)::value>(m, n, k, A, lda, B, ldb, C, ldc, p.F, ea_min,
-                                                                            eb_min, p.block, p.promote);
+                                                                            eb_min, p.block, p.promote, p.window);
   };
   using T8 = std::true_type;
   using T16 = std::false_type;
   using P24 = std::integral_constant<int, 24>;
   using P14 = std::integral_constant<int, 14>;
-  bool finite;
-  if (p.tcf.p == 24) finite = exp8 ? go(T8{}, P24{}) : go(T16{}, P24{});
-  else if (p.tcf.p == 14) finite = exp8 ? go(T8{}, P14{}) : go(T16{}, P14{});  // the FP8 models' e8m13
+  Strips done;
+  if (p.tcf.p == 24) done = exp8 ? go(T8{}, P24{}) : go(T16{}, P24{});
+  else if (p.tcf.p == 14) done = exp8 ? go(T8{}, P14{}) : go(T16{}, P14{});  // the FP8 models' e8m13
   else return false;
+  if (done == Strips::declined) return false;
+  const bool finite = done == Strips::finite;
   if (!finite) ieee_where_not_finite(m, n, k, A, lda, B, ldb, C, ldc);
   return true;
 #else
