@@ -123,7 +123,7 @@ enum class Strips { finite, not_finite, declined };
 template <bool Exp8, int P, class TA, class TB>
 Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std::size_t lda, const TB* B,
                   std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min, std::size_t block,
-                  std::size_t promote, bool window) {
+                  std::size_t promote, bool window, int window_least) {
   const std::size_t strips = (n + kStrip - 1) / kStrip, pairs = (m + 1) / 2;
   thread_local std::vector<float> bp_buf, ap_buf;
   thread_local std::vector<std::int16_t> ebp_buf;  // (int8 pairs in Exp8)
@@ -173,25 +173,25 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
       _mm512_storeu_si512(eap + i * k + t, Exp8 ? _mm512_mullo_epi32(pair, _mm512_set1_epi32(0x10001)) : pair);
     }
   }
-  // Window (operands whose formats reach beyond float's normal range, bf16): the operands seen must keep
-  // every product a normal float below 2^127 (exponent sums within [2F − 126, 125]), none a subnormal float;
-  // then a nonzero accumulator is at least one unit 2^(E − F) of a block whose E >= 2F − 126, so every E of a
-  // block with a nonzero term lies within [F − 126, F + 126] (the accumulator at most fp32's largest), where
-  // 2^(F − E) and 2^(E − F) are normal floats: the clamp below binds only where every term is zero. Else the
-  // caller runs the loop-per-block path.
-  if (window && (range_a.subnormal != 0 || range_b.subnormal != 0 ||
-                 range_a.least() + range_b.least() < 2 * F - 126 || range_a.largest() + range_b.largest() > 125))
+  // Window (operands whose formats reach beyond float's normal range: bf16, tf32): the strips run where the
+  // operands at hand keep every product a normal float that is a multiple of 2^-100 (exponent sums at least
+  // window_least = (p_a − 1) + (p_b − 1) − 100; none a subnormal float) and below 2^62 (sums at most 60), and
+  // k <= 2^30.
+  // Then every term of every block (a product, or an accumulator: a sum of such products cut to grids of
+  // 2^(E − F) >= 2^-100, rounded toward zero) is a multiple of 2^-100 and below 2^(62 + log2 k) << 2^(F + 100),
+  // so the clamp of E to [F − 100, F + 100] below changes no cut (where it binds, the grid 2^-100 is one every
+  // term lies on) and a nonzero accumulator is a normal float. Else the caller runs the loop-per-block path.
+  if (window && (k > std::size_t{1} << 30 || range_a.subnormal != 0 || range_b.subnormal != 0 ||
+                 range_a.least() + range_b.least() < window_least || range_a.largest() + range_b.largest() > 60))
     return Strips::declined;
   // The block's E = term_exp's largest exponent, clamped to [F − 100, F + 100] (as the loop-per-block path
-  // does, so that 2^(F − E) is a normal float; Window: [F − 126, F + 126]), held biased by 127 (an exponent
-  // field): the products' part clamped below and biased in the int16 lanes, the accumulator's exponent field
-  // max'ed in per vector. For the accumulator the field stands for term_exp up to the clamp: a zero or
-  // subnormal accumulator gives 0 or 1 (−127, −126) where term_exp gives kZeroExp or −126, an inf or NaN 255
-  // (128) for kHugeExp: with 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the
-  // same (Window: a nonzero accumulator is a normal float, see above).
-  const int reach = window ? 126 : 100;
-  const __m512i lo16 = _mm512_set1_epi16(static_cast<std::int16_t>(F - reach)), bias16 = _mm512_set1_epi16(127);
-  const __m512i hi_b = _mm512_set1_epi32(F + reach + 127);
+  // does, so that 2^(F − E) is a normal float), held biased by 127 (an exponent field): the products' part
+  // clamped below and biased in the int16 lanes, the accumulator's exponent field max'ed in per vector. For
+  // the accumulator the field stands for term_exp up to the clamp: a zero or subnormal accumulator gives 0 or
+  // 1 (−127, −126) where term_exp gives kZeroExp or −126, an inf or NaN 255 (128) for kHugeExp: with
+  // 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the same.
+  const __m512i lo16 = _mm512_set1_epi16(static_cast<std::int16_t>(F - 100)), bias16 = _mm512_set1_epi16(127);
+  const __m512i hi_b = _mm512_set1_epi32(F + 100 + 127);
   auto biased = [&](__m512i P16) { return _mm512_add_epi16(_mm512_max_epi16(P16, lo16), bias16); };
   auto scale_of = [&](__m512i Pb, __m512 c) {  // 2^(F − E): the exponent field 254 + F − (E + 127)
     const __m512i field = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(c), 1), 24);
@@ -432,7 +432,8 @@ bool run_strips([[maybe_unused]] const Plan& p, [[maybe_unused]] const GemmSpec&
   const bool exp8 = !p.window && ea_min >= -40 && eb_min >= -40 && fa.emax <= 28 && fb.emax <= 28;
   auto go = [&](auto exp8_tag, auto p_tag) {
     return tc_rz_strips<decltype(exp8_tag)::value, decltype(p_tag)::value>(m, n, k, A, lda, B, ldb, C, ldc, p.F, ea_min,
-                                                                            eb_min, p.block, p.promote, p.window);
+                                                                            eb_min, p.block, p.promote, p.window,
+                                                                            fa.p + fb.p - 102);
   };
   using T8 = std::true_type;
   using T16 = std::false_type;
