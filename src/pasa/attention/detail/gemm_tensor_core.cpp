@@ -126,12 +126,13 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
                   std::size_t promote, bool window, int window_least) {
   const std::size_t strips = (n + kStrip - 1) / kStrip, pairs = (m + 1) / 2;
   thread_local std::vector<float> bp_buf, ap_buf;
+  thread_local std::vector<std::int32_t> eap_buf;
   thread_local std::vector<std::int16_t> ebp_buf;  // (int8 pairs in Exp8)
-  thread_local std::vector<std::int32_t> eap_buf;  // per row pair and t: the two rows' exponents
+  // per row pair and t: Exp8, the two rows' exponents in one int32; int16, each row's in one (k apart)
   bp_buf.resize(strips * k * kStrip);
   ebp_buf.resize(strips * k * 32);
   ap_buf.resize(2 * pairs * k + 16);
-  eap_buf.resize(pairs * k + 16);
+  eap_buf.resize(2 * pairs * k + 16);
   float* bp = bp_buf.data();
   std::int16_t* ebp = ebp_buf.data();
   float* ap = ap_buf.data();
@@ -156,7 +157,7 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
     const std::size_t r0 = 2 * i, r1 = std::min(2 * i + 1, m - 1);
     for (std::size_t t = 0; t < k; t += 16) {
       __m512i e0, e1;
-      // (the rows' last chunk written up to ap's own row end only: the next row is packed already)
+      // (the rows' last chunk written up to the row's end only: the next row is packed already)
       const __m512 v0 = load16(A + r0 * lda + t, k - t), v1 = load16(A + r1 * lda + t, k - t);
       const __mmask16 tail = k - t >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (k - t)) - 1);
       const bool special0 = exps16(v0, ea_min, zero, huge, e0), special1 = exps16(v1, ea_min, zero, huge, e1);
@@ -167,10 +168,17 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
       }
       _mm512_mask_storeu_ps(ap + r0 * k + t, tail, v0);
       _mm512_mask_storeu_ps(ap + (2 * i + 1) * k + t, tail, v1);
-      // Exp8: the byte pair (row 0, row 1), twice; int16: row 0's exponent in the low half, row 1's in the high
-      const __m512i lo = _mm512_set1_epi32(Exp8 ? 0xff : 0xffff);
-      const __m512i pair = _mm512_or_si512(_mm512_and_si512(e0, lo), _mm512_slli_epi32(_mm512_and_si512(e1, lo), Exp8 ? 8 : 16));
-      _mm512_storeu_si512(eap + i * k + t, Exp8 ? _mm512_mullo_epi32(pair, _mm512_set1_epi32(0x10001)) : pair);
+      // Exp8: the byte pair (row 0, row 1), twice; int16: each row's exponent twice (one 32-bit broadcast
+      // fills the int16 lanes)
+      if (Exp8) {
+        const __m512i lo = _mm512_set1_epi32(0xff);
+        const __m512i pair = _mm512_or_si512(_mm512_and_si512(e0, lo), _mm512_slli_epi32(_mm512_and_si512(e1, lo), 8));
+        _mm512_storeu_si512(eap + 2 * i * k + t, _mm512_mullo_epi32(pair, _mm512_set1_epi32(0x10001)));
+      } else {
+        const __m512i lo = _mm512_set1_epi32(0xffff), twice = _mm512_set1_epi32(0x10001);
+        _mm512_mask_storeu_epi32(eap + 2 * i * k + t, tail, _mm512_mullo_epi32(_mm512_and_si512(e0, lo), twice));
+        _mm512_mask_storeu_epi32(eap + 2 * i * k + k + t, tail, _mm512_mullo_epi32(_mm512_and_si512(e1, lo), twice));
+      }
     }
   }
   // Window (operands whose formats reach beyond float's normal range: bf16, tf32): the strips run where the
@@ -243,7 +251,7 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
     for (std::size_t i = 0; i < pairs; ++i) {
       const float* a0 = ap + 2 * i * k;
       const float* a1 = a0 + k;
-      const std::int32_t* ea = eap + i * k;
+      const std::int32_t* ea = eap + 2 * i * k;
       __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
       __m512 o00 = c00, o01 = c00, o10 = c00, o11 = c00;
       std::size_t since_promotion = 0;
@@ -269,21 +277,22 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
           R0 = _mm512_srai_epi16(_mm512_slli_epi16(E8, 8), 8);  // the even bytes: row 0
           R1 = _mm512_srai_epi16(E8, 8);                        // the odd bytes: row 1
         } else {
-          auto step = [&](__m512i M, std::size_t t, int shift) {
-            const auto e = static_cast<std::int16_t>(static_cast<std::uint32_t>(ea[t]) >> shift);
-            return _mm512_max_epi16(M, _mm512_adds_epi16(_mm512_set1_epi16(e), _mm512_loadu_si512(es + t * 32)));
+          auto step = [&](__m512i M, __m512i eb, std::size_t t) {
+            return _mm512_max_epi16(M, _mm512_adds_epi16(_mm512_set1_epi32(ea[t]), eb));
           };
           __m512i M0 = _mm512_set1_epi16(kZero16), M1 = M0, M2 = M0, M3 = M0;
           std::size_t t = t0;
           for (; t + 2 <= t1; t += 2) {
-            M0 = step(M0, t, 0);
-            M1 = step(M1, t, 16);
-            M2 = step(M2, t + 1, 0);
-            M3 = step(M3, t + 1, 16);
+            const __m512i eb = _mm512_loadu_si512(es + t * 32), eb1 = _mm512_loadu_si512(es + (t + 1) * 32);
+            M0 = step(M0, eb, t);
+            M1 = step(M1, eb, k + t);
+            M2 = step(M2, eb1, t + 1);
+            M3 = step(M3, eb1, k + t + 1);
           }
           for (; t < t1; ++t) {
-            M0 = step(M0, t, 0);
-            M1 = step(M1, t, 16);
+            const __m512i eb = _mm512_loadu_si512(es + t * 32);
+            M0 = step(M0, eb, t);
+            M1 = step(M1, eb, k + t);
           }
           R0 = _mm512_max_epi16(M0, M2);
           R1 = _mm512_max_epi16(M1, M3);
