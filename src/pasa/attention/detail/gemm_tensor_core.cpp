@@ -114,8 +114,14 @@ struct FieldRange {
     subnormal |= _mm512_cmpeq_epi32_mask(f, _mm512_setzero_si512()) &
                  _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0x7fffffff));
   }
-  int least() const { return _mm512_reduce_min_epi32(lo) - 127; }  // (128 where none: every sum passes)
-  int largest() const { return _mm512_reduce_max_epi32(hi) - 127; }  // (−127 where none)
+  // (not _mm512_reduce_min_epi32: GCC 12 warns inside it)
+  static int reduce(__m512i v, bool least) {
+    alignas(64) std::int32_t lanes[16];
+    _mm512_store_si512(lanes, v);
+    return least ? *std::min_element(lanes, lanes + 16) : *std::max_element(lanes, lanes + 16);
+  }
+  int least() const { return reduce(lo, true) - 127; }     // (128 where none: every sum passes)
+  int largest() const { return reduce(hi, false) - 127; }  // (−127 where none)
 };
 
 enum class Strips { finite, not_finite, declined };
