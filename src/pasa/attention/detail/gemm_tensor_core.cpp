@@ -91,9 +91,13 @@ inline bool exps16(__m512 d, int emin, int zero, int huge, __m512i& e) {
   return special != 0;
 }
 inline __m512 load16(const float* x, std::size_t count) {
-  return _mm512_maskz_loadu_ps(count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1), x);
+  if (count >= 16) return _mm512_loadu_ps(x);
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), x);
 }
 inline __m512 load16(const double* x, std::size_t count) {
+  if (count >= 16)
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(0xFF, _mm512_loadu_pd(x))),
+                              _mm512_maskz_cvtpd_ps(0xFF, _mm512_loadu_pd(x + 8)), 1);
   const __mmask8 lo = count >= 8 ? 0xFF : static_cast<__mmask8>((1u << count) - 1);
   const __mmask8 hi = count >= 16 ? 0xFF : count <= 8 ? 0 : static_cast<__mmask8>((1u << (count - 8)) - 1);
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(lo, x))),
