@@ -148,6 +148,7 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
   float* ap = ap_buf.data();
   std::int32_t* eap = eap_buf.data();
   const int zero = Exp8 ? -128 : kZero16, huge = Exp8 ? 127 : kHuge16;
+  auto twice = [](__m512i x, int bits) { return _mm512_or_si512(x, _mm512_sll_epi32(x, _mm_cvtsi32_si128(bits))); };
   bool finite = true;
   FieldRange range_a, range_b;
   for (std::size_t t = 0; t < k; ++t)
@@ -159,7 +160,7 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
       if (window) range_b.add(v);
       _mm512_storeu_ps(bp + at, v);
       // Exp8: each exponent twice (bytes 2c and 2c + 1: the two rows' lanes of column c); else int16
-      if (Exp8) e = _mm512_mullo_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), _mm512_set1_epi32(0x0101));
+      if (Exp8) e = twice(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 8);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ebp + at), _mm512_cvtepi32_epi16(e));
     }
   // A by pairs of rows (2i and 2i + 1; a last odd row paired with itself), 16 operands of each at a time
@@ -183,11 +184,11 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
       if (Exp8) {
         const __m512i lo = _mm512_set1_epi32(0xff);
         const __m512i pair = _mm512_or_si512(_mm512_and_si512(e0, lo), _mm512_slli_epi32(_mm512_and_si512(e1, lo), 8));
-        _mm512_storeu_si512(eap + 2 * i * k + t, _mm512_mullo_epi32(pair, _mm512_set1_epi32(0x10001)));
+        _mm512_storeu_si512(eap + 2 * i * k + t, twice(pair, 16));
       } else {
-        const __m512i lo = _mm512_set1_epi32(0xffff), twice = _mm512_set1_epi32(0x10001);
-        _mm512_mask_storeu_epi32(eap + 2 * i * k + t, tail, _mm512_mullo_epi32(_mm512_and_si512(e0, lo), twice));
-        _mm512_mask_storeu_epi32(eap + 2 * i * k + k + t, tail, _mm512_mullo_epi32(_mm512_and_si512(e1, lo), twice));
+        const __m512i lo = _mm512_set1_epi32(0xffff);
+        _mm512_mask_storeu_epi32(eap + 2 * i * k + t, tail, twice(_mm512_and_si512(e0, lo), 16));
+        _mm512_mask_storeu_epi32(eap + 2 * i * k + k + t, tail, twice(_mm512_and_si512(e1, lo), 16));
       }
     }
   }
