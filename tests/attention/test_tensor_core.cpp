@@ -371,22 +371,27 @@ TEST_CASE("tensor_core: a block led by a product with a subnormal operand (h100_
   // 3·2^-24 (subnormal, at fp16's emin −14) × 1 sets E = −14: the cut is at 2^-39, so the second product,
   // 2^-28·(1 + 2^-3 + 2^-10 + 2^-13), loses its 2^-41; on its own exponent (−23) the cut would keep it, and
   // fp32 (ulp 2^-46 here) would show it.
-  const TensorCore tc = tensor_core_preset("h100_fp16");
-  const Format& f16 = F("fp16");
-  const StageSpec acc{F("fp32")};
-  const std::size_t n = 37, k = 2;
-  const std::vector<double> A{3 * 0x1p-24, (1 + 0x1p-10) * 0x1p-14};
-  std::vector<double> B(k * n), C(n);
-  for (std::size_t j = 0; j < n; ++j) {
-    B[j] = 1.0;
-    B[n + j] = (1 + 0x1p-3) * 0x1p-14;
+  // (h100_fp16 runs in the register strips; with rne normalisation, in the per-block loops: the sum is an
+  // fp32 value, so both give it)
+  for (const RoundMode r : {RoundMode::toward_zero, RoundMode::nearest_even}) {
+    TensorCore tc = tensor_core_preset("h100_fp16");
+    tc.block_round = r;
+    const Format& f16 = F("fp16");
+    const StageSpec acc{F("fp32")};
+    const std::size_t n = 37, k = 2;
+    const std::vector<double> A{3 * 0x1p-24, (1 + 0x1p-10) * 0x1p-14};
+    std::vector<double> B(k * n), C(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      B[j] = 1.0;
+      B[n + j] = (1 + 0x1p-3) * 0x1p-14;
+    }
+    GemmSpec g{f16, f16, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
+    gemm(g, 1, n, k, A.data(), k, B.data(), n, C.data(), n);
+    const double b[] = {1.0, (1 + 0x1p-3) * 0x1p-14};
+    const double want = 3 * 0x1p-24 + 0x1p-28 + 0x1p-31 + 0x1p-38;  // exact in fp32: the 2^-41 cut off
+    REQUIRE(reference_tc_dot(tc, f16, f16, acc, A.data(), b, k) == want);
+    for (std::size_t j = 0; j < n; ++j) REQUIRE(C[j] == want);
   }
-  GemmSpec g{f16, f16, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
-  gemm(g, 1, n, k, A.data(), k, B.data(), n, C.data(), n);
-  const double b[] = {1.0, (1 + 0x1p-3) * 0x1p-14};
-  const double want = 3 * 0x1p-24 + 0x1p-28 + 0x1p-31 + 0x1p-38;  // exact in fp32: the 2^-41 cut off
-  REQUIRE(reference_tc_dot(tc, f16, f16, acc, A.data(), b, k) == want);
-  for (std::size_t j = 0; j < n; ++j) REQUIRE(C[j] == want);
 }
 
 TEST_CASE("tensor_core with unlimited bits is the exact sum rounded once per block", "[gemm][tensor_core]") {
