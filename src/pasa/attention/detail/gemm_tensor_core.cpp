@@ -63,7 +63,8 @@ void cvt_rows(double* v, std::size_t n) {
 // block's largest exponents, their scales and int32 sums stay in registers over all of k: the same
 // operations as the loop-per-block path (the same float products and scales, the same truncations, the same
 // exact sum and one rounding toward zero: to float, then cut to P bits, nested truncations composing), so
-// the same bits. Returns whether every operand was finite (else the caller applies ieee_where_not_finite).
+// the same bits. Returns whether every operand was finite (else the caller applies ieee_where_not_finite),
+// or declined (Window, below: the caller runs the loop-per-block path).
 //
 // Exponents (term_exp's values) travel in int8 lanes where the formats' exponents fit (Exp8: fp16, fp8; one
 // vector covers the 32 columns of both rows, each B exponent stored twice, the two rows' A exponents
