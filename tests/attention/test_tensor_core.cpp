@@ -6,6 +6,7 @@
 // values follow from the model's definition [Fasi et al. 2021; Khattak & Mikaitis 2025]), and the JSON.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -232,58 +233,165 @@ TEST_CASE("tensor_core model equals the integer-aligned scalar reference, every 
   }
 }
 
-TEST_CASE("tensor_core: a block whose aligned terms sum beyond 2^31 (h100_fp16)", "[gemm][tensor_core]") {
-  // 16 products of (2 − 2^-10)² cut at 2^-25 sum to just below 2^31; the accumulator, 1.990234375 from the
-  // first block, aligned to the same exponent adds 2^25·1.99: the aligned sum needs 32 bits (a kernel that
-  // adds the terms in int32 must widen here). Rows: the sum positive, negative; columns: a few scalings of B.
-  const TensorCore tc = tensor_core_preset("h100_fp16");
-  const Format& f16 = F("fp16");
-  const StageSpec acc{F("fp32")};
-  const std::size_t m = 2, n = 37, k = 32;
-  std::vector<double> A(m * k, 0.0), B(k * n, 0.0), C(m * n);
-  for (std::size_t i = 0; i < m; ++i) {
-    A[i * k] = i == 0 ? 1.990234375 : -1.990234375;
-    for (std::size_t t = 16; t < k; ++t) A[i * k + t] = i == 0 ? 1.9990234375 : -1.9990234375;
-  }
-  for (std::size_t j = 0; j < n; ++j) {
-    const double s = std::ldexp(1.0, static_cast<int>(j % 5) - 2);  // the same pattern at other exponents
-    B[j] = s;
-    for (std::size_t t = 16; t < k; ++t) B[t * n + j] = j % 7 == 3 && t == 20 ? 0.5 * s : 1.9990234375 * s;
-  }
-  GemmSpec g{f16, f16, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
-  gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
-  std::vector<double> a(k), b(k);
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < n; ++j) {
-      for (std::size_t t = 0; t < k; ++t) {
-        a[t] = A[i * k + t];
-        b[t] = B[t * n + j];
-      }
-      INFO("at " << i << "," << j);
-      REQUIRE(C[i * n + j] == reference_tc_dot(tc, f16, f16, acc, a.data(), b.data(), k));
+TEST_CASE("tensor_core: a block whose aligned terms sum beyond 2^31 (fp16, bf16, tf32)", "[gemm][tensor_core]") {
+  // 16 products of x² with x = 2 − 2^(1−p) (fp16: (2 − 2^-10)²) cut at 2^-25 sum to just below 2^31; the
+  // accumulator, x·1 from the first block, aligned to the same exponent adds 2^25·x: the aligned sum needs 32
+  // bits (a kernel that adds the terms in int32 must widen here). Rows: the sum positive, negative; columns: a
+  // few scalings of B. bf16 and tf32 take the same kernel where their operands stay within its window.
+  for (const char* name : {"fp16", "bf16", "tf32"}) {
+    const TensorCore tc = tensor_core_preset(std::string(name) == "tf32" ? "h100_tf32" : std::string("h100_") + name);
+    const Format& f = F(name);
+    const double x = 2 - std::ldexp(1.0, 1 - f.p), x0 = 2 - std::ldexp(1.0, 2 - f.p);
+    const StageSpec acc{F("fp32")};
+    const std::size_t m = 2, n = 37, blk = static_cast<std::size_t>(tc.block), k = 3 * blk;
+    std::vector<double> A(m * k, 0.0), B(k * n, 0.0), C(m * n);
+    for (std::size_t i = 0; i < m; ++i) {
+      A[i * k] = i == 0 ? x0 : -x0;
+      for (std::size_t t = blk; t < k; ++t) A[i * k + t] = i == 0 ? x : -x;
     }
+    for (std::size_t j = 0; j < n; ++j) {
+      const double s = std::ldexp(1.0, static_cast<int>(j % 5) - 2);  // the same pattern at other exponents
+      B[j] = s;
+      for (std::size_t t = blk; t < k; ++t) B[t * n + j] = j % 7 == 3 && t == blk + 4 ? 0.5 * s : x * s;
+    }
+    GemmSpec g{f, f, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
+    gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
+    std::vector<double> a(k), b(k);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        for (std::size_t t = 0; t < k; ++t) {
+          a[t] = A[i * k + t];
+          b[t] = B[t * n + j];
+        }
+        INFO(name << " at " << i << "," << j);
+        REQUIRE(C[i * n + j] == reference_tc_dot(tc, f, f, acc, a.data(), b.data(), k));
+      }
+  }
+}
+
+TEST_CASE("tensor_core register strips equal the reference: every H100 model, edges, windows, inf and NaN",
+          "[gemm][tensor_core]") {
+  // The strips (gemm_tensor_core.cpp: pairs of rows × 32 columns, int8 or int16 exponent lanes, the FP8
+  // models' e8m13 accumulator and promotion, bf16 and tf32 within a window of exponents) element by element
+  // against the scalar reference, over shapes that leave a row without its pair and strips and blocks part
+  // full; B given as doubles and as floats (the same bits). Draws per format: "edges" (zeros, subnormals,
+  // the largest values, both signs; bf16/tf32: this takes the loop-per-block path), "window" (bf16/tf32:
+  // operand exponents within [p − 51, 30], so that every product is a normal float on the grid 2^-100 and
+  // the strips run, many at the low edge), "outside" (the same one exponent lower: products with bits below
+  // 2^-100, which the strips must leave to the loop-per-block path), and "specials" (a few inf and NaN: where
+  // IEEE arithmetic's sum is not finite, that value; elsewhere the model's).
+  boost::random::mt19937_64 eng(27);
+  boost::random::uniform_real_distribution<double> u01(0.0, 1.0);
+  boost::random::uniform_int_distribution<int> pick(0, 999);
+  struct Case {
+    const char *tc, *fa, *fb;
+  };
+  const std::vector<Case> cases{{"h100_fp16", "fp16", "fp16"},         {"h100_bf16", "bf16", "bf16"},
+                                {"h100_tf32", "tf32", "tf32"},         {"h100_e4m3", "fp8_e4m3fn", "fp8_e4m3fn"},
+                                {"h100_e4m3_fast", "fp8_e4m3fn", "fp8_e4m3fn"},
+                                {"h100_e5m2", "fp8_e5m2", "fp8_e4m3fn"}, {"h100_e5m2_fast", "fp8_e5m2", "fp8_e5m2"}};
+  const StageSpec acc{F("fp32")};
+  const RoundOptions sat{RoundMode::nearest_even, Overflow::saturate};
+  for (const Case& cs : cases)
+    for (const char* kind : {"edges", "window", "outside", "specials"}) {
+      const Format &fa = F(cs.fa), &fb = F(cs.fb);
+      const bool wide = fa.emax > 28;  // bf16, tf32
+      if ((std::string(kind) == "window" || std::string(kind) == "outside") && !wide) continue;
+      auto draw = [&](const Format& f) {
+        const int r = pick(eng);
+        const double sign = r % 2 ? -1.0 : 1.0;
+        if (r < 250) return 0.0;
+        if (std::string(kind) == "specials" && r < 262)
+          return r < 256 || !f.has_infinity() ? std::nan("") : sign * HUGE_VAL;
+        if (std::string(kind) == "window" || std::string(kind) == "outside") {  // exponents at the edges or between
+          const int lo = (f.p - 1 - 50) + (std::string(kind) == "outside" ? -1 : 0);
+          const int e = r < 400 ? lo : r < 450 ? 30 : lo + static_cast<int>(u01(eng) * (30 - lo));
+          return round(sign * std::ldexp(1.0 + u01(eng), e), f, RoundOptions{RoundMode::toward_zero});
+        }
+        if (r < 320) return round(sign * u01(eng) * f.min_normal(), f, sat);  // subnormals
+        if (r < 360) return round(sign * (1 - u01(eng) / 64) * f.max_finite(), f, sat);
+        const int span = f.emax - f.emin();
+        return round(sign * std::ldexp(1.0 + u01(eng), f.emin() + static_cast<int>(u01(eng) * span)), f, sat);
+      };
+      const TensorCore tc = tensor_core_preset(cs.tc);
+      GemmSpec g{fa, fb, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
+      for (std::size_t m : {1u, 3u})
+        for (std::size_t k : {1u, 17u, 48u, 130u}) {
+          const std::size_t n = 37;
+          std::vector<double> A(m * k), B(k * n), C(m * n), C2(m * n, -1.0);
+          for (double& x : A) x = draw(fa);
+          for (double& x : B) x = draw(fb);
+          gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
+          const std::vector<float> Bf(B.begin(), B.end());
+          gemm(g, m, n, k, A.data(), k, Bf.data(), n, C2.data(), n);
+          std::vector<double> a(k), b(k);
+          for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+              double ieee = 0.0;
+              for (std::size_t t = 0; t < k; ++t) {
+                a[t] = A[i * k + t];
+                b[t] = B[t * n + j];
+                ieee = std::fma(a[t], b[t], ieee);
+              }
+              INFO(cs.tc << " " << kind << " m " << m << " k " << k << " at " << i << "," << j);
+              const double c = C[i * n + j];
+              if (std::isnan(ieee)) REQUIRE(std::isnan(c));
+              else if (std::isinf(ieee)) REQUIRE(c == ieee);
+              else REQUIRE(c == reference_tc_dot(tc, fa, fb, acc, a.data(), b.data(), k));
+              REQUIRE(std::bit_cast<std::uint64_t>(C2[i * n + j]) == std::bit_cast<std::uint64_t>(c));
+            }
+        }
+    }
+}
+
+TEST_CASE("tensor_core: a bf16 subnormal operand within the window's exponent sums (h100_bf16)",
+          "[gemm][tensor_core]") {
+  // 1.5·2^-130 (a bf16 subnormal, a subnormal float) × 2^60: the product 1.5·2^-70 alone in its column is the
+  // result; the strips read exponents from floats, where a subnormal looks like a zero, so they must leave
+  // this GEMM to the loop-per-block path.
+  const TensorCore tc = tensor_core_preset("h100_bf16");
+  const Format& bf = F("bf16");
+  const std::size_t m = 2, n = 33, k = 3;
+  std::vector<double> A(m * k, 0.0), B(k * n, 0.0), C(m * n);
+  A[0] = 1.5 * 0x1p-130;
+  A[k + 1] = 1.0;
+  for (std::size_t j = 0; j < n; ++j) {
+    B[j] = 0x1p60;
+    B[n + j] = 0x1p-20;
+  }
+  GemmSpec g{bf, bf, StageSpec{F("fp32")}, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
+  gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
+  for (std::size_t j = 0; j < n; ++j) {
+    REQUIRE(C[j] == 1.5 * 0x1p-70);
+    REQUIRE(C[n + j] == 0x1p-20);
+  }
 }
 
 TEST_CASE("tensor_core: a block led by a product with a subnormal operand (h100_fp16)", "[gemm][tensor_core]") {
   // 3·2^-24 (subnormal, at fp16's emin −14) × 1 sets E = −14: the cut is at 2^-39, so the second product,
   // 2^-28·(1 + 2^-3 + 2^-10 + 2^-13), loses its 2^-41; on its own exponent (−23) the cut would keep it, and
   // fp32 (ulp 2^-46 here) would show it.
-  const TensorCore tc = tensor_core_preset("h100_fp16");
-  const Format& f16 = F("fp16");
-  const StageSpec acc{F("fp32")};
-  const std::size_t n = 37, k = 2;
-  const std::vector<double> A{3 * 0x1p-24, (1 + 0x1p-10) * 0x1p-14};
-  std::vector<double> B(k * n), C(n);
-  for (std::size_t j = 0; j < n; ++j) {
-    B[j] = 1.0;
-    B[n + j] = (1 + 0x1p-3) * 0x1p-14;
+  // (h100_fp16 runs in the register strips; with rne normalisation, in the per-block loops: the sum is an
+  // fp32 value, so both give it)
+  for (const RoundMode r : {RoundMode::toward_zero, RoundMode::nearest_even}) {
+    TensorCore tc = tensor_core_preset("h100_fp16");
+    tc.block_round = r;
+    const Format& f16 = F("fp16");
+    const StageSpec acc{F("fp32")};
+    const std::size_t n = 37, k = 2;
+    const std::vector<double> A{3 * 0x1p-24, (1 + 0x1p-10) * 0x1p-14};
+    std::vector<double> B(k * n), C(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      B[j] = 1.0;
+      B[n + j] = (1 + 0x1p-3) * 0x1p-14;
+    }
+    GemmSpec g{f16, f16, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
+    gemm(g, 1, n, k, A.data(), k, B.data(), n, C.data(), n);
+    const double b[] = {1.0, (1 + 0x1p-3) * 0x1p-14};
+    const double want = 3 * 0x1p-24 + 0x1p-28 + 0x1p-31 + 0x1p-38;  // exact in fp32: the 2^-41 cut off
+    REQUIRE(reference_tc_dot(tc, f16, f16, acc, A.data(), b, k) == want);
+    for (std::size_t j = 0; j < n; ++j) REQUIRE(C[j] == want);
   }
-  GemmSpec g{f16, f16, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
-  gemm(g, 1, n, k, A.data(), k, B.data(), n, C.data(), n);
-  const double b[] = {1.0, (1 + 0x1p-3) * 0x1p-14};
-  const double want = 3 * 0x1p-24 + 0x1p-28 + 0x1p-31 + 0x1p-38;  // exact in fp32: the 2^-41 cut off
-  REQUIRE(reference_tc_dot(tc, f16, f16, acc, A.data(), b, k) == want);
-  for (std::size_t j = 0; j < n; ++j) REQUIRE(C[j] == want);
 }
 
 TEST_CASE("tensor_core with unlimited bits is the exact sum rounded once per block", "[gemm][tensor_core]") {

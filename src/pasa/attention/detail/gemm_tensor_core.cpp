@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -55,73 +56,177 @@ void cvt_rows(double* v, std::size_t n) {
   }
 }
 
-// The float-lane case in registers (for speed): fp32 accumulator rounded toward zero (the H100 models),
-// the accumulator one of the block's terms, a block's scaled products summed in int32 (block <= 2^(29 − F)).
-// Per strip of 32 output columns, packed once per GEMM as (value, exponent) panels, and per row, the running
-// accumulator, the block's largest exponent, its scale and its int32 sum stay in registers over all of k:
-// the same operations as the loop-per-block path (the same float products and scales, the same truncations,
-// the same exact double sum and one double → float conversion toward zero), so the same bits. Returns whether
-// every operand was finite (else the caller applies ieee_where_not_finite).
+// The float-lane case in registers (for speed): an accumulator of P <= 24 bits with fp32's exponent range (fp32
+// for fp16/bf16-style models, e8m13 for the FP8 ones) rounded toward zero, the accumulator one of the block's
+// terms, a block's scaled products summed in int32 (block <= 2^(29 − F)). Per strip of 32 output columns,
+// packed once per GEMM as (value, exponent) panels, and per pair of rows, the running accumulators, the
+// block's largest exponents, their scales and int32 sums stay in registers over all of k: the same
+// operations as the loop-per-block path (the same float products and scales, the same truncations, the same
+// exact sum and one rounding toward zero: to float, then cut to P bits, nested truncations composing), so
+// the same bits. Returns whether every operand was finite (else the caller applies ieee_where_not_finite),
+// or declined (Window, below: the caller runs the loop-per-block path).
+//
+// Exponents (term_exp's values) travel in int8 lanes where the formats' exponents fit (Exp8: fp16, fp8; one
+// vector covers the 32 columns of both rows, each B exponent stored twice, the two rows' A exponents
+// interleaved), else in int16 lanes, one vector per row; added with saturation. A zero operand is −128
+// (int8) or kZero16, an inf or NaN 127 or kHuge16: a sum with a zero lies at or below the clamp's low end
+// F − 100 and below every finite sum (Exp8 needs emax <= 28 and emin >= −40 of both formats), so the
+// clamped E of a column whose terms are finite is term_exp's; a column with an inf or NaN term is not
+// finite in IEEE arithmetic either and ieee_where_not_finite overwrites it.
 constexpr std::size_t kStrip = 32;  // columns per register strip: two AVX-512 vectors
+constexpr std::int16_t kZero16 = -16000, kHuge16 = 16000;
 // GCC 12 flags the unmasked intrinsics' undefined pass-through operands (_mm512_undefined_*) as uninitialised.
 #pragma GCC diagnostic push
 #if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
-                       const double* B, std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min,
-                       std::size_t block, std::size_t promote) {
-  const std::size_t strips = (n + kStrip - 1) / kStrip;
+// term_exp of 16 operands as int32 lanes, zero at `zero` and inf or NaN at `huge`; returns whether one was an
+// inf or NaN. load16: their float values (lanes past `count`: 0, padding that adds zero products), from floats
+// or doubles (the formats' values are floats, so the conversion is exact).
+inline bool exps16(__m512 d, int emin, int zero, int huge, __m512i& e) {
+  const __m512i f = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(d), 23), _mm512_set1_epi32(0xff));
+  e = _mm512_max_epi32(_mm512_sub_epi32(f, _mm512_set1_epi32(127)), _mm512_set1_epi32(emin));
+  const __mmask16 special = _mm512_cmpeq_epi32_mask(f, _mm512_set1_epi32(0xff));
+  e = _mm512_mask_mov_epi32(e, special, _mm512_set1_epi32(huge));
+  e = _mm512_mask_mov_epi32(e, _mm512_cmpeq_epi32_mask(f, _mm512_setzero_si512()), _mm512_set1_epi32(zero));
+  return special != 0;
+}
+inline __m512 load16(const float* x, std::size_t count) {
+  if (count >= 16) return _mm512_loadu_ps(x);
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), x);
+}
+inline __m512 load16(const double* x, std::size_t count) {
+  if (count >= 16)
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(0xFF, _mm512_loadu_pd(x))),
+                              _mm512_maskz_cvtpd_ps(0xFF, _mm512_loadu_pd(x + 8)), 1);
+  const __mmask8 lo = count >= 8 ? 0xFF : static_cast<__mmask8>((1u << count) - 1);
+  const __mmask8 hi = count >= 16 ? 0xFF : count <= 8 ? 0 : static_cast<__mmask8>((1u << (count - 8)) - 1);
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(lo, x))),
+                            _mm512_maskz_cvtpd_ps(0xFF, _mm512_maskz_loadu_pd(hi, x + 8)), 1);
+}
+// The exponent fields of the nonzero finite operands seen (their least and largest), and whether one was a
+// subnormal float: what the Window strips check before they run (see tc_rz_strips).
+struct FieldRange {
+  __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
+  __mmask16 subnormal = 0;
+  void add(__m512 d) {
+    const __m512i bits = _mm512_castps_si512(d);
+    const __m512i f = _mm512_srli_epi32(_mm512_slli_epi32(bits, 1), 24);
+    const __mmask16 normal = _mm512_cmpneq_epi32_mask(f, _mm512_setzero_si512()) &
+                             _mm512_cmpneq_epi32_mask(f, _mm512_set1_epi32(255));
+    lo = _mm512_mask_min_epi32(lo, normal, lo, f);
+    hi = _mm512_mask_max_epi32(hi, normal, hi, f);
+    subnormal |= _mm512_cmpeq_epi32_mask(f, _mm512_setzero_si512()) &
+                 _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0x7fffffff));
+  }
+  // (not _mm512_reduce_min_epi32: GCC 12 warns inside it)
+  static int reduce(__m512i v, bool least) {
+    alignas(64) std::int32_t lanes[16];
+    _mm512_store_si512(lanes, v);
+    return least ? *std::min_element(lanes, lanes + 16) : *std::max_element(lanes, lanes + 16);
+  }
+  int least() const { return reduce(lo, true) - 127; }     // (128 where none: every sum passes)
+  int largest() const { return reduce(hi, false) - 127; }  // (−127 where none)
+};
+
+enum class Strips { finite, not_finite, declined };
+
+template <bool Exp8, int P, class TA, class TB>
+Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std::size_t lda, const TB* B,
+                  std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min, std::size_t block,
+                  std::size_t promote, bool window, int window_least) {
+  const std::size_t strips = (n + kStrip - 1) / kStrip, pairs = (m + 1) / 2;
   thread_local std::vector<float> bp_buf, ap_buf;
-  thread_local std::vector<std::int16_t> ebp_buf, eap_buf;
+  thread_local std::vector<std::int32_t> eap_buf;
+  thread_local std::vector<std::int16_t> ebp_buf;  // (int8 pairs in Exp8)
+  // per row pair and t: Exp8, the two rows' exponents in one int32; int16, each row's in one (k apart)
   bp_buf.resize(strips * k * kStrip);
-  ebp_buf.resize(strips * k * kStrip);
-  ap_buf.resize(m * k + 8);
-  eap_buf.resize(m * k + 8);
+  ebp_buf.resize(strips * k * 32);
+  ap_buf.resize(2 * pairs * k + 16);
+  eap_buf.resize(2 * pairs * k + 16);
   float* bp = bp_buf.data();
   std::int16_t* ebp = ebp_buf.data();
   float* ap = ap_buf.data();
-  std::int16_t* eap = eap_buf.data();
-  // Exponents in int16 lanes (32 columns a vector), added with saturation: term_exp's values, with zero at
-  // kZero16 and inf or NaN at kHuge16 instead of ∓100000. Every finite exponent sum lies within ±2046, a sum
-  // with a zero below −14000, one with an inf or NaN above 14000 (inf with zero: 0 in both): all of these
-  // beyond the clamp of E to [F − 100, F + 100] below, so the clamped E is the same.
-  constexpr std::int16_t kZero16 = -16000, kHuge16 = 16000;
-  // term_exp and the float value of up to 8 doubles at once (lanes past `count`: 0 and kZero16, padding
-  // that adds zero products)
-  auto pack8 = [](const double* x, std::size_t count, int emin, float* v, std::int16_t* e) {
-    const __mmask8 mk = count >= 8 ? 0xFF : static_cast<__mmask8>((1u << count) - 1);
-    const __m512d d = _mm512_maskz_loadu_pd(mk, x);
-    const __m512i f = _mm512_and_si512(_mm512_srli_epi64(_mm512_castpd_si512(d), 52), _mm512_set1_epi64(0x7ff));
-    __m128i ex = _mm512_cvtepi64_epi16(_mm512_max_epi64(_mm512_sub_epi64(f, _mm512_set1_epi64(1023)),
-                                                         _mm512_set1_epi64(emin)));
-    const __mmask8 special = _mm512_cmpeq_epi64_mask(f, _mm512_set1_epi64(0x7ff));
-    ex = _mm_mask_mov_epi16(ex, special, _mm_set1_epi16(kHuge16));
-    ex = _mm_mask_mov_epi16(ex, _mm512_cmpeq_epi64_mask(f, _mm512_setzero_si512()), _mm_set1_epi16(kZero16));
-    _mm256_storeu_ps(v, _mm512_maskz_cvtpd_ps(0xFF, d));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(e), ex);
-    return special != 0;
-  };
+  std::int32_t* eap = eap_buf.data();
+  const int zero = Exp8 ? -128 : kZero16, huge = Exp8 ? 127 : kHuge16;
+  auto twice = [](__m512i x, int bits) { return _mm512_or_si512(x, _mm512_sll_epi32(x, _mm_cvtsi32_si128(bits))); };
   bool finite = true;
+  FieldRange range_a, range_b;
   for (std::size_t t = 0; t < k; ++t)
-    for (std::size_t j = 0; j < strips * kStrip; j += 8) {
+    for (std::size_t j = 0; j < strips * kStrip; j += 16) {
       const std::size_t at = ((j / kStrip) * k + t) * kStrip + j % kStrip;
-      finite = !pack8(B + t * ldb + j, j < n ? n - j : 0, eb_min, bp + at, ebp + at) && finite;
+      __m512i e;
+      const __m512 v = load16(B + t * ldb + j, j < n ? n - j : 0);
+      finite = !exps16(v, eb_min, zero, huge, e) && finite;
+      if (window) range_b.add(v);
+      _mm512_storeu_ps(bp + at, v);
+      // Exp8: each exponent twice (bytes 2c and 2c + 1: the two rows' lanes of column c); else int16
+      if (Exp8) e = twice(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ebp + at), _mm512_cvtepi32_epi16(e));
     }
-  for (std::size_t r = 0; r < m; ++r)
-    for (std::size_t t = 0; t < k; t += 8)
-      finite = !pack8(A + r * lda + t, k - t, ea_min, ap + r * k + t, eap + r * k + t) && finite;
-  const __m512i lo_e = _mm512_set1_epi32(F - 100), hi_e = _mm512_set1_epi32(F + 100);
-  // term_exp of an fp32 accumulator, up to the clamp of E below: the exponent field − 127 (a zero or subnormal
-  // accumulator gives −127 or −126 where term_exp gives kZeroExp or −126, an inf or NaN 128 for kHugeExp:
-  // with 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the same)
-  auto acc_exp = [&](__m512 c) {
-    return _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(c), 23), _mm512_set1_epi32(0xff)),
-                            _mm512_set1_epi32(127));
+  // A by pairs of rows (2i and 2i + 1; a last odd row paired with itself), 16 operands of each at a time
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const std::size_t r0 = 2 * i, r1 = std::min(2 * i + 1, m - 1);
+    for (std::size_t t = 0; t < k; t += 16) {
+      __m512i e0, e1;
+      // (the rows' last chunk written up to the row's end only: the next row is packed already)
+      const __m512 v0 = load16(A + r0 * lda + t, k - t), v1 = load16(A + r1 * lda + t, k - t);
+      const __mmask16 tail = k - t >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (k - t)) - 1);
+      const bool special0 = exps16(v0, ea_min, zero, huge, e0), special1 = exps16(v1, ea_min, zero, huge, e1);
+      finite = finite && !special0 && !special1;
+      if (window) {
+        range_a.add(v0);
+        range_a.add(v1);
+      }
+      _mm512_mask_storeu_ps(ap + r0 * k + t, tail, v0);
+      _mm512_mask_storeu_ps(ap + (2 * i + 1) * k + t, tail, v1);
+      // Exp8: the byte pair (row 0, row 1), twice; int16: each row's exponent twice (one 32-bit broadcast
+      // fills the int16 lanes)
+      if (Exp8) {
+        const __m512i lo = _mm512_set1_epi32(0xff);
+        const __m512i pair = _mm512_or_si512(_mm512_and_si512(e0, lo), _mm512_slli_epi32(_mm512_and_si512(e1, lo), 8));
+        _mm512_storeu_si512(eap + 2 * i * k + t, twice(pair, 16));
+      } else {
+        const __m512i lo = _mm512_set1_epi32(0xffff);
+        _mm512_mask_storeu_epi32(eap + 2 * i * k + t, tail, twice(_mm512_and_si512(e0, lo), 16));
+        _mm512_mask_storeu_epi32(eap + 2 * i * k + k + t, tail, twice(_mm512_and_si512(e1, lo), 16));
+      }
+    }
+  }
+  // Window (operands whose formats reach beyond float's normal range: bf16, tf32): the strips run where the
+  // operands at hand keep every product a normal float that is a multiple of 2^-100 (exponent sums at least
+  // window_least = (p_a − 1) + (p_b − 1) − 100; none a subnormal float) and below 2^62 (sums at most 60), and
+  // k <= 2^30.
+  // Then every term of every block (a product, or an accumulator: a sum of such products cut to grids of
+  // 2^(E − F) >= 2^-100, rounded toward zero) is a multiple of 2^-100 and below 2^(62 + log2 k) << 2^(F + 100),
+  // so the clamp of E to [F − 100, F + 100] below changes no cut (where it binds, the grid 2^-100 is one every
+  // term lies on) and a nonzero accumulator is a normal float. Else the caller runs the loop-per-block path.
+  if (window && (k > std::size_t{1} << 30 || range_a.subnormal != 0 || range_b.subnormal != 0 ||
+                 range_a.least() + range_b.least() < window_least || range_a.largest() + range_b.largest() > 60))
+    return Strips::declined;
+  // The block's E = term_exp's largest exponent, clamped to [F − 100, F + 100] (as the loop-per-block path
+  // does, so that 2^(F − E) is a normal float), held biased by 127 (an exponent field): the products' part
+  // clamped below and biased in the int16 lanes, the accumulator's exponent field max'ed in per vector. For
+  // the accumulator the field stands for term_exp up to the clamp: a zero or subnormal accumulator gives 0 or
+  // 1 (−127, −126) where term_exp gives kZeroExp or −126, an inf or NaN 255 (128) for kHugeExp: with
+  // 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the same.
+  const __m512i lo16 = _mm512_set1_epi16(static_cast<std::int16_t>(F - 100)), bias16 = _mm512_set1_epi16(127);
+  const __m512i hi_b = _mm512_set1_epi32(F + 100 + 127);
+  auto biased = [&](__m512i P16) { return _mm512_add_epi16(_mm512_max_epi16(P16, lo16), bias16); };
+  auto scale_of = [&](__m512i Pb, __m512 c) {  // 2^(F − E): the exponent field 254 + F − (E + 127)
+    const __m512i field = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(c), 1), 24);
+    const __m512i Eb = _mm512_min_epi32(_mm512_max_epi32(field, Pb), hi_b);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254 + F), Eb), 23));
   };
-  // the block's exact sum (int32 products + the cut accumulator ci) · 2^(E − F), to fp32 toward zero, in
-  // double (exact: both below 2^32): where the int32 sum of the two overflows
-  auto finish_wide = [&](__m512i isum, __m512i ci, __m512i E) {
+  // A normal float rounded toward zero to P bits: its low 24 − P significand bits cleared (truncations on
+  // nested grids compose: one rounding toward zero of the exact value).
+  const __m512i keep = _mm512_set1_epi32(static_cast<int>(~((1u << (24 - P)) - 1)));
+  auto cut = [&](__m512 x) {
+    return P == 24 ? x : _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), keep));
+  };
+  // where the int32 sum of the two overflows: in double (exact: both below 2^32)
+  auto finish_wide = [&](__m512i isum, __m512i ci, __m512 sc) {
+    const __m512i E = _mm512_sub_epi32(_mm512_set1_epi32(127 + F), _mm512_srli_epi32(_mm512_castps_si512(sc), 23));
     const __m512i pw = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(E)),
                                                           _mm512_set1_epi64(1023 - F)), 52);
     const __m512i pw_hi = _mm512_slli_epi64(
@@ -134,81 +239,131 @@ bool tc_fp32_rz_strips(std::size_t m, std::size_t n, std::size_t k, const double
                                        _mm512_castsi512_pd(pw_hi));
     const __m256 f_lo = _mm512_maskz_cvt_roundpd_ps(0xFF, s_lo, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m256 f_hi = _mm512_maskz_cvt_roundpd_ps(0xFF, s_hi, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    return _mm512_insertf32x8(_mm512_castps256_ps512(f_lo), f_hi, 1);
+    return cut(_mm512_insertf32x8(_mm512_castps256_ps512(f_lo), f_hi, 1));
   };
-  // The same in int32 and float: the sum (below 2^31) cut to 24 bits toward zero, then scaled by 2^(E − F)
-  // toward zero (exact unless it underflows; truncations on nested grids compose: one rounding toward zero).
-  // c · 2^(F − E) is exact in float (a power of two within range), its truncation the cut accumulator.
-  auto finish = [&](__m512i isum, __m512 c, __m512 sc, __m512i E) {
+  // The same in int32 and float: the sum (below 2^31) cut to 24 bits toward zero, scaled by 2^(E − F) (exact:
+  // E >= F − 100, so the result is a normal float, or past the largest it is fp32's largest), then cut to P
+  // bits (the largest: the format's). c · 2^(F − E) is exact in float (a power of two within range), its
+  // truncation the cut accumulator.
+  auto finish = [&](__m512i isum, __m512 c, __m512 sc) {
     const __m512i ci = _mm512_cvttps_epi32(_mm512_mul_ps(c, sc));
     const __m512i sum = _mm512_add_epi32(isum, ci);
     const __mmask16 overflow =
         _mm512_movepi32_mask(_mm512_and_si512(_mm512_xor_si512(isum, sum), _mm512_xor_si512(ci, sum)));
-    if (overflow != 0) return finish_wide(isum, ci, E);
-    const __m512 pw = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(E, _mm512_set1_epi32(127 - F)), 23));
-    return _mm512_mul_round_ps(_mm512_cvt_roundepi32_ps(sum, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), pw,
-                               _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    if (overflow != 0) return finish_wide(isum, ci, sc);
+    // 2^(E − F): the exponent field 254 − that of sc
+    const __m512 pw = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(254 << 23), _mm512_castps_si512(sc)));
+    return cut(_mm512_mul_round_ps(_mm512_cvt_roundepi32_ps(sum, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), pw,
+                                   _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
   };
   for (std::size_t s = 0; s < strips; ++s) {
     const float* bs = bp + s * k * kStrip;
-    const std::int16_t* es = ebp + s * k * kStrip;
+    const std::int16_t* es = ebp + s * k * 32;
     const std::size_t width = std::min(kStrip, n - s * kStrip);
-    for (std::size_t r = 0; r < m; ++r) {
-      const float* a = ap + r * k;
-      const std::int16_t* ea = eap + r * k;
-      __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
-      __m512 o0 = _mm512_setzero_ps(), o1 = _mm512_setzero_ps();
+    for (std::size_t i = 0; i < pairs; ++i) {
+      const float* a0 = ap + 2 * i * k;
+      const float* a1 = a0 + k;
+      const std::int32_t* ea = eap + 2 * i * k;
+      __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+      __m512 o00 = c00, o01 = c00, o10 = c00, o11 = c00;
       std::size_t since_promotion = 0;
       for (std::size_t t0 = 0; t0 < k; t0 += block) {
         const std::size_t t1 = std::min(k, t0 + block);
-        __m512i E16 = _mm512_set1_epi16(kZero16);
-        for (std::size_t t = t0; t < t1; ++t)
-          E16 = _mm512_max_epi16(E16, _mm512_adds_epi16(_mm512_set1_epi16(ea[t]), _mm512_loadu_si512(es + t * kStrip)));
-        __m512i E0 = _mm512_max_epi32(acc_exp(c0), _mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16)));
-        __m512i E1 = _mm512_max_epi32(acc_exp(c1), _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(E16, 1)));
-        // E clamped as in the loop-per-block path: 2^(F − E) a normal float
-        E0 = _mm512_min_epi32(_mm512_max_epi32(E0, lo_e), hi_e);
-        E1 = _mm512_min_epi32(_mm512_max_epi32(E1, lo_e), hi_e);
-        const __m512 sc0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127 + F), E0), 23));
-        const __m512 sc1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127 + F), E1), 23));
-        __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
-        for (std::size_t t = t0; t < t1; ++t) {
-          const __m512 at = _mm512_set1_ps(a[t]);
-          // the exact product, scaled by a power of two, truncated toward zero
-          i0 = _mm512_add_epi32(i0, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(at, _mm512_loadu_ps(bs + t * kStrip)), sc0)));
-          i1 = _mm512_add_epi32(i1, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(at, _mm512_loadu_ps(bs + t * kStrip + 16)), sc1)));
+        // the block's largest exponent sums, per row as 32 int16 lanes (columns 0..31)
+        __m512i R0, R1;
+        if constexpr (Exp8) {
+          // four running maxima (independent chains), merged at the end
+          auto step = [&](__m512i M, std::size_t t) {
+            return _mm512_max_epi8(M, _mm512_adds_epi8(_mm512_set1_epi32(ea[t]), _mm512_loadu_si512(es + t * 32)));
+          };
+          __m512i M0 = _mm512_set1_epi8(-128), M1 = M0, M2 = M0, M3 = M0;
+          std::size_t t = t0;
+          for (; t + 4 <= t1; t += 4) {
+            M0 = step(M0, t);
+            M1 = step(M1, t + 1);
+            M2 = step(M2, t + 2);
+            M3 = step(M3, t + 3);
+          }
+          for (; t < t1; ++t) M0 = step(M0, t);
+          const __m512i E8 = _mm512_max_epi8(_mm512_max_epi8(M0, M1), _mm512_max_epi8(M2, M3));
+          R0 = _mm512_srai_epi16(_mm512_slli_epi16(E8, 8), 8);  // the even bytes: row 0
+          R1 = _mm512_srai_epi16(E8, 8);                        // the odd bytes: row 1
+        } else {
+          auto step = [&](__m512i M, __m512i eb, std::size_t t) {
+            return _mm512_max_epi16(M, _mm512_adds_epi16(_mm512_set1_epi32(ea[t]), eb));
+          };
+          __m512i M0 = _mm512_set1_epi16(kZero16), M1 = M0, M2 = M0, M3 = M0;
+          std::size_t t = t0;
+          for (; t + 2 <= t1; t += 2) {
+            const __m512i eb = _mm512_loadu_si512(es + t * 32), eb1 = _mm512_loadu_si512(es + (t + 1) * 32);
+            M0 = step(M0, eb, t);
+            M1 = step(M1, eb, k + t);
+            M2 = step(M2, eb1, t + 1);
+            M3 = step(M3, eb1, k + t + 1);
+          }
+          for (; t < t1; ++t) {
+            const __m512i eb = _mm512_loadu_si512(es + t * 32);
+            M0 = step(M0, eb, t);
+            M1 = step(M1, eb, k + t);
+          }
+          R0 = _mm512_max_epi16(M0, M2);
+          R1 = _mm512_max_epi16(M1, M3);
         }
-        c0 = finish(i0, c0, sc0, E0);
-        c1 = finish(i1, c1, sc1, E1);
+        R0 = biased(R0);
+        R1 = biased(R1);
+        const __m512 sc00 = scale_of(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(R0)), c00);
+        const __m512 sc01 = scale_of(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(R0, 1)), c01);
+        const __m512 sc10 = scale_of(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(R1)), c10);
+        const __m512 sc11 = scale_of(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(R1, 1)), c11);
+        __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
+        for (std::size_t t = t0; t < t1; ++t) {
+          const __m512 b0 = _mm512_loadu_ps(bs + t * kStrip), b1 = _mm512_loadu_ps(bs + t * kStrip + 16);
+          const __m512 x0 = _mm512_set1_ps(a0[t]), x1 = _mm512_set1_ps(a1[t]);
+          // the exact product, scaled by a power of two, truncated toward zero
+          i00 = _mm512_add_epi32(i00, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x0, b0), sc00)));
+          i01 = _mm512_add_epi32(i01, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x0, b1), sc01)));
+          i10 = _mm512_add_epi32(i10, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x1, b0), sc10)));
+          i11 = _mm512_add_epi32(i11, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x1, b1), sc11)));
+        }
+        c00 = finish(i00, c00, sc00);
+        c01 = finish(i01, c01, sc01);
+        c10 = finish(i10, c10, sc10);
+        c11 = finish(i11, c11, sc11);
         since_promotion += t1 - t0;
         const bool promote_now = promote > 0 && (since_promotion == promote || t1 == k);
         if (promote_now) {  // the CUDA cores' fp32 add (RNE)
-          o0 = _mm512_add_ps(o0, c0);
-          o1 = _mm512_add_ps(o1, c1);
-          c0 = c1 = _mm512_setzero_ps();
+          o00 = _mm512_add_ps(o00, c00);
+          o01 = _mm512_add_ps(o01, c01);
+          o10 = _mm512_add_ps(o10, c10);
+          o11 = _mm512_add_ps(o11, c11);
+          c00 = c01 = c10 = c11 = _mm512_setzero_ps();
           since_promotion = 0;
         }
       }
       if (promote > 0) {
-        c0 = o0;
-        c1 = o1;
+        c00 = o00, c01 = o01, c10 = o10, c11 = o11;
       }
-      double* out = C + r * ldc + s * kStrip;
-      alignas(64) float res[kStrip];
-      _mm512_store_ps(res, c0);
-      _mm512_store_ps(res + 16, c1);
-      for (std::size_t w = 0; w < width; ++w) out[w] = res[w];
+      alignas(64) float res[2][kStrip];
+      _mm512_store_ps(res[0], c00);
+      _mm512_store_ps(res[0] + 16, c01);
+      _mm512_store_ps(res[1], c10);
+      _mm512_store_ps(res[1] + 16, c11);
+      for (std::size_t h = 0; h < 2 && 2 * i + h < m; ++h) {
+        double* out = C + (2 * i + h) * ldc + s * kStrip;
+        for (std::size_t w = 0; w < width; ++w) out[w] = res[h][w];
+      }
     }
   }
-  return finite;
+  return finite ? Strips::finite : Strips::not_finite;
 }
 #pragma GCC diagnostic pop
 #endif
 
 // A non-finite operand: IEEE arithmetic's value wherever the exact sum is not finite (the model's value is
 // left where the FMA chain stays finite: a column whose terms are all finite).
+template <class TB>
 void ieee_where_not_finite(std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
-                           const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+                           const TB* B, std::size_t ldb, double* C, std::size_t ldc) {
   bool all_finite = true;
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < n; ++j) all_finite = all_finite && std::isfinite(B[t * ldb + j]);
@@ -225,10 +380,15 @@ void ieee_where_not_finite(std::size_t m, std::size_t n, std::size_t k, const do
   }
 }
 
-}  // namespace
-
-void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
-                       std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+// What a spec asks of the kernels, checked once (the exceptions of dgemm_tensor_core).
+struct Plan {
+  Format tcf;              // the tensor core's own accumulator: the acc stage's exponent range, acc_bits bits
+  RoundOptions block_opt;  // the stage's overflow and flush policies, the model's rounding
+  bool unlimited = false, fast = false, nearest = false, float_lanes = false, strips = false, window = false;
+  int F = 0;
+  std::size_t group = 0, block = 0, promote = 0;
+};
+Plan plan_of(const GemmSpec& g) {
   const TensorCore& tc = g.model.tc;
   if (tc.block < 1) throw std::logic_error("gemm: tensor_core block must be >= 1");
   if (tc.promote < 0 || (tc.promote > 0 && tc.promote % tc.block != 0))
@@ -242,39 +402,107 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   if (tc.acc_bits != 0 && (tc.acc_bits < 2 || tc.acc_bits > 53))
     throw std::logic_error("gemm: tensor_core acc_bits must be 0 or 2..53");
   const Format& af = g.acc.format;
-  // the tensor core's own accumulator: the acc stage's exponent range, acc_bits significand bits
-  const Format tcf = tc.acc_bits == 0 ? af : custom_format(tc.acc_bits, af.emax, af.subnormals, af.specials);
-  RoundOptions block_opt = g.acc.round;  // the stage's overflow and flush policies, the model's rounding
-  block_opt.mode = tc.block_round;
-  const bool unlimited = tc.align_bits == kUnlimitedAlign;
-  const int F = unlimited ? 0 : tc.align_bits;
+  Plan p{};
+  p.tcf = tc.acc_bits == 0 ? af : custom_format(tc.acc_bits, af.emax, af.subnormals, af.specials);
+  p.block_opt = g.acc.round;
+  p.block_opt.mode = tc.block_round;
+  p.unlimited = tc.align_bits == kUnlimitedAlign;
+  p.F = p.unlimited ? 0 : tc.align_bits;
   int log2_terms = 0;
   while ((1 << log2_terms) < tc.block + 1) ++log2_terms;
-  const bool fast = !unlimited && F + 2 + log2_terms <= 53;
-  const bool nearest = tc.align_round == AlignRound::nearest;
+  p.fast = !p.unlimited && p.F + 2 + log2_terms <= 53;
+  p.nearest = tc.align_round == AlignRound::nearest;
   // Float lanes (twice as many) where every product of the operands is an exact normal float (fp16, fp8:
   // p_a + p_b <= 24, products within [2^-126, 2^127)) and the scaled products, integers below 2^(F+2), add
   // up in int32 over groups of 2^(29 − F) products without overflow.
-  const double min_product = g.a_format.min_subnormal() * g.b_format.min_subnormal();
-  const double max_product = g.a_format.max_finite() * g.b_format.max_finite();
-  const bool float_lanes = fast && !nearest && F <= 25 && float_exact(g.a_format) && float_exact(g.b_format) &&
-                           g.a_format.p + g.b_format.p <= 24 && min_product >= 0x1p-126 && max_product < 0x1p127;
-  const std::size_t group = float_lanes ? std::size_t{1} << (29 - F) : 0;
+  const Format &fa = g.a_format, &fb = g.b_format;
+  const double min_product = fa.min_subnormal() * fb.min_subnormal();
+  const double max_product = fa.max_finite() * fb.max_finite();
+  p.float_lanes = p.fast && !p.nearest && p.F <= 25 && float_exact(fa) && float_exact(fb) && fa.p + fb.p <= 24 &&
+                  min_product >= 0x1p-126 && max_product < 0x1p127;
+  p.group = p.float_lanes ? std::size_t{1} << (29 - p.F) : 0;
+  p.block = static_cast<std::size_t>(tc.block);
+  p.promote = static_cast<std::size_t>(tc.promote);
+  // The register strips (tc_rz_strips): float lanes, every operand a normal float (the exponents read from
+  // the floats), the block's sum rounded toward zero into an accumulator of at most 24 bits with fp32's
+  // exponent range, IEEE overflow and no flushing (then the float conversion toward zero, cut to P bits, is
+  // that one rounding: IEEE 754 §5.4.2), the promotion (if any) the fp32 RNE add. Formats whose products
+  // may leave float's normal range (bf16) take them as a Window: where the operands at hand stay within it.
+  const Format& tcf = p.tcf;
+  p.window = !p.float_lanes && p.fast && !p.nearest && p.F >= 2 && p.F <= 25 && float_exact(fa) && float_exact(fb) &&
+             fa.p + fb.p <= 24;
+  const bool normal_floats = fa.min_subnormal() >= 0x1p-126 && fb.min_subnormal() >= 0x1p-126;
+  p.strips = ((p.float_lanes && normal_floats) || p.window) && tcf.p <= 24 && tcf.emax == 127 && tcf.subnormals &&
+             tcf.specials == Specials::ieee && p.block_opt.overflow == Overflow::ieee && !p.block_opt.flush_input &&
+             !p.block_opt.flush_output && p.block_opt.mode == RoundMode::toward_zero && tc.acc_in_block &&
+             p.block <= (std::size_t{1} << (29 - p.F)) && (p.promote == 0 || native(g.acc, fp32()));
+  return p;
+}
+
+// The strips where the plan allows them (AVX-512 builds); false: the caller runs the loop-per-block path.
+template <class TB>
+bool run_strips([[maybe_unused]] const Plan& p, [[maybe_unused]] const GemmSpec& g, [[maybe_unused]] std::size_t m,
+                [[maybe_unused]] std::size_t n, [[maybe_unused]] std::size_t k, [[maybe_unused]] const double* A,
+                [[maybe_unused]] std::size_t lda, [[maybe_unused]] const TB* B, [[maybe_unused]] std::size_t ldb,
+                [[maybe_unused]] double* C, [[maybe_unused]] std::size_t ldc) {
+#if defined(__AVX512F__)
+  if (!p.strips) return false;
+  const Format &fa = g.a_format, &fb = g.b_format;
+  const int ea_min = fa.emin(), eb_min = fb.emin();
+  // int8 exponents: see tc_rz_strips
+  const bool exp8 = !p.window && ea_min >= -40 && eb_min >= -40 && fa.emax <= 28 && fb.emax <= 28;
+  auto go = [&](auto exp8_tag, auto p_tag) {
+    return tc_rz_strips<decltype(exp8_tag)::value, decltype(p_tag)::value>(m, n, k, A, lda, B, ldb, C, ldc, p.F, ea_min,
+                                                                            eb_min, p.block, p.promote, p.window,
+                                                                            fa.p + fb.p - 102);
+  };
+  using T8 = std::true_type;
+  using T16 = std::false_type;
+  using P24 = std::integral_constant<int, 24>;
+  using P14 = std::integral_constant<int, 14>;
+  Strips done;
+  if (p.tcf.p == 24) done = exp8 ? go(T8{}, P24{}) : go(T16{}, P24{});
+  else if (p.tcf.p == 14) done = exp8 ? go(T8{}, P14{}) : go(T16{}, P14{});  // the FP8 models' e8m13
+  else return false;
+  if (done == Strips::declined) return false;
+  const bool finite = done == Strips::finite;
+  if (!finite) ieee_where_not_finite(m, n, k, A, lda, B, ldb, C, ldc);
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                       std::size_t lda, const float* B, std::size_t ldb, double* C, std::size_t ldc) {
+  const Plan p = plan_of(g);
+  if (run_strips(p, g, m, n, k, A, lda, B, ldb, C, ldc)) return;
+  thread_local std::vector<double> db_buffer;
+  db_buffer.resize(k * n);
+  double* db = db_buffer.data();
+  for (std::size_t t = 0; t < k; ++t)
+    for (std::size_t j = 0; j < n; ++j) db[t * n + j] = B[t * ldb + j];
+  dgemm_tensor_core(g, m, n, k, A, lda, db, n, C, ldc);
+}
+
+void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                       std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+  const Plan p = plan_of(g);
+  if (run_strips(p, g, m, n, k, A, lda, B, ldb, C, ldc)) return;
+  const TensorCore& tc = g.model.tc;
+  const Format& af = g.acc.format;
+  const Format& tcf = p.tcf;
+  const RoundOptions& block_opt = p.block_opt;
+  const bool unlimited = p.unlimited, fast = p.fast, nearest = p.nearest, float_lanes = p.float_lanes;
+  const int F = p.F;
+  const std::size_t group = p.group, block = p.block, promote = p.promote;
   const int ea_min = g.a_format.emin(), eb_min = g.b_format.emin(), ec_min = tcf.emin();
-  const std::size_t block = static_cast<std::size_t>(tc.block);
-  const std::size_t promote = static_cast<std::size_t>(tc.promote);
   // An fp32 accumulator with IEEE overflow and no flushing: the hardware conversion double → float in the
   // block's rounding direction is that one rounding (IEEE 754 §5.4.2; overflow as §7.4, as pasa::round's ieee)
   [[maybe_unused]] const bool native_fp32 = tcf == fp32() && block_opt.overflow == Overflow::ieee &&
                                            !block_opt.flush_input && !block_opt.flush_output;
-#if defined(__AVX512F__)
-  if (float_lanes && native_fp32 && block_opt.mode == RoundMode::toward_zero && tc.acc_in_block && block <= group &&
-      (promote == 0 || native(g.acc, fp32()))) {
-    if (!tc_fp32_rz_strips(m, n, k, A, lda, B, ldb, C, ldc, F, ea_min, eb_min, block, promote))
-      ieee_where_not_finite(m, n, k, A, lda, B, ldb, C, ldc);
-    return;
-  }
-#endif
   thread_local std::vector<float> bf_buf, sf_buf;
   thread_local std::vector<std::int32_t> i32_buf;
   bf_buf.resize(float_lanes ? k * n : 0);

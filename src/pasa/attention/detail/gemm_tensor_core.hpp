@@ -13,5 +13,8 @@ namespace pasa::detail {
 // output rounding (the caller's). Throws std::invalid_argument / std::logic_error for a model it cannot run.
 void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
                        std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc);
+// The same with B in floats (its values those of g.b_format): the register strips read them as they are.
+void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                       std::size_t lda, const float* B, std::size_t ldb, double* C, std::size_t ldc);
 
 }  // namespace pasa::detail
