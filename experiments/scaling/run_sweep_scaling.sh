@@ -20,11 +20,18 @@
 #       the sweeps' folders (runs/NAME-jJ) next to it
 # Environment: JOBS (default "1 2 4 8 16"); SEEDS (default: the configs' three seeds; N < 3 runs every
 #   sweep on its first N seeds only, the same grid, shape and algorithms: 7·N problems, for a quicker
-#   look — the issue's figure is for SEEDS unset); SWEEPS (default the four names above; a subset to split
-#   the run in calls); CONFIGS (the folder holding them, default configs/ of this checkout).
-# Time: one sweep at --jobs 1 is 33 s on one core of the 2-core VM, so the whole run is about 2.1x the four
-# sweeps at one job: about 4.5 min on the 2-core VM's clock; measured on the 16-core Xeon host of the GPU
-# machine: about 3 minutes (see docs/speed.md).
+#   look — but the last round then differs: the issue's figure is for SEEDS unset); SWEEPS (default the four
+#   names above; a subset to split the run in calls); CONFIGS (the folder holding them, default configs/
+#   of this checkout); SIDE_BY_SIDE (default 1: at a job count J where the sweeps' J·4 jobs fit the cores,
+#   the four sweeps run at once, each its own process on its own J cores — J = 1, 2, 4 on 16 cores — so the
+#   long one-job runs overlap; 0: every run alone, the strict measurement, about twice as long). Side by
+#   side, the small runs share the host's memory system and clock with the others: if anything that makes
+#   them slower, and the speed-ups over J = 1 high by as much (on the 2-core VM, both cores busy, two sweeps
+#   at one job side by side took 0.95–1.02 of their time alone, two runs each: within the ±3 % noise).
+# Time: one sweep at one job is 33 s on the 2-core VM (an AMD EPYC); the Xeon of the GPU machine's 16-core
+# host ran the golden about half as fast per core (docs/speed.md, "Parallel scaling"), so about 60 s there.
+# With SIDE_BY_SIDE=1: about 60 + 32 + 16 s (J = 1, 2, 4, the four at once) + 4 · (8 + 4) s (J = 8, 16) ≈
+# 2.7 minutes on that host (estimated, not yet measured there); SIDE_BY_SIDE=0 about 8 minutes.
 set -euo pipefail
 
 if [[ ${1:-} == --pack ]]; then
@@ -84,19 +91,39 @@ config_for() {
 # A results.csv without its last two columns (golden_time_s, time_s: plain numbers, never quoted).
 untimed() { sed -E 's/,[^,]*,[^,]*$//' "$1"; }
 
+# One run: pasa-sweep NAME at J jobs, its row "pasa-sweep,NAME,J,wall,cpu" into $out/NAME-jJ.row.
+run_one() {
+  local name=$1 j=$2 cfg=$3 run=$out/runs/$1-j$2 real user sys
+  rm -rf "$run"
+  { TIMEFORMAT="%R %U %S"; time "$dir/pasa-sweep" "$cfg" --out "$run" --jobs "$j" --threads "$j" \
+      >"$out/$name-j$j.log" 2>&1; } 2>"$out/$name-j$j.time" || { cat "$out/$name-j$j.log" >&2; return 1; }
+  read -r real user sys <"$out/$name-j$j.time"
+  echo "pasa-sweep,$name,$j,$real,$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" >"$out/$name-j$j.row"
+}
+
+cores=$(nproc)
+side_by_side=${SIDE_BY_SIDE:-1}
+declare -A cfg_of
+for name in "${sweeps[@]}"; do cfg_of[$name]=$(config_for "$name"); done
+for j in "${jobs_list[@]}"; do
+  if ((side_by_side && ${#sweeps[@]} * j <= cores)); then
+    # The sweeps at this job count side by side (their jobs fit the cores): each its own process and cores.
+    pids=()
+    for name in "${sweeps[@]}"; do run_one "$name" "$j" "${cfg_of[$name]}" & pids+=($!); done
+    for p in "${pids[@]}"; do wait "$p" || exit 1; done
+  else
+    for name in "${sweeps[@]}"; do run_one "$name" "$j" "${cfg_of[$name]}" || exit 1; done
+  fi
+  for name in "${sweeps[@]}"; do cat "$out/$name-j$j.row"; done
+done
 rows=$out/rows.tmp
 : >"$rows"
 for name in "${sweeps[@]}"; do
-  cfg=$(config_for "$name")
   first=
   for j in "${jobs_list[@]}"; do
+    cat "$out/$name-j$j.row" >>"$rows"
+    rm -f "$out/$name-j$j.row"
     run=$out/runs/$name-j$j
-    rm -rf "$run"
-    { TIMEFORMAT="%R %U %S"; time "$dir/pasa-sweep" "$cfg" --out "$run" --jobs "$j" --threads "$j" \
-        >"$out/$name-j$j.log" 2>&1; } 2>"$out/$name-j$j.time" || { cat "$out/$name-j$j.log" >&2; exit 1; }
-    read -r real user sys <"$out/$name-j$j.time"
-    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-    echo "pasa-sweep,$name,$j,$real,$cpu" | tee -a "$rows"
     if [[ -z $first ]]; then
       first=$run
     elif ! cmp -s <(untimed "$first/results.csv") <(untimed "$run/results.csv"); then
