@@ -15,6 +15,7 @@
 // split, except the two timing columns golden_time_s and time_s.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 #include <functional>
@@ -100,6 +101,7 @@ class CaseSlots {
   int size() const { return size_; }
   // Waits until `count` (1 <= count <= size()) slots are free and no waiter has a lower priority.
   void acquire(long long priority, int count = 1) {
+    count = std::clamp(count, 1, size_);  // more than there are would wait for ever
     std::unique_lock<std::mutex> lock(m_);
     const auto me = waiting_.insert(priority);
     cv_.wait(lock, [&] { return free_ >= count && *waiting_.begin() == priority; });
@@ -108,6 +110,7 @@ class CaseSlots {
     cv_.notify_all();  // the next waiter may be of the same priority and there may be another free slot
   }
   void release(int count = 1) {
+    count = std::clamp(count, 1, size_);
     std::lock_guard<std::mutex> lock(m_);
     free_ += count;
     cv_.notify_all();
