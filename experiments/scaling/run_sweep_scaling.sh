@@ -65,7 +65,7 @@ echo "program,item,threads,seconds,speedup,efficiency,cpu_seconds,busy" >"$csv.t
   echo "host $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1 /proc/loadavg)"
   lscpu 2>/dev/null | grep -E '^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L3 cache|CPU max MHz|Model name|Hypervisor vendor):' || true
   grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
-  echo "jobs: ${jobs_list[*]}; seeds: ${seeds:-as in the configs}; sweeps: ${sweeps[*]}"
+  echo "jobs: ${jobs_list[*]}; seeds: ${seeds:-as in the configs}; sweeps: ${sweeps[*]}; side by side: ${SIDE_BY_SIDE:-1}"
 } | tee "$out/machine.txt"
 
 # The config with its seed list cut to the first $seeds (the JSON flattened to one line: newlines are only
@@ -110,7 +110,9 @@ for j in "${jobs_list[@]}"; do
     # The sweeps at this job count side by side (their jobs fit the cores): each its own process and cores.
     pids=()
     for name in "${sweeps[@]}"; do run_one "$name" "$j" "${cfg_of[$name]}" & pids+=($!); done
-    for p in "${pids[@]}"; do wait "$p" || exit 1; done
+    failed=0
+    for p in "${pids[@]}"; do wait "$p" || failed=1; done
+    ((failed == 0)) || exit 1
   else
     for name in "${sweeps[@]}"; do run_one "$name" "$j" "${cfg_of[$name]}" || exit 1; done
   fi
