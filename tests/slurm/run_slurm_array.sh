@@ -2,8 +2,8 @@
 # Runs the Slurm job-array recipe of docs/sweeps.md ("Shards") on a real, one-node Slurm cluster and checks it:
 #   1. the recipe shown in docs/sweeps.md is, byte for byte, scripts/slurm/pasa-sweep-array.sh, the script run here;
 #   2. a 3-task array over tests/slurm/small_sweep.json, merged with `pasa-sweep merge`, gives the table of a
-#      single-machine run of the same config (every cell but the two timing columns) and the same summary
-#      (its timing and machine fields aside);
+#      single-machine run of the same config (two problems side by side: --jobs 2) byte for byte but the two
+#      timing columns, and the same summary (its timing and machine fields aside);
 #   3. a fresh submission with one task cancelled part-way (scancel, after its first rows are written) cannot
 #      be merged; submitting that task again completes it, reusing the rows it had, and the merged table again
 #      equals the single-machine run.
@@ -179,6 +179,12 @@ ta, tb = table(a), table(b)
 if ta != tb:
     diffs = [(i, x, y) for i, (x, y) in enumerate(zip(ta, tb)) if x != y][:3]
     sys.exit(f"results.csv: {a} and {b} differ ({len(ta)} and {len(tb)} lines; first differences {diffs})")
+# And byte for byte: the text of each line up to the timing columns (the last two, plain numbers).
+def text(d):
+    with open(d + "/results.csv", "rb") as f:
+        return [line.rsplit(b",", 2)[0] for line in f.read().split(b"\n")]
+if text(a) != text(b):
+    sys.exit(f"results.csv: {a} and {b} hold the same cells written differently")
 def summary(d):
     s = json.load(open(d + "/summary.json"))
     s.pop("machine", None)
@@ -196,7 +202,7 @@ PY
 }
 
 step "single-machine run"
-"$build/pasa-sweep" sweep.json --out single --threads 2 >single.log 2>&1 || { cat single.log; fail "pasa-sweep (single run)"; }
+"$build/pasa-sweep" sweep.json --out single --jobs 2 --threads 2 >single.log 2>&1 || { cat single.log; fail "pasa-sweep (single run)"; }
 cases=$(($(wc -l <single/results.csv) - 1))
 ((cases >= 4 * shards)) || fail "single/results.csv: $cases cases, expected at least $((4 * shards))"
 

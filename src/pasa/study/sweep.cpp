@@ -267,6 +267,19 @@ SweepBackend library_backend() {
     go.threads = threads;
     return case_memory_bytes(problem_from_json(p.problem, "/problem"), algs, go, true);
   };
+  // The attention's work: query-key pairs of one head times heads and D (the golden and every algorithm
+  // are proportional to it); once per grid point (plan_problem of its first seed), like validation.
+  b.cost = [](const PlannedProblem& p, const SweepConfig&) {
+    const ProblemSpec ps = problem_from_json(p.problem, "/problem");
+    double pairs = 0;
+    if (ps.paged) {
+      for (const auto& q : ps.paged->seqs) pairs += static_cast<double>(q.q_len) * static_cast<double>(q.ctx_len);
+    } else {
+      for (std::size_t i = 0; i < ps.B; ++i)
+        pairs += static_cast<double>(ps.Sq) * static_cast<double>(ps.kv_len.empty() ? ps.Skv : ps.kv_len[i]) * (ps.causal ? 0.5 : 1.0);
+    }
+    return pairs * static_cast<double>(ps.Nq) * static_cast<double>(ps.D);
+  };
   // Results of the problems computed so far, by problem key (see library_backend in sweep.hpp).
   struct Computed {
     std::vector<double> values;  // algorithm metrics (the problem's score statistics are kept apart)
@@ -355,6 +368,37 @@ SweepBackend library_backend() {
     }
   };
   return b;
+}
+
+SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const std::vector<double>& costs, int threads,
+                                int jobs) {
+  if (costs.size() != problems.size()) throw std::logic_error("schedule_problems: one cost per problem");
+  jobs = std::max(1, jobs);
+  const int base = std::max(1, threads / jobs);
+  SweepSchedule s;
+  s.slots = jobs * base;
+  std::vector<std::size_t> by_cost(problems.size());
+  for (std::size_t i = 0; i < by_cost.size(); ++i) by_cost[i] = i;
+  // NaN costs (a backend's mistake) count as 0: the comparison must stay a strict weak order.
+  auto cost = [&](std::size_t i) { return std::isnan(costs[i]) ? 0.0 : costs[i]; };
+  std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::size_t a, std::size_t b) { return cost(a) > cost(b); });
+  for (std::size_t i : by_cost) s.order.push_back(problems[i]);
+  s.threads.assign(problems.size(), base);
+  const std::size_t n = problems.size(), tail = n % static_cast<std::size_t>(jobs);
+  if (tail == 0) return s;
+  // The tail's threads per problem: t from base (no split) to every slot, the model time of its rounds
+  // (at most `jobs` and slots / t problems at once); ties go to fewer threads.
+  constexpr double kSerial = 0.1;
+  int best = base;
+  double best_time = 0;
+  for (int t = base; t <= s.slots; ++t) {
+    const std::size_t at_once = std::min<std::size_t>(static_cast<std::size_t>(jobs), static_cast<std::size_t>(s.slots / t));
+    const double rounds = static_cast<double>((tail + at_once - 1) / at_once);
+    const double time = rounds * (1 + kSerial * (t - 1)) / t;
+    if (t == base || time < best_time * (1 - 1e-9)) best = t, best_time = time;
+  }
+  for (std::size_t i = n - tail; i < n; ++i) s.threads[i] = best;
+  return s;
 }
 
 void parse_shard(const std::string& text, std::size_t& index, std::size_t& count) {
@@ -543,27 +587,45 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
   one_malloc_arena();
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const std::vector<std::size_t>& todo = plan.todo;
-  const std::shared_ptr<CaseSlots> slots = opt.slots ? opt.slots : std::make_shared<CaseSlots>(opt.jobs);
-  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(slots->size()), todo.size()));
+  // The dealing order and each problem's threads (schedule_problems); the costs once per grid point (a
+  // seed never changes them). Sweeps sharing slots (reproduce_paper) run every problem on their share.
+  const std::size_t seeds = cfg.seeds.size();
+  std::map<std::size_t, double> point_cost;
+  std::vector<double> costs;
+  for (std::size_t pi : plan.todo) {
+    auto it = point_cost.find(pi / seeds);
+    if (it == point_cost.end())
+      it = point_cost.emplace(pi / seeds, backend.cost ? backend.cost(plan_problem(cfg, pi / seeds * seeds), cfg) : 0.0).first;
+    costs.push_back(it->second);
+  }
   const int at_once = opt.slots ? opt.slots->size() : opt.jobs;
-  const int inner_threads = std::max(1, opt.threads / at_once);
+  SweepSchedule schedule = schedule_problems(plan.todo, costs, opt.threads, at_once);
+  if (opt.slots) schedule.threads.assign(schedule.threads.size(), std::max(1, opt.threads / at_once));
+  const std::shared_ptr<CaseSlots> slots = opt.slots ? opt.slots : std::make_shared<CaseSlots>(schedule.slots);
+  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(at_once), plan.todo.size()));
   AppendFile out(partial);
   std::mutex m;  // guards out, done, report, rows_exist, next, error and the progress callback
   std::size_t next = 0;
   std::exception_ptr error;
   auto work = [&] {
     for (;;) {
-      slots->acquire(opt.priority);
-      std::size_t pi;
+      std::size_t k;
       {
         std::lock_guard<std::mutex> lock(m);
-        if (error || next == todo.size()) {
-          slots->release();
+        if (error || next == schedule.order.size()) return;
+        k = next++;
+      }
+      // Shared slots: one per problem, the sweep's priority; our own: a problem's threads, in dealing order.
+      const int held = opt.slots ? 1 : schedule.threads[k];
+      slots->acquire(opt.slots ? opt.priority : static_cast<long long>(k), held);
+      {
+        std::lock_guard<std::mutex> lock(m);
+        if (error) {
+          slots->release(held);
           return;
         }
-        pi = todo[next++];
       }
+      const std::size_t pi = schedule.order[k];
       try {
         std::vector<bool> wanted(cfg.algorithms.size());
         {
@@ -571,7 +633,7 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
           for (std::size_t a = 0; a < wanted.size(); ++a) wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
         }
         const PlannedProblem p = plan_problem(cfg, pi);
-        backend.run(p, cfg, wanted, inner_threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
+        backend.run(p, cfg, wanted, schedule.threads[k], [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
           if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
           if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
             throw std::logic_error("sweep backend emitted the wrong number of metrics");
@@ -590,7 +652,7 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
         std::lock_guard<std::mutex> lock(m);
         if (!error) error = std::current_exception();  // the other workers stop after their problem
       }
-      slots->release();
+      slots->release(held);
     }
   };
   if (workers <= 1) {

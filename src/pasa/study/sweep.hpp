@@ -15,6 +15,7 @@
 // split, except the two timing columns golden_time_s and time_s.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 #include <functional>
@@ -50,6 +51,9 @@ struct SweepBackend {
       run;
   // Optional: the peak memory (bytes) of running one problem with all its algorithms (run() at `threads`).
   std::function<std::size_t(const PlannedProblem&, const SweepConfig&, int threads)> memory_bytes;
+  // Optional: the relative work of one problem (any unit, compared only within a sweep; a seed never
+  // changes it): the problems are dealt largest first (schedule_problems). Without it, in problem order.
+  std::function<double(const PlannedProblem&, const SweepConfig&)> cost;
 };
 
 // The library backend computes each distinct problem once per backend object: when two sweeps run by the
@@ -88,37 +92,60 @@ struct SweepProgress {
 // Slots for problems running at once, shared by sweeps that run side by side: a sweep's worker holds one
 // while it runs a problem; when slots are scarce, the waiting worker of the lowest `priority` gets the
 // next free one (so sweeps started together still finish roughly in order, and a later sweep fills the
-// slots an earlier one leaves idle at its end).
+// slots an earlier one leaves idle at its end). A sweep on its own uses them as threads: a problem holds
+// as many as it runs threads, and its place in the dealing order is its priority, so problems start in
+// that order.
 class CaseSlots {
  public:
   explicit CaseSlots(int slots) : free_(slots < 1 ? 1 : slots), size_(free_) {}
   int size() const { return size_; }
-  void acquire(int priority) {
+  // Waits until `count` (1 <= count <= size()) slots are free and no waiter has a lower priority.
+  void acquire(long long priority, int count = 1) {
+    count = std::clamp(count, 1, size_);  // more than there are would wait for ever
     std::unique_lock<std::mutex> lock(m_);
     const auto me = waiting_.insert(priority);
-    cv_.wait(lock, [&] { return free_ > 0 && *waiting_.begin() == priority; });
+    cv_.wait(lock, [&] { return free_ >= count && *waiting_.begin() == priority; });
     waiting_.erase(me);
-    --free_;
+    free_ -= count;
     cv_.notify_all();  // the next waiter may be of the same priority and there may be another free slot
   }
-  void release() {
+  void release(int count = 1) {
+    count = std::clamp(count, 1, size_);
     std::lock_guard<std::mutex> lock(m_);
-    ++free_;
+    free_ += count;
     cv_.notify_all();
   }
 
  private:
   std::mutex m_;
   std::condition_variable cv_;
-  std::multiset<int> waiting_;
+  std::multiset<long long> waiting_;
   int free_, size_;
 };
+
+// How a sweep on its own (no shared slots) deals its problems still to run over `threads` threads, `jobs`
+// problems at a time, each on max(1, threads / jobs) of them:
+//   - largest `costs` first (ties in the order given, so the order does not depend on jobs or threads): the
+//     last problems to start are the small ones, and no big one starts when the others are finishing;
+//   - the last `problems.size() % jobs` problems (all of them when there are fewer than `jobs`), which would
+//     leave cores idle as one round of single problems, share every thread instead: each gets t threads,
+//     t chosen to finish them soonest by the model time ∝ rounds · (1 + f·(t − 1)) / t, f = 0.1 the serial
+//     part of one paper-sweep problem (measured: 0.91 efficiency on 2 threads; docs/speed.md).
+// Threads never change a result (sweep.hpp, "Determinism"): only the timing columns depend on this.
+struct SweepSchedule {
+  std::vector<std::size_t> order;  // the problems, in dealing order
+  std::vector<int> threads;        // the threads of each, in the same order
+  int slots = 1;                   // threads in all: jobs · max(1, threads / jobs)
+};
+SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const std::vector<double>& costs, int threads,
+                                int jobs);
 
 struct SweepOptions {
   std::filesystem::path out_dir;  // empty: the config's outputs.dir
   // Threads in all: `jobs` problems run at once, each with max(1, threads / jobs) threads inside the
-  // library. Whole problems side by side keep every core busy through the parts of a case that run on one
-  // thread (input generation, metrics) and through uneven rows; they cost `jobs` times one problem's memory.
+  // library, but for a last round of fewer problems than jobs, which split the threads (schedule_problems).
+  // Whole problems side by side keep every core busy through the parts of a case that run on one thread
+  // (metrics) and through uneven rows; they cost `jobs` times one problem's memory.
   int threads = 1;
   int jobs = 1;
   // Optional: slots shared with other sweeps running at the same time (then the sweep runs slots->size()
