@@ -28,6 +28,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -55,7 +56,7 @@ namespace {
 
 using namespace exact_scores;
 
-constexpr std::size_t kRowBlock = 32;
+constexpr std::size_t kRowBlock = kGoldenRowBlock;
 constexpr int kMinFastBits = 64;
 constexpr double kU2 = 0x1p-106;
 
@@ -211,18 +212,27 @@ struct Scratch {
 };
 
 // Scratch buffers handed from item to item (a long row's buffers are megabytes: allocating them per item
-// costs more in page faults than the arithmetic on them).
+// costs more in page faults than the arithmetic on them), and from part to part of golden_parts. A spare
+// serves any call it is large enough for (fast_rows takes its key stride from the scratch, sc.skv); one
+// too small is freed when a new one is made, so the pool never holds more than one per thread.
 class ScratchPool {
  public:
   std::unique_ptr<Scratch> take(std::size_t skv, std::size_t d, std::size_t rows) {
+    std::unique_ptr<Scratch> small;  // (freed outside the lock)
     {
       std::lock_guard<std::mutex> lock(m_);
+      for (std::size_t i = free_.size(); i-- > 0;)
+        if (free_[i]->d == d && free_[i]->skv >= skv && free_[i]->rows >= rows) {
+          std::unique_ptr<Scratch> s = std::move(free_[i]);
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          return s;
+        }
       if (!free_.empty()) {
-        std::unique_ptr<Scratch> s = std::move(free_.back());
+        small = std::move(free_.back());
         free_.pop_back();
-        return s;
       }
     }
+    small.reset();
     return std::make_unique<Scratch>(skv, d, rows);
   }
   void give(std::unique_ptr<Scratch> s) {
@@ -482,17 +492,29 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
   res.mpfr = true;
 }
 
-// The fast path needs every product and sum far inside the double exponent range.
-bool fast_path_safe(const AttentionInputs& in, double max_abs_k, double max_abs_v) {
+// The fast path needs every product and sum far inside the double exponent range: what decides it, from the
+// largest magnitudes of the inputs. merge gives the decision of the union of two problems (golden_parts).
+struct FastCheck {
+  double q = 0, k = 0, v = 0, pse = 0, select = 0;  // max |q|, |k|, |v|, |pse|; |select_value|
+  std::size_t d = 0, skv = 0;
+  bool safe() const {
+    const double bound = 0x1p900;
+    const double qk = q * k * static_cast<double>(d) + pse + select;
+    return qk < bound && v * static_cast<double>(skv) < bound;
+  }
+  void merge(const FastCheck& o) {
+    q = std::max(q, o.q), k = std::max(k, o.k), v = std::max(v, o.v), pse = std::max(pse, o.pse);
+    select = std::max(select, o.select), d = std::max(d, o.d), skv = std::max(skv, o.skv);
+  }
+};
+
+FastCheck fast_check(const AttentionInputs& in, double max_abs_k, double max_abs_v) {
   auto max_abs = [](const Tensor& t) {
     double m = 0;
     for (double x : t.data) m = std::max(m, std::abs(x));
     return m;
   };
-  const double bound = 0x1p900;
-  const double qk = max_abs(in.q) * max_abs_k * static_cast<double>(in.q.shape.D) + max_abs(in.pse) +
-                    std::abs(in.mask.select_value);
-  return qk < bound && max_abs_v * static_cast<double>(in.k.shape.S) < bound;
+  return {max_abs(in.q), max_abs_k, max_abs_v, max_abs(in.pse), std::abs(in.mask.select_value), in.q.shape.D, in.k.shape.S};
 }
 
 }  // namespace
@@ -527,19 +549,25 @@ bool all_finite(const AttentionInputs& in) {
   return true;
 }
 
+void check_precision(const GoldenOptions& opt) {
+  if (opt.precision_bits < 106 || opt.precision_bits > 100000)
+    throw InputError(fmt::format("golden precision_bits must be in [106, 100000], got {}", opt.precision_bits));
+}
+
 }  // namespace
 
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   validate(in, opt.threads);
-  if (opt.precision_bits < 106 || opt.precision_bits > 100000)
-    throw InputError(fmt::format("golden precision_bits must be in [106, 100000], got {}", opt.precision_bits));
+  check_precision(opt);
   if (in.allow_nonfinite && !all_finite(in)) return detail::golden_with_nonfinite(in, opt);
   return detail::golden_finite(in, opt);
 }
 
-namespace detail {
+namespace {
 
-Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
+// golden_finite with its scratch buffers from `spare` (shared by the parts of golden_parts), reporting what
+// decided its fast path in *check (when opt.fast).
+Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, ScratchPool& spare, FastCheck* check) {
   PASA_ASSERT(all_finite(in));
   PASA_ASSERT(opt.precision_bits >= 106 && opt.precision_bits <= 100000);
   const Shape& qs = in.q.shape;
@@ -581,14 +609,15 @@ Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
   });
   double max_abs_k = 0;
   for (const auto& ki : key_info) max_abs_k = std::max(max_abs_k, ki->max_abs);
-  const bool fast = opt.fast && fast_path_safe(in, max_abs_k, P.max_abs_v);
+  const FastCheck fc = opt.fast ? fast_check(in, max_abs_k, P.max_abs_v) : FastCheck{};
+  if (check) *check = fc;
+  const bool fast = opt.fast && fc.safe();
   // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its keys
   // and values (decode: one row per head), and the fast path computes up to kGroup of their rows together. Each
   // (head, row block) result is what the row-at-a-time evaluation gives (the same bits, and the same MPFR
   // fallback decision per (head, row block)); the split only decides what runs together.
   // Rows per fast_rows call: G·kRowBlock at most (one row per head in decode), rounded up to whole kernels.
   const std::size_t group_rows = std::min(kGroup, (G * std::min(qs.S, kRowBlock) + kRows - 1) / kRows * kRows);
-  ScratchPool spare;  // at most one Scratch per thread, reused from item to item (no fresh pages per item)
   parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
     const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
@@ -596,7 +625,7 @@ Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
     std::vector<double> bound;
     if (fast) {
       const KeyInfo& kg = *key_info[bk];
-      std::unique_ptr<Scratch> scratch = spare.take(Skv, D, group_rows);
+      std::unique_ptr<Scratch> scratch = spare.take(Skv, D, group_rows);  // (no fresh pages per item)
       std::vector<RowRef> rows;
       for (std::size_t h = hk * G; h < (hk + 1) * G; ++h)
         for (std::size_t i = i0; i < i1; ++i) rows.push_back({h, i});
@@ -633,6 +662,64 @@ Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
   return g;
 }
 
+}  // namespace
+
+namespace detail {
+
+Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
+  ScratchPool spare;  // at most one Scratch per thread, reused from item to item
+  return golden_finite_in(in, opt, spare, nullptr);
+}
+
 }  // namespace detail
+
+std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_t>& group,
+                                 const std::function<void(std::size_t, AttentionInputs&)>& fill, const GoldenOptions& opt) {
+  check_precision(opt);
+  if (group.size() != parts)
+    throw InputError(fmt::format("golden_parts: {} group entries for {} parts", group.size(), parts));
+  std::vector<Golden> out(parts);
+  std::vector<FastCheck> checks(parts);
+  ScratchPool spare;  // shared by all parts: at most one Scratch per thread
+  std::mutex m;
+  std::vector<std::unique_ptr<AttentionInputs>> free_inputs;  // a thread's part inputs, reused by its next part
+  auto compute = [&](std::size_t p, const GoldenOptions& o) {
+    std::unique_ptr<AttentionInputs> in;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      if (!free_inputs.empty()) {
+        in = std::move(free_inputs.back());
+        free_inputs.pop_back();
+      }
+    }
+    if (!in) in = std::make_unique<AttentionInputs>();
+    fill(p, *in);
+    in->allow_nonfinite = true;  // (shapes, masks and bias checked; Q, K and V finite by contract: no pass over them)
+    validate(*in, 1);
+    in->allow_nonfinite = false;
+    out[p] = golden_finite_in(*in, o, spare, &checks[p]);
+    std::lock_guard<std::mutex> lock(m);
+    free_inputs.push_back(std::move(in));
+  };
+  GoldenOptions one = opt;
+  one.threads = 1;
+  parallel_for(parts, opt.threads, [&](std::size_t p) { compute(p, one); });
+  if (!opt.fast) return out;
+  // A group whose union fails the fast-path test is computed with MPFR throughout, as golden_attention of the
+  // union would: its parts that passed the test alone are redone so (the others already were).
+  std::vector<std::size_t> ids(group);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::vector<FastCheck> unions(ids.size());
+  auto slot = [&](std::size_t p) { return static_cast<std::size_t>(std::lower_bound(ids.begin(), ids.end(), group[p]) - ids.begin()); };
+  for (std::size_t p = 0; p < parts; ++p) unions[slot(p)].merge(checks[p]);
+  std::vector<std::size_t> redo;
+  for (std::size_t p = 0; p < parts; ++p)
+    if (checks[p].safe() && !unions[slot(p)].safe()) redo.push_back(p);
+  GoldenOptions plain = one;
+  plain.fast = false;
+  parallel_for(redo.size(), opt.threads, [&](std::size_t i) { compute(redo[i], plain); });
+  return out;
+}
 
 }  // namespace pasa

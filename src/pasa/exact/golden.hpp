@@ -4,6 +4,7 @@
 // Fully masked rows (no visible key): O = 0 and lse = -inf.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "pasa/inputs/attention_inputs.hpp"
@@ -45,5 +46,22 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& =
 // is NaN or +inf, ±inf/NaN columns where V holds them, the finite golden elsewhere). Deterministic: the
 // result does not depend on options.threads.
 Golden golden_attention(const AttentionInputs&, const GoldenOptions& = {});
+
+// The goldens of many small problems side by side, e.g. the (sequence, KV head, block of query rows) parts of
+// a paged batch (unified_golden): fill(p, in) writes part p's inputs into `in` (a thread's, its memory reused
+// from part to part: no fresh pages per part), and the part's golden is computed on one thread, opt.threads
+// parts at a time (a finer split than golden_attention's threads over one problem's items, with no
+// barrier between parts). fill must give finite Q, K and V (not scanned again here: the caller checks the
+// values as it copies them) and may throw, which ends the call. Parts with the same group[p] share one
+// fast-path decision, that of their union (its largest |q|, |k|, |v|, |pse| and longest key range): where
+// the parts of a group are (KV head, block of 32 query rows) pieces of one problem, each with the keys its
+// rows can see, every part's result is bit for bit its rows of golden_attention of that problem (rows are
+// computed one by one, golden.cpp), and its bits, bound and MPFR use are that problem's over its rows.
+std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_t>& group,
+                                 const std::function<void(std::size_t, AttentionInputs&)>& fill,
+                                 const GoldenOptions& = {});
+
+// Rows of query a golden_attention work item (and a part of golden_parts) computes together: one block.
+inline constexpr std::size_t kGoldenRowBlock = 32;
 
 }  // namespace pasa
