@@ -209,6 +209,20 @@ TEST_CASE("unified golden: its parts (KV head, 32 new tokens) give each sequence
     INFO(threads << " threads, fast path out of range");
     check_sequence_goldens(big, unified_golden(big.pb, go));
   }
+  // Scores so large (|q|, |k| ~ 2^20) that the decode row's fast bound is below 64 bits: golden_attention
+  // redoes its heads with MPFR, and so does the part read a tile at a time (the other sequence stays fast).
+  Case wide = make_case(16, 35, 6, {{1, 301, 0}, {2, 50, 0}});
+  for (float& x : wide.pb.cache.k) x *= 0x1p20f;
+  for (AttentionInputs& in : wide.dense)
+    for (double& x : in.k.data) x *= 0x1p20;
+  for (std::size_t h = 0; h < 6; ++h)
+    for (std::size_t d = 0; d < 16; ++d) {
+      wide.pb.q.at(0, h, 0, d) *= 0x1p20;
+      wide.dense[0].q.at(0, h, 0, d) *= 0x1p20;
+    }
+  REQUIRE(golden_attention(wide.dense[0]).used_mpfr);
+  REQUIRE(!golden_attention(wide.dense[1]).used_mpfr);
+  check_sequence_goldens(wide, unified_golden(wide.pb));
 }
 
 TEST_CASE("unified attention under low precision stays within the dense engine's error", "[unified]") {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -403,9 +404,9 @@ Golden unified_golden(const PagedBatch& pb, const GoldenOptions& opt) {
   g.guaranteed_bits = 1000;
   // Each sequence's golden is that of its dense causal inputs (gathered_inputs), computed in parts of one
   // KV head and up to kGoldenRowBlock new tokens (golden_parts, one group per sequence): a decode step has
-  // B·Nkv parts, all on the threads at once, each gathering only its KV head's keys into a thread's reused
-  // buffers (no gathered sequence of hundreds of MB, no barrier between sequences). The bits are those of
-  // golden_attention on each sequence (golden_parts).
+  // B·Nkv parts, all on the threads at once, each reading its KV head's keys from the cache a tile at a
+  // time (no gathered sequence of hundreds of MB, no barrier between sequences). The cache holds floats,
+  // so no |k| or |v| exceeds FLT_MAX. The bits are those of golden_attention on each sequence.
   const std::vector<GoldenPart> parts = golden_parts_of(pb);
   std::vector<std::size_t> group(parts.size());
   for (std::size_t p = 0; p < parts.size(); ++p) group[p] = parts[p].s;
@@ -416,21 +417,26 @@ Golden unified_golden(const PagedBatch& pb, const GoldenOptions& opt) {
     const std::size_t rows = t.i1 - t.i0, off = first[t.s] + t.i0;
     reshape(in.q, G, rows, D, pb.q.format);
     for (std::size_t h = 0; h < G; ++h) std::copy_n(pb.q.head(0, t.hk * G + h) + off * D, rows * D, in.q.head(0, h));
-    reshape(in.k, 1, t.keys, D, c.format);
-    reshape(in.v, 1, t.keys, D, c.format);
-    for (std::size_t j = 0; j < t.keys;) {  // a run of keys within one cache block at a time
-      const std::size_t n = std::min(c.block_size - j % c.block_size, t.keys - j), src = cache_row(pb, t.s, t.hk, j);
-      if (!all_finite(c.k.data() + src, n * D) || !all_finite(c.v.data() + src, n * D)) throw NonFiniteTile{};
-      std::copy_n(c.k.data() + src, n * D, in.k.data.data() + j * D);
-      std::copy_n(c.v.data() + src, n * D, in.v.data.data() + j * D);
-      j += n;
-    }
+    in.k.shape = in.v.shape = Shape{1, 1, t.keys, D};  // (values: kv_rows)
+    in.k.format = in.v.format = c.format;
     in.scale = pb.scale;
     in.mask.causal = true;
   };
+  // Keys [j0, j0 + n) of a part straight from the cache blocks, a run within one block at a time.
+  auto kv_rows = [&](std::size_t p, bool values, std::size_t j0, std::size_t n, double* out) {
+    const GoldenPart& t = parts[p];
+    const float* cache = (values ? c.v : c.k).data();
+    for (std::size_t j = j0; j < j0 + n;) {
+      const std::size_t run = std::min(c.block_size - j % c.block_size, j0 + n - j);
+      const float* src = cache + cache_row(pb, t.s, t.hk, j);
+      if (!all_finite(src, run * D)) throw NonFiniteTile{};
+      std::copy_n(src, run * D, out + (j - j0) * D);
+      j += run;
+    }
+  };
   std::vector<Golden> gs;
   try {
-    gs = golden_parts(parts.size(), group, fill, opt);
+    gs = golden_parts(parts.size(), group, fill, kv_rows, std::numeric_limits<float>::max(), opt);
   } catch (const NonFiniteTile&) {  // name the first non-finite value in cache order (that of gather)
     for (std::size_t s = 0; s < pb.seqs.size(); ++s)
       for (std::size_t h = 0; h < c.Nkv; ++h)

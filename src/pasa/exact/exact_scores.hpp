@@ -74,16 +74,22 @@ struct KeyInfo {
   std::vector<double> norm, grid;
   std::vector<int> e;
   double max_abs = 0;  // max |k_jx| (fast_path_safe)
-  KeyInfo(const double* K, std::size_t skv, std::size_t d) : norm(skv), grid(skv), e(skv) {
+  KeyInfo(const double* K, std::size_t skv, std::size_t d) : norm(skv), grid(skv), e(skv) { add(K, 0, skv, d); }
+  // Empty: its keys added a tile at a time by add (the golden's parts, which never hold all of K).
+  explicit KeyInfo(std::size_t skv) : norm(skv), grid(skv), e(skv) {}
+  // Keys [j0, j0 + n) from their rows K (n × d). The same bits as one call over all keys when every call
+  // but the last starts and ends at a multiple of 8 (the keys are taken 8 at a time from j0, the rest one
+  // by one).
+  void add(const double* K, std::size_t j0, std::size_t n, std::size_t d) {
     constexpr std::size_t w = 8;  // keys at a time: independent dependency chains (row_norm's order per key)
     std::size_t j = 0;
-    for (; j + w <= skv; j += w) {
+    for (; j + w <= n; j += w) {
       double n2[w] = {};
       for (std::size_t x = 0; x < d; ++x)
         for (std::size_t l = 0; l < w; ++l) n2[l] += K[(j + l) * d + x] * K[(j + l) * d + x];
-      for (std::size_t l = 0; l < w; ++l) set(j + l, K + (j + l) * d, d, 1.01 * std::sqrt(n2[l]));
+      for (std::size_t l = 0; l < w; ++l) set(j0 + j + l, K + (j + l) * d, d, 1.01 * std::sqrt(n2[l]));
     }
-    for (; j < skv; ++j) set(j, K + j * d, d, row_norm(K + j * d, d));
+    for (; j < n; ++j) set(j0 + j, K + j * d, d, row_norm(K + j * d, d));
   }
 
  private:
