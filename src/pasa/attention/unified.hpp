@@ -102,8 +102,9 @@ AttentionOutput unified_attention(const PagedBatch&, const AlgorithmSpec&, int t
 // The golden of the whole batch (every sequence's golden, concatenated like unified_attention's output);
 // guaranteed_bits and error_bound are the worst over the sequences. Bit for bit golden_attention of each
 // sequence's dense causal inputs (sequence_inputs), computed in parts of one KV head and up to 32 new tokens
-// (exact/golden.hpp, golden_parts), all parts of all sequences on the threads at once, each gathering only
-// the keys of its KV head that its rows see (memory: one such part per thread).
+// (exact/golden.hpp, golden_parts), all parts of all sequences on the threads at once, each reading the keys
+// of its KV head that its rows see from the cache a tile at a time (gathered whole only where a part falls
+// back on MPFR: memory for one such part per thread).
 Golden unified_golden(const PagedBatch&, const GoldenOptions& = {});
 
 // Memory unified_golden needs beyond its batch, in bytes (saturating), for Nq query and Nkv KV heads of
