@@ -184,9 +184,10 @@ void check_sequence_goldens(const Case& c, const Golden& g) {
 
 TEST_CASE("unified golden: its parts (KV head, 32 new tokens) give each sequence's golden bits on any threads",
           "[unified]") {
-  // New tokens on both sides of the parts' 32-row blocks (1, 31, 32, 33, 70), cache blocks of 5 tokens (the
-  // parts' key ranges end inside blocks), GQA 3:1, a shared prefix; 1, 2, 3 and 7 threads.
-  const Case c = make_case(5, 33, 6, {{1, 301, 5}, {33, 33, 0}, {70, 150, 5}, {32, 40, 0}, {31, 97, 0}});
+  // New tokens on both sides of the parts' 32-row blocks (1, 31, 32, 33, 40, 70), cache blocks of 5 tokens
+  // (the parts' key ranges end inside blocks), parts of more keys than a tile (256) and of more rows than
+  // one pass takes (32), GQA 3:1, a shared prefix; 1, 2, 3 and 7 threads.
+  const Case c = make_case(5, 33, 6, {{1, 301, 5}, {33, 33, 0}, {70, 150, 5}, {32, 40, 0}, {31, 97, 0}, {40, 600, 0}});
   for (int threads : {1, 2, 3, 7}) {
     GoldenOptions go;
     go.threads = threads;

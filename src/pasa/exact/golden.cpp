@@ -204,12 +204,14 @@ struct RowRef {
   std::size_t h = 0, i = 0;
 };
 
-// K and V of one (batch, KV head) as fast_rows reads them: rows [j0, j0 + n) (n <= kKeyTile), as doubles.
+// K and V of one (batch, KV head) as fast_rows reads them: rows [j0, j0 + n) as doubles, n <= kKeyTile
+// unless whole() (the rows are in place: any n).
 class KvTiles {
  public:
   virtual ~KvTiles() = default;
   virtual const double* keys(std::size_t j0, std::size_t n) = 0;
   virtual const double* values(std::size_t j0, std::size_t n) = 0;
+  virtual bool whole() const = 0;
 };
 
 // In place in the inputs.
@@ -218,6 +220,7 @@ class DenseKv final : public KvTiles {
   DenseKv(const double* K, const double* V, std::size_t d) : K_(K), V_(V), d_(d) {}
   const double* keys(std::size_t j0, std::size_t) override { return K_ + j0 * d_; }
   const double* values(std::size_t j0, std::size_t) override { return V_ + j0 * d_; }
+  bool whole() const override { return true; }
 
  private:
   const double *K_, *V_;
@@ -419,7 +422,8 @@ PASA_IVDEP
   // N = Σ_j p_j v_j for all rows in one pass over V (each row's sum in key order, as before).
   // Register-blocked: 8 columns of all kRows rows stay in registers while j runs over the keys (of all keys
   // at once where V is in place, else of a tile at a time, the sums carried from tile to tile).
-  const std::size_t vtile = build ? kKeyTile : std::max<std::size_t>(jend, 1);
+  PASA_ASSERT(build == nullptr || !kv.whole());
+  const std::size_t vtile = kv.whole() ? std::max<std::size_t>(jend, 1) : kKeyTile;
   double vmax = 0;
   for (std::size_t j0 = 0; j0 < kend; j0 += vtile) {
     const std::size_t n = std::min(vtile, kend - j0);
@@ -731,13 +735,16 @@ class PartKv final : public KvTiles {
   PartKv(const GoldenRows& rows, std::size_t part, double* kbuf, double* vbuf)
       : rows_(rows), part_(part), kbuf_(kbuf), vbuf_(vbuf) {}
   const double* keys(std::size_t j0, std::size_t n) override {
+    PASA_ASSERT(n <= kKeyTile);
     rows_(part_, false, j0, n, kbuf_);
     return kbuf_;
   }
   const double* values(std::size_t j0, std::size_t n) override {
+    PASA_ASSERT(n <= kKeyTile);
     rows_(part_, true, j0, n, vbuf_);
     return vbuf_;
   }
+  bool whole() const override { return false; }
 
  private:
   const GoldenRows& rows_;
