@@ -15,6 +15,7 @@
 
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/exact/exact_scores.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/numeric/round.hpp"
 
@@ -473,4 +474,75 @@ TEST_CASE("golden vs plain MPFR on larger random cases", "[golden][long]") {
     in.mask.causal = seed >= 102;
     check_against_reference(in, GoldenOptions{});
   }
+}
+
+namespace {
+
+// The largest e with x a multiple of 2^e (x finite, nonzero), by bisection on exact remainders.
+int lowest_bit_exponent(double x) {
+  int lo = -1074, hi = 1024;  // x is a multiple of 2^lo, not of 2^hi
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (std::fmod(x, std::ldexp(1.0, mid)) == 0 ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+TEST_CASE("KeyInfo: each key's grid exponent, grid, norm and max |k|, 8 elements at a time and by tiles",
+          "[golden]") {
+  // Keys of mixed magnitudes (zeros of both signs, subnormals, powers of two, exponents from -300 to 300,
+  // all-zero keys), rows of 13 and 16 elements (a vector part and a rest), built at once and in tiles of 256
+  // keys, against the definitions: e the least lowest-bit exponent of the nonzero elements, grid = norm·2^-e,
+  // norm as row_norm; max |k| over all.
+  boost::random::mt19937_64 eng(7);
+  const std::size_t skv = 600;
+  for (std::size_t d : {13, 16}) {
+    std::vector<double> K(skv * d);
+    for (double& x : K) {
+      const double sign = eng() % 2 ? -1.0 : 1.0;
+      switch (eng() % 5) {
+        case 0: x = sign * 0.0; break;
+        case 1: x = sign * std::ldexp(static_cast<double>(eng() % 5000 + 1), -1074); break;
+        case 2: x = sign * std::ldexp(1.0, static_cast<int>(eng() % 200) - 100); break;
+        case 3: x = sign * std::ldexp(static_cast<double>(eng() >> 11), static_cast<int>(eng() % 600) - 353); break;
+        default: x = sign * static_cast<double>(eng() % 2048) / 1024; break;
+      }
+    }
+    for (std::size_t j : {5, 300}) std::fill_n(K.begin() + j * d, d, 0.0);
+    const exact_scores::KeyInfo whole(K.data(), skv, d);
+    exact_scores::KeyInfo tiles(skv);
+    for (std::size_t j0 = 0; j0 < skv; j0 += 256) tiles.add(K.data() + j0 * d, j0, std::min<std::size_t>(256, skv - j0), d);
+    double mx = 0;
+    std::size_t right = 0, same = 0;
+    for (std::size_t j = 0; j < skv; ++j) {
+      const double* k = K.data() + j * d;
+      int e = std::numeric_limits<int>::max();
+      for (std::size_t x = 0; x < d; ++x) {
+        mx = std::max(mx, std::abs(k[x]));
+        if (k[x] != 0) e = std::min(e, lowest_bit_exponent(k[x]));
+      }
+      const double norm = row_norm(k, d);
+      const bool zero = e == std::numeric_limits<int>::max();
+      right += whole.e[j] == (zero ? 0 : e) && whole.norm[j] == norm && whole.grid[j] == (zero ? 0.0 : std::ldexp(norm, -e));
+      same += tiles.e[j] == whole.e[j] && std::bit_cast<std::uint64_t>(tiles.norm[j]) == std::bit_cast<std::uint64_t>(whole.norm[j]) &&
+              std::bit_cast<std::uint64_t>(tiles.grid[j]) == std::bit_cast<std::uint64_t>(whole.grid[j]);
+    }
+    INFO("d = " << d);
+    CHECK(right == skv);
+    CHECK(same == skv);
+    CHECK(whole.max_abs == mx);
+    CHECK(tiles.max_abs == mx);
+  }
+  // Non-finite elements (score statistics of inputs with NaN/inf): the element-by-element rule, and max |k|
+  // is inf (a NaN never replaces it).
+  std::vector<double> k = {1.5, std::numeric_limits<double>::quiet_NaN(), 0.25, -std::numeric_limits<double>::infinity(),
+                           3.0, 0.0, 0.5, 2.0, 0.75};
+  int e = std::numeric_limits<int>::max();
+  for (double x : k)
+    if (x != 0) e = std::min(e, exact_scores::lsb_exponent(x));
+  const exact_scores::KeyInfo nonfinite(k.data(), 1, k.size());
+  CHECK(nonfinite.e[0] == e);
+  CHECK(nonfinite.max_abs == std::numeric_limits<double>::infinity());
 }
