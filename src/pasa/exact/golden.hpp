@@ -54,8 +54,8 @@ using GoldenRows = std::function<void(std::size_t p, bool values, std::size_t j0
 // a paged batch (unified_golden): opt.threads parts at a time, each computed on one thread (a finer split
 // than golden_attention's threads over one problem's items, with no barrier between parts). Part p:
 // fill(p, in) writes its Q, scale and mask and the shapes of its K and V, (1, 1, Skv, D), with B = 1 (`in`
-// is a thread's, reused from part to part); kv_rows gives its keys and values. Where the fast path cannot
-// fail whatever K and V hold (|k|, |v| <= kv_bound) and the part has at most 32 query rows, they are read a
+// is a thread's, reused from part to part); kv_rows gives its keys and values. Where the fast path's range test
+// passes whatever K and V hold (|k|, |v| <= kv_bound) and the part has at most 32 query rows, they are read a
 // tile of keys at a time and never held whole (no gathered copy streams through memory); otherwise they
 // are gathered whole. kv_rows must give finite values (not scanned again here: the caller checks them as
 // it copies them); it and fill may throw, which ends the call. Parts with the same group[p] share one
