@@ -196,7 +196,8 @@ TEST_CASE("unified golden: its parts (KV head, 32 new tokens) give each sequence
   }
   // A sequence whose magnitudes leave the fast path's range (golden.cpp: fast_path_safe) only through the
   // queries of KV head 1: golden_attention computes all of it with MPFR, so the parts of KV head 0, which
-  // pass the test alone, are redone with MPFR too (the same bits, bound and guaranteed bits).
+  // pass the test alone, are redone with MPFR too (the same bits, bound and guaranteed bits; here the huge
+  // queries' own bound is infinite, so the redo shows in golden_parts' test, test_golden.cpp).
   Case big = make_case(16, 34, 6, {{1, 301, 0}});
   for (std::size_t h = 3; h < 6; ++h)
     for (std::size_t d = 0; d < 16; ++d) {

@@ -3,8 +3,10 @@
 // GQA, cross-attention and large-bias inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -545,4 +547,54 @@ TEST_CASE("KeyInfo: each key's grid exponent, grid, norm and max |k|, 8 elements
   const exact_scores::KeyInfo nonfinite(k.data(), 1, k.size());
   CHECK(nonfinite.e[0] == e);
   CHECK(nonfinite.max_abs == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("golden_parts: each part its rows of golden_attention of its group's union, one fast-path decision per "
+          "group", "[golden]") {
+  // A union of two KV heads whose position bias (2^900 on KV head 0's rows) fails the fast path's range test:
+  // golden_attention computes all of it with MPFR. Its parts are the two KV heads (group 0); KV head 1's part
+  // passes the test alone and is computed fast first, then redone with MPFR. A copy of that part in group 1
+  // keeps the fast path. At 1000 bits, so that MPFR rows guarantee hundreds of bits (the fast path ~75).
+  const std::size_t G = 2, Sq = 3, Skv = 40, D = 8;
+  AttentionInputs u;
+  u.q = random_tensor({1, 2 * G, Sq, D}, format_by_name("fp16"), 0, 1, 1);
+  u.k = random_tensor({1, 2, Skv, D}, format_by_name("fp16"), 0, 1, 2);
+  u.v = random_tensor({1, 2, Skv, D}, format_by_name("fp16"), 0, 1, 3);
+  u.pse = Tensor({1, 2 * G, Sq, Skv}, format_by_name("fp64"));
+  for (std::size_t h = 0; h < G; ++h) std::fill_n(u.pse.head(0, h), Sq * Skv, 0x1p900);
+  GoldenOptions opt;
+  opt.precision_bits = 1000;
+  const Golden ref = golden_attention(u, opt);
+  REQUIRE(ref.used_mpfr);
+  const std::size_t head_of[] = {0, 1, 1};  // parts: KV head 0 and 1 (group 0), KV head 1 again (group 1)
+  auto fill = [&](std::size_t p, AttentionInputs& in) {
+    const std::size_t hk = head_of[p];
+    in.q = Tensor({1, G, Sq, D}, u.q.format);
+    in.pse = Tensor({1, G, Sq, Skv}, u.pse.format);
+    for (std::size_t h = 0; h < G; ++h) {
+      std::copy_n(u.q.head(0, hk * G + h), Sq * D, in.q.head(0, h));
+      std::copy_n(u.pse.head(0, hk * G + h), Sq * Skv, in.pse.head(0, h));
+    }
+    in.k.shape = in.v.shape = Shape{1, 1, Skv, D};
+  };
+  const GoldenRows rows = [&](std::size_t p, bool values, std::size_t j0, std::size_t n, double* out) {
+    std::copy_n((values ? u.v : u.k).head(0, head_of[p]) + j0 * D, n * D, out);
+  };
+  for (int threads : {1, 2, 3}) {
+    opt.threads = threads;
+    const std::vector<Golden> parts = golden_parts(3, {0, 0, 1}, fill, rows, 1.0, opt);
+    INFO(threads << " threads");
+    for (std::size_t p = 0; p < 2; ++p)
+      for (std::size_t h = 0; h < G; ++h) {
+        CHECK(std::memcmp(parts[p].o.head(0, h), ref.o.head(0, head_of[p] * G + h), Sq * D * sizeof(double)) == 0);
+        CHECK(std::equal(parts[p].lse.begin() + h * Sq, parts[p].lse.begin() + (h + 1) * Sq,
+                         ref.lse.begin() + (head_of[p] * G + h) * Sq));
+      }
+    CHECK(std::min(parts[0].guaranteed_bits, parts[1].guaranteed_bits) == ref.guaranteed_bits);
+    CHECK(std::max(parts[0].error_bound, parts[1].error_bound) == ref.error_bound);
+    CHECK(parts[1].used_mpfr);
+    CHECK(parts[1].guaranteed_bits > 200);
+    CHECK(!parts[2].used_mpfr);
+    CHECK(parts[2].guaranteed_bits < 200);
+  }
 }
