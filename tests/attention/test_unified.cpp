@@ -150,6 +150,83 @@ TEST_CASE("unified golden: sequences side by side on many threads give the same 
   }
 }
 
+namespace {
+
+// Each sequence's rows of g equal golden_attention of its dense inputs bit for bit (O and lse), and g's
+// guaranteed bits, bound and MPFR use are the worst over the sequences' goldens.
+void check_sequence_goldens(const Case& c, const Golden& g) {
+  int bits = 1000;
+  double bound = 0;
+  bool mpfr = false;
+  std::size_t off = 0;
+  for (std::size_t s = 0; s < c.dense.size(); ++s) {
+    const AttentionInputs& in = c.dense[s];
+    const Golden d = golden_attention(in);
+    const std::size_t Sq = in.q.shape.S, D = in.q.shape.D, T = c.pb.q.shape.S;
+    std::size_t same = 0;
+    for (std::size_t h = 0; h < in.q.shape.N; ++h) {
+      same += std::memcmp(g.o.head(0, h) + off * D, d.o.head(0, h), Sq * D * sizeof(double)) == 0;
+      same += std::equal(d.lse.begin() + h * Sq, d.lse.begin() + (h + 1) * Sq, g.lse.begin() + h * T + off);
+    }
+    INFO("sequence " << s);
+    CHECK(same == 2 * in.q.shape.N);
+    bits = std::min(bits, d.guaranteed_bits);
+    bound = std::max(bound, d.error_bound);
+    mpfr = mpfr || d.used_mpfr;
+    off += Sq;
+  }
+  CHECK(g.guaranteed_bits == bits);
+  CHECK(g.error_bound == bound);
+  CHECK(g.used_mpfr == mpfr);
+}
+
+}  // namespace
+
+TEST_CASE("unified golden: its parts (KV head, 32 new tokens) give each sequence's golden bits on any threads",
+          "[unified]") {
+  // New tokens on both sides of the parts' 32-row blocks (1, 31, 32, 33, 40, 70), cache blocks of 5 tokens
+  // (the parts' key ranges end inside blocks), parts of more keys than a tile (256) and of more rows than
+  // one pass takes (32), GQA 3:1, a shared prefix; 1, 2, 3 and 7 threads.
+  const Case c = make_case(5, 33, 6, {{1, 301, 5}, {33, 33, 0}, {70, 150, 5}, {32, 40, 0}, {31, 97, 0}, {40, 600, 0}});
+  for (int threads : {1, 2, 3, 7}) {
+    GoldenOptions go;
+    go.threads = threads;
+    INFO(threads << " threads");
+    check_sequence_goldens(c, unified_golden(c.pb, go));
+  }
+  // A sequence whose magnitudes leave the fast path's range (golden.cpp: fast_path_safe) only through the
+  // queries of KV head 1: golden_attention computes all of it with MPFR, so the parts of KV head 0, which
+  // pass the test alone, are redone with MPFR too (the same bits, bound and guaranteed bits; here the huge
+  // queries' own bound is infinite, so the redo shows in golden_parts' test, test_golden.cpp).
+  Case big = make_case(16, 34, 6, {{1, 301, 0}});
+  for (std::size_t h = 3; h < 6; ++h)
+    for (std::size_t d = 0; d < 16; ++d) {
+      big.pb.q.at(0, h, 0, d) *= 0x1p900;
+      big.dense[0].q.at(0, h, 0, d) *= 0x1p900;
+    }
+  REQUIRE(golden_attention(big.dense[0]).used_mpfr);
+  for (int threads : {1, 3}) {
+    GoldenOptions go;
+    go.threads = threads;
+    INFO(threads << " threads, fast path out of range");
+    check_sequence_goldens(big, unified_golden(big.pb, go));
+  }
+  // Scores so large (|q|, |k| ~ 2^20) that the decode row's fast bound is below 64 bits: golden_attention
+  // redoes its heads with MPFR, and so does the part read a tile at a time (the other sequence stays fast).
+  Case wide = make_case(16, 35, 6, {{1, 301, 0}, {2, 50, 0}});
+  for (float& x : wide.pb.cache.k) x *= 0x1p20f;
+  for (AttentionInputs& in : wide.dense)
+    for (double& x : in.k.data) x *= 0x1p20;
+  for (std::size_t h = 0; h < 6; ++h)
+    for (std::size_t d = 0; d < 16; ++d) {
+      wide.pb.q.at(0, h, 0, d) *= 0x1p20;
+      wide.dense[0].q.at(0, h, 0, d) *= 0x1p20;
+    }
+  REQUIRE(golden_attention(wide.dense[0]).used_mpfr);
+  REQUIRE(!golden_attention(wide.dense[1]).used_mpfr);
+  check_sequence_goldens(wide, unified_golden(wide.pb));
+}
+
 TEST_CASE("unified attention under low precision stays within the dense engine's error", "[unified]") {
   const Case c = make_case(16, 7);
   const Tensor g = dense_golden(c);

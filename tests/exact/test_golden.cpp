@@ -3,8 +3,10 @@
 // GQA, cross-attention and large-bias inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -15,6 +17,7 @@
 
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/exact/exact_scores.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/numeric/round.hpp"
 
@@ -472,5 +475,126 @@ TEST_CASE("golden vs plain MPFR on larger random cases", "[golden][long]") {
     AttentionInputs in = make_inputs(1, 2, 1, 40, 300, 64, seed % 2 ? 20.0 : 0.0, seed % 2 ? 0.5 : 15.0, seed);
     in.mask.causal = seed >= 102;
     check_against_reference(in, GoldenOptions{});
+  }
+}
+
+namespace {
+
+// The largest e with x a multiple of 2^e (x finite, nonzero), by bisection on exact remainders.
+int lowest_bit_exponent(double x) {
+  int lo = -1074, hi = 1024;  // x is a multiple of 2^lo, not of 2^hi
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (std::fmod(x, std::ldexp(1.0, mid)) == 0 ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+TEST_CASE("KeyInfo: each key's grid exponent, grid, norm and max |k|, 8 elements at a time and by tiles",
+          "[golden]") {
+  // Keys of mixed magnitudes (zeros of both signs, subnormals, powers of two, exponents from -300 to 300,
+  // all-zero keys), rows of 13 and 16 elements (a vector part and a rest), built at once and in tiles of 256
+  // keys, against the definitions: e the least lowest-bit exponent of the nonzero elements, grid = norm·2^-e,
+  // norm as row_norm; max |k| over all.
+  boost::random::mt19937_64 eng(7);
+  const std::size_t skv = 600;
+  for (std::size_t d : {13, 16}) {
+    std::vector<double> K(skv * d);
+    for (double& x : K) {
+      const double sign = eng() % 2 ? -1.0 : 1.0;
+      switch (eng() % 5) {
+        case 0: x = sign * 0.0; break;
+        case 1: x = sign * std::ldexp(static_cast<double>(eng() % 5000 + 1), -1074); break;
+        case 2: x = sign * std::ldexp(1.0, static_cast<int>(eng() % 200) - 100); break;
+        case 3: x = sign * std::ldexp(static_cast<double>(eng() >> 11), static_cast<int>(eng() % 600) - 353); break;
+        default: x = sign * static_cast<double>(eng() % 2048) / 1024; break;
+      }
+    }
+    for (std::size_t j : {5, 300}) std::fill_n(K.begin() + j * d, d, 0.0);
+    const exact_scores::KeyInfo whole(K.data(), skv, d);
+    exact_scores::KeyInfo tiles(skv);
+    for (std::size_t j0 = 0; j0 < skv; j0 += 256) tiles.add(K.data() + j0 * d, j0, std::min<std::size_t>(256, skv - j0), d);
+    double mx = 0;
+    std::size_t right = 0, same = 0;
+    for (std::size_t j = 0; j < skv; ++j) {
+      const double* k = K.data() + j * d;
+      int e = std::numeric_limits<int>::max();
+      for (std::size_t x = 0; x < d; ++x) {
+        mx = std::max(mx, std::abs(k[x]));
+        if (k[x] != 0) e = std::min(e, lowest_bit_exponent(k[x]));
+      }
+      const double norm = row_norm(k, d);
+      const bool zero = e == std::numeric_limits<int>::max();
+      right += whole.e[j] == (zero ? 0 : e) && whole.norm[j] == norm && whole.grid[j] == (zero ? 0.0 : std::ldexp(norm, -e));
+      same += tiles.e[j] == whole.e[j] && std::bit_cast<std::uint64_t>(tiles.norm[j]) == std::bit_cast<std::uint64_t>(whole.norm[j]) &&
+              std::bit_cast<std::uint64_t>(tiles.grid[j]) == std::bit_cast<std::uint64_t>(whole.grid[j]);
+    }
+    INFO("d = " << d);
+    CHECK(right == skv);
+    CHECK(same == skv);
+    CHECK(whole.max_abs == mx);
+    CHECK(tiles.max_abs == mx);
+  }
+  // Non-finite elements (score statistics of inputs with NaN/inf): the element-by-element rule, and max |k|
+  // is inf (a NaN never replaces it).
+  std::vector<double> k = {1.5, std::numeric_limits<double>::quiet_NaN(), 0.25, -std::numeric_limits<double>::infinity(),
+                           3.0, 0.0, 0.5, 2.0, 0.75};
+  int e = std::numeric_limits<int>::max();
+  for (double x : k)
+    if (x != 0) e = std::min(e, exact_scores::lsb_exponent(x));
+  const exact_scores::KeyInfo nonfinite(k.data(), 1, k.size());
+  CHECK(nonfinite.e[0] == e);
+  CHECK(nonfinite.max_abs == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("golden_parts: each part its rows of golden_attention of its group's union, one fast-path decision per "
+          "group", "[golden]") {
+  // A union of two KV heads whose position bias (2^900 on KV head 0's rows) fails the fast path's range test:
+  // golden_attention computes all of it with MPFR. Its parts are the two KV heads (group 0); KV head 1's part
+  // passes the test alone and is computed fast first, then redone with MPFR. A copy of that part in group 1
+  // keeps the fast path. At 1000 bits, so that MPFR rows guarantee hundreds of bits (the fast path ~75).
+  const std::size_t G = 2, Sq = 3, Skv = 40, D = 8;
+  AttentionInputs u;
+  u.q = random_tensor({1, 2 * G, Sq, D}, format_by_name("fp16"), 0, 1, 1);
+  u.k = random_tensor({1, 2, Skv, D}, format_by_name("fp16"), 0, 1, 2);
+  u.v = random_tensor({1, 2, Skv, D}, format_by_name("fp16"), 0, 1, 3);
+  u.pse = Tensor({1, 2 * G, Sq, Skv}, format_by_name("fp64"));
+  for (std::size_t h = 0; h < G; ++h) std::fill_n(u.pse.head(0, h), Sq * Skv, 0x1p900);
+  GoldenOptions opt;
+  opt.precision_bits = 1000;
+  const Golden ref = golden_attention(u, opt);
+  REQUIRE(ref.used_mpfr);
+  const std::size_t head_of[] = {0, 1, 1};  // parts: KV head 0 and 1 (group 0), KV head 1 again (group 1)
+  auto fill = [&](std::size_t p, AttentionInputs& in) {
+    const std::size_t hk = head_of[p];
+    in.q = Tensor({1, G, Sq, D}, u.q.format);
+    in.pse = Tensor({1, G, Sq, Skv}, u.pse.format);
+    for (std::size_t h = 0; h < G; ++h) {
+      std::copy_n(u.q.head(0, hk * G + h), Sq * D, in.q.head(0, h));
+      std::copy_n(u.pse.head(0, hk * G + h), Sq * Skv, in.pse.head(0, h));
+    }
+    in.k.shape = in.v.shape = Shape{1, 1, Skv, D};
+  };
+  const GoldenRows rows = [&](std::size_t p, bool values, std::size_t j0, std::size_t n, double* out) {
+    std::copy_n((values ? u.v : u.k).head(0, head_of[p]) + j0 * D, n * D, out);
+  };
+  for (int threads : {1, 2, 3}) {
+    opt.threads = threads;
+    const std::vector<Golden> parts = golden_parts(3, {0, 0, 1}, fill, rows, 1.0, opt);
+    INFO(threads << " threads");
+    for (std::size_t p = 0; p < 2; ++p)
+      for (std::size_t h = 0; h < G; ++h) {
+        CHECK(std::memcmp(parts[p].o.head(0, h), ref.o.head(0, head_of[p] * G + h), Sq * D * sizeof(double)) == 0);
+        CHECK(std::equal(parts[p].lse.begin() + h * Sq, parts[p].lse.begin() + (h + 1) * Sq,
+                         ref.lse.begin() + (head_of[p] * G + h) * Sq));
+      }
+    CHECK(std::min(parts[0].guaranteed_bits, parts[1].guaranteed_bits) == ref.guaranteed_bits);
+    CHECK(std::max(parts[0].error_bound, parts[1].error_bound) == ref.error_bound);
+    CHECK(parts[1].used_mpfr);
+    CHECK(parts[1].guaranteed_bits > 200);
+    CHECK(!parts[2].used_mpfr);
+    CHECK(parts[2].guaranteed_bits < 200);
   }
 }

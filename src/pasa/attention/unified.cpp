@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -364,42 +365,96 @@ AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spe
   return out;
 }
 
+namespace {
+
+// unified_golden's parts: (sequence, KV head, block of kGoldenRowBlock new tokens), each with the keys its
+// rows see (causal, bottom-right: the block's last token sees the first ctx_len − (q_len − i1) keys).
+struct GoldenPart {
+  std::size_t s, hk, i0, i1, keys;
+};
+
+std::vector<GoldenPart> golden_parts_of(const PagedBatch& pb) {
+  std::vector<GoldenPart> parts;
+  for (std::size_t s = 0; s < pb.seqs.size(); ++s) {
+    const PagedSequence& sq = pb.seqs[s];
+    for (std::size_t hk = 0; hk < pb.cache.Nkv; ++hk)
+      for (std::size_t i0 = 0; i0 < sq.q_len; i0 += kGoldenRowBlock) {
+        const std::size_t i1 = std::min(sq.q_len, i0 + kGoldenRowBlock);
+        parts.push_back({s, hk, i0, i1, sq.ctx_len - (sq.q_len - i1)});
+      }
+  }
+  // The longest parts first, so that the threads' last parts are short ones (the bits do not depend on the
+  // order: each part writes its own golden).
+  std::stable_sort(parts.begin(), parts.end(), [](const GoldenPart& a, const GoldenPart& b) {
+    return (a.i1 - a.i0) * a.keys > (b.i1 - b.i0) * b.keys;
+  });
+  return parts;
+}
+
+}  // namespace
+
 Golden unified_golden(const PagedBatch& pb, const GoldenOptions& opt) {
   validate(pb);
+  keep_freed_memory();  // the parts' buffers and scratch (megabytes) reused, not mapped anew per part
+  const PagedCache& c = pb.cache;
+  const std::size_t G = pb.q.shape.N / c.Nkv, D = c.D;
   Golden g;
   g.o = Tensor(pb.q.shape, format_by_name("fp64"));
   g.lse.assign(pb.q.shape.N * pb.q.shape.S, 0.0);
   g.guaranteed_bits = 1000;
-  // A sequence's golden has one work item per (KV head, block of 32 query rows): a decode step (one row per
-  // head) only Nkv of them. With more threads than that, several sequences run side by side, each on its
-  // share of the threads (each sequence's result is the same whatever its threads: golden_attention).
-  const std::size_t n = pb.seqs.size();
-  std::size_t max_q = 1;
-  for (const auto& sq : pb.seqs) max_q = std::max(max_q, sq.q_len);
-  const std::size_t items = pb.cache.Nkv * ((max_q + 31) / 32), threads = static_cast<std::size_t>(std::max(1, opt.threads));
-  const std::size_t at_once = std::clamp<std::size_t>(threads / std::max<std::size_t>(1, items), 1, std::max<std::size_t>(1, n));
-  GoldenOptions inner = opt;
-  inner.threads = static_cast<int>(std::max<std::size_t>(1, threads / at_once));
-  std::vector<AttentionInputs> ins(at_once);  // the gathered sequences, their memory reused round to round
-  for (std::size_t s0 = 0; s0 < n; s0 += at_once) {
-    const std::size_t m = std::min(at_once, n - s0);
-    std::vector<Golden> gs(m);
-    std::vector<std::exception_ptr> errors(m);  // the first sequence's error is reported, as one at a time
-    parallel_for(m, static_cast<int>(m), [&](std::size_t i) {
-      try {
-        gathered_inputs(pb, s0 + i, ins[i], inner.threads);
-        gs[i] = golden_attention(ins[i], inner);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-    for (std::size_t i = 0; i < m; ++i) {
-      if (errors[i]) std::rethrow_exception(errors[i]);
-      scatter(gs[i].o, gs[i].lse, q_offset(pb, s0 + i), g.o, g.lse);
-      g.guaranteed_bits = std::min(g.guaranteed_bits, gs[i].guaranteed_bits);
-      g.error_bound = std::max(g.error_bound, gs[i].error_bound);
-      g.used_mpfr = g.used_mpfr || gs[i].used_mpfr;
+  // Each sequence's golden is that of its dense causal inputs (gathered_inputs), computed in parts of one
+  // KV head and up to kGoldenRowBlock new tokens (golden_parts, one group per sequence): a decode step has
+  // B·Nkv parts, all on the threads at once, each reading its KV head's keys from the cache a tile at a
+  // time (no gathered sequence of hundreds of MB, no barrier between sequences). The cache holds floats,
+  // so no |k| or |v| exceeds FLT_MAX. The bits are those of golden_attention on each sequence.
+  const std::vector<GoldenPart> parts = golden_parts_of(pb);
+  std::vector<std::size_t> group(parts.size());
+  for (std::size_t p = 0; p < parts.size(); ++p) group[p] = parts[p].s;
+  std::vector<std::size_t> first(pb.seqs.size() + 1, 0);  // each sequence's first new token in Q
+  for (std::size_t s = 0; s < pb.seqs.size(); ++s) first[s + 1] = first[s] + pb.seqs[s].q_len;
+  auto fill = [&](std::size_t p, AttentionInputs& in) {
+    const GoldenPart& t = parts[p];
+    const std::size_t rows = t.i1 - t.i0, off = first[t.s] + t.i0;
+    reshape(in.q, G, rows, D, pb.q.format);
+    for (std::size_t h = 0; h < G; ++h) std::copy_n(pb.q.head(0, t.hk * G + h) + off * D, rows * D, in.q.head(0, h));
+    in.k.shape = in.v.shape = Shape{1, 1, t.keys, D};  // (values: kv_rows)
+    in.k.format = in.v.format = c.format;
+    in.scale = pb.scale;
+    in.mask.causal = true;
+  };
+  // Keys [j0, j0 + n) of a part straight from the cache blocks, a run within one block at a time.
+  auto kv_rows = [&](std::size_t p, bool values, std::size_t j0, std::size_t n, double* out) {
+    const GoldenPart& t = parts[p];
+    const float* cache = (values ? c.v : c.k).data();
+    for (std::size_t j = j0; j < j0 + n;) {
+      const std::size_t run = std::min(c.block_size - j % c.block_size, j0 + n - j);
+      const float* src = cache + cache_row(pb, t.s, t.hk, j);
+      if (!all_finite(src, run * D)) throw NonFiniteTile{};
+      std::copy_n(src, run * D, out + (j - j0) * D);
+      j += run;
     }
+  };
+  std::vector<Golden> gs;
+  try {
+    gs = golden_parts(parts.size(), group, fill, kv_rows, std::numeric_limits<float>::max(), opt);
+  } catch (const NonFiniteTile&) {  // name the first non-finite value in cache order (that of gather)
+    for (std::size_t s = 0; s < pb.seqs.size(); ++s)
+      for (std::size_t h = 0; h < c.Nkv; ++h)
+        for (std::size_t j = 0; j < pb.seqs[s].ctx_len; ++j) check_finite(pb, s, h, j);
+    throw InputError("unified golden: a K/V row held a non-finite value");  // (not reached)
+  }
+  parallel_for(parts.size(), opt.threads, [&](std::size_t p) {  // (disjoint rows of the output)
+    const GoldenPart& t = parts[p];
+    const std::size_t rows = t.i1 - t.i0, off = first[t.s] + t.i0, T = pb.q.shape.S;
+    for (std::size_t h = 0; h < G; ++h) {
+      std::copy_n(gs[p].o.head(0, h), rows * D, g.o.head(0, t.hk * G + h) + off * D);
+      std::copy_n(gs[p].lse.data() + h * rows, rows, g.lse.data() + (t.hk * G + h) * T + off);
+    }
+  });
+  for (const Golden& x : gs) {
+    g.guaranteed_bits = std::min(g.guaranteed_bits, x.guaranteed_bits);
+    g.error_bound = std::max(g.error_bound, x.error_bound);
+    g.used_mpfr = g.used_mpfr || x.used_mpfr;
   }
   return g;
 }
@@ -476,6 +531,21 @@ ScoreStats unified_score_stats(const PagedBatch& pb, const Format& score_format,
   return all;
 }
 
+std::size_t unified_golden_bytes(std::size_t Nq, std::size_t Nkv, std::size_t D, std::size_t sequences, std::size_t max_q,
+                                 std::size_t max_ctx, std::size_t tokens, const GoldenOptions& go) {
+  // Per thread one part: its K and V (one KV head, as doubles), its Q rows and golden_bytes of the part on one
+  // thread; then the parts' goldens and the batch's (O and lse each).
+  const std::size_t G = Nkv == 0 ? 1 : Nq / Nkv, rows = std::min(max_q, kGoldenRowBlock);
+  GoldenOptions one = go;
+  one.threads = 1;
+  const std::size_t part = sat_add(sat_mul(sizeof(double), sat_add(sat_product(2, max_ctx, D), sat_product(G, rows, D))),
+                                   golden_bytes({1, G, rows, D}, {1, 1, max_ctx, D}, one));
+  const std::size_t parts = sat_product(sequences, Nkv, (max_q + kGoldenRowBlock - 1) / kGoldenRowBlock);
+  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, go.threads)), std::max<std::size_t>(1, parts));
+  const std::size_t out = sat_mul(sizeof(double), sat_product(Nq, tokens, sat_add(D, 1)));
+  return sat_add(sat_mul(threads, part), sat_mul(2, out));
+}
+
 std::size_t unified_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
                                  bool golden_first) {
   constexpr std::size_t kProcessBase = std::size_t{12} << 20;  // as case_memory_bytes (study/sweep.hpp)
@@ -489,12 +559,7 @@ std::size_t unified_memory_bytes(const ProblemSpec& p, const std::vector<Algorit
   const std::size_t out = sat_mul(sizeof(double), sat_product(p.Nq, l.tokens(), sat_add(p.D, 1)));
   std::size_t algo = 0;
   for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
-  // unified_golden's sequences side by side (its own rule) and their threads.
-  const std::size_t threads = static_cast<std::size_t>(std::max(1, go.threads));
-  const std::size_t at_once = std::clamp<std::size_t>(threads / (p.Nkv * ((max_q + 31) / 32)), 1, l.seqs.size());
-  GoldenOptions inner = go;
-  inner.threads = static_cast<int>(std::max<std::size_t>(1, threads / at_once));
-  const std::size_t golden = sat_mul(at_once, sat_add(gathered, golden_bytes(q, kv, inner)));
+  const std::size_t golden = unified_golden_bytes(p.Nq, p.Nkv, p.D, l.seqs.size(), max_q, max_ctx, l.tokens(), go);
   const std::size_t kernel = sat_add(sat_add(algo, gathered), out);  // (its sequences' outputs, then the batch's)
   const std::size_t outs = sat_mul(out, golden_first ? std::max<std::size_t>(1, algs.size()) : 1);
   // The kernel, the golden and the baseline (a gathered sequence at a time) run one after the other, the

@@ -100,10 +100,17 @@ AttentionInputs sequence_inputs(const PagedBatch&, std::size_t s);
 AttentionOutput unified_attention(const PagedBatch&, const AlgorithmSpec&, int threads = default_threads());
 
 // The golden of the whole batch (every sequence's golden, concatenated like unified_attention's output);
-// guaranteed_bits and error_bound are the worst over the sequences. Each sequence is gathered into dense
-// K and V; when the threads outnumber a sequence's work items (Nkv per 32 query rows), several sequences
-// are gathered and run at once (memory: that many gathered sequences), the same bits.
+// guaranteed_bits and error_bound are the worst over the sequences. Bit for bit golden_attention of each
+// sequence's dense causal inputs (sequence_inputs), computed in parts of one KV head and up to 32 new tokens
+// (exact/golden.hpp, golden_parts), all parts of all sequences on the threads at once, each reading the keys
+// of its KV head that its rows see from the cache a tile at a time (gathered whole only where a part falls
+// back on MPFR: memory for one such part per thread).
 Golden unified_golden(const PagedBatch&, const GoldenOptions& = {});
+
+// Memory unified_golden needs beyond its batch, in bytes (saturating), for Nq query and Nkv KV heads of
+// dimension D, `sequences` sequences of at most max_q new tokens and max_ctx keys, `tokens` new tokens in all.
+std::size_t unified_golden_bytes(std::size_t Nq, std::size_t Nkv, std::size_t D, std::size_t sequences, std::size_t max_q,
+                                 std::size_t max_ctx, std::size_t tokens, const GoldenOptions& = {});
 
 // A paged problem ("kind": "paged", ProblemSpec::paged, inputs/paged_problem.hpp) as a batch: the layout
 // resolved (generated block tables: a seeded permutation of the cache's blocks); Q (1, Nq, Σ q_len, D) the
@@ -129,8 +136,7 @@ void validate_unified(const ProblemSpec&, const AlgorithmSpec&);
 
 // Bytes a paged problem needs (core/memory.hpp; saturating): the process base, Q and the cache, the outputs
 // (one per algorithm when golden_first, as a sweep keeps them for one metrics pass), the baseline, and the
-// larger of the kernel (a gathered sequence, the engine's buffers) and the golden (up to `go.threads`
-// gathered sequences at once, each with golden_bytes).
+// larger of the kernel (a gathered sequence, the engine's buffers) and the golden (unified_golden_bytes).
 std::size_t unified_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&,
                                  bool golden_first);
 

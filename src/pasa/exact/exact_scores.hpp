@@ -23,6 +23,13 @@ namespace pasa::exact_scores {
 
 constexpr std::size_t kScoreRows = 8;  // rows of one register-blocked plain_scores call
 
+// Eight doubles, eight 64-bit integers (GCC vector extensions: lowered to whatever the target has). Without
+// AVX-512 GCC warns that passing them by value has another ABI; these helpers are inline in one translation
+// unit each, so no call crosses an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef double v8d __attribute__((vector_size(64)));
+typedef std::int64_t v8i __attribute__((vector_size(64)));
+
 // x (finite, nonzero) is an odd multiple of 2^lsb_exponent(x). A non-finite x (inputs with NaN/inf, in the
 // score statistics) gives a meaningless exponent, harmlessly: its vector's norm is not finite, so no pair
 // of it passes the exactness test. x = 0 has no such exponent (countr_zero(0) = 64).
@@ -74,22 +81,58 @@ struct KeyInfo {
   std::vector<double> norm, grid;
   std::vector<int> e;
   double max_abs = 0;  // max |k_jx| (fast_path_safe)
-  KeyInfo(const double* K, std::size_t skv, std::size_t d) : norm(skv), grid(skv), e(skv) {
+  KeyInfo(const double* K, std::size_t skv, std::size_t d) : norm(skv), grid(skv), e(skv) { add(K, 0, skv, d); }
+  // Empty: its keys added a tile at a time by add (the golden's parts, which never hold all of K).
+  explicit KeyInfo(std::size_t skv) : norm(skv), grid(skv), e(skv) {}
+  // Keys [j0, j0 + n) from their rows K (n × d). The same bits as one call over all keys when every call
+  // but the last starts and ends at a multiple of 8 (the keys are taken 8 at a time from j0, the rest one
+  // by one).
+  void add(const double* K, std::size_t j0, std::size_t n, std::size_t d) {
     constexpr std::size_t w = 8;  // keys at a time: independent dependency chains (row_norm's order per key)
     std::size_t j = 0;
-    for (; j + w <= skv; j += w) {
+    for (; j + w <= n; j += w) {
       double n2[w] = {};
       for (std::size_t x = 0; x < d; ++x)
         for (std::size_t l = 0; l < w; ++l) n2[l] += K[(j + l) * d + x] * K[(j + l) * d + x];
-      for (std::size_t l = 0; l < w; ++l) set(j + l, K + (j + l) * d, d, 1.01 * std::sqrt(n2[l]));
+      for (std::size_t l = 0; l < w; ++l) set(j0 + j + l, K + (j + l) * d, d, 1.01 * std::sqrt(n2[l]));
     }
-    for (; j < skv; ++j) set(j, K + j * d, d, row_norm(K + j * d, d));
+    for (; j < n; ++j) set(j0 + j, K + j * d, d, row_norm(K + j * d, d));
   }
 
  private:
   void set(std::size_t j, const double* k, std::size_t d, double nrm) {
     int emin = std::numeric_limits<int>::max();
-    for (std::size_t x = 0; x < d; ++x) {
+    std::size_t x = 0;
+    {  // 8 elements at a time: lsb_exponent lane by lane, in integer arithmetic (the same values, any order)
+      constexpr std::int64_t none = std::numeric_limits<int>::max();
+      v8i lo = v8i{} + none;
+      v8d top = v8d{} + max_abs;
+      for (; x + 8 <= d; x += 8) {
+        v8d v;
+        std::memcpy(&v, k + x, sizeof v);
+        v8i bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        v8d a;
+        const v8i abs_bits = bits & std::numeric_limits<std::int64_t>::max();
+        std::memcpy(&a, &abs_bits, sizeof a);
+        top = top < a ? a : top;  // std::max's rule: a NaN never replaces the maximum
+        const v8i ex = (bits >> 52) & 0x7ff;
+        const v8i m = (bits & ((std::int64_t{1} << 52) - 1)) | ((ex != 0) & (std::int64_t{1} << 52));
+        // The lowest set bit of m, 2^c (m != 0 for x != 0), as a double: its exponent field is 1023 + c.
+        const v8d low = __builtin_convertvector(m & -m, v8d);
+        v8i low_bits;
+        std::memcpy(&low_bits, &low, sizeof low_bits);
+        const v8i c = ((low_bits >> 52) & 0x7ff) - 1023;
+        const v8i lsb = (ex == 0 ? v8i{} - 1074 : ex - 1075) + c;
+        const v8i keep = v != 0;  // (NaN != 0, as the scalar test)
+        lo = keep ? (lsb < lo ? lsb : lo) : lo;
+      }
+      for (int l = 0; l < 8; ++l) {
+        emin = std::min(emin, static_cast<int>(lo[l]));
+        max_abs = std::max(max_abs, top[l]);
+      }
+    }
+    for (; x < d; ++x) {
       max_abs = std::max(max_abs, std::abs(k[x]));
       if (k[x] != 0) emin = std::min(emin, lsb_exponent(k[x]));
     }
@@ -99,11 +142,6 @@ struct KeyInfo {
   }
 };
 
-// Eight doubles (GCC vector extensions: lowered to whatever the target has). Without AVX-512 GCC warns that
-// passing them by value has another ABI; these helpers are inline in one translation unit each, so no call
-// crosses an ABI boundary.
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef double v8d __attribute__((vector_size(64)));
 // a·b − c with one rounding per lane (the exact error of a rounded product when c = RN(a·b)).
 inline v8d fms(v8d a, v8d b, v8d c) {
 #if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))

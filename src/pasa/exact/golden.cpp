@@ -28,6 +28,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -55,7 +56,7 @@ namespace {
 
 using namespace exact_scores;
 
-constexpr std::size_t kRowBlock = 32;
+constexpr std::size_t kRowBlock = kGoldenRowBlock;
 constexpr int kMinFastBits = 64;
 constexpr double kU2 = 0x1p-106;
 
@@ -151,11 +152,18 @@ constexpr std::size_t kKeyTile = 256;  // keys per GEMM tile: 256 keys of D = 12
 // element's sum taken in key order exactly as the row-at-a-time loop did (Dot2-style: TwoProd(p_hi, v),
 // TwoSum into nh, the errors and p_lo·v into nc), so the bits are the same; 8 columns of every row are
 // held in registers while j runs, so V is read once per 8 columns for all rows, accumulators never.
+// With `more`, the sums continue from nh/nc_out (keys taken a tile at a time: the same operations in the
+// same order as one call over all keys).
 void pv_rows(const double* ph, const double* pl, std::size_t ld, std::size_t nr, const double* V, std::size_t d,
-             std::size_t jend, double* nh_out, double* nc_out) {
+             std::size_t jend, double* nh_out, double* nc_out, bool more = false) {
   const std::size_t d8 = d / 8 * 8;
   for (std::size_t x = 0; x < d8; x += 8) {
     v8d nh[kRows] = {}, nc[kRows] = {};
+    if (more)
+      for (std::size_t r = 0; r < nr; ++r) {
+        std::memcpy(&nh[r], nh_out + r * d + x, sizeof(v8d));
+        std::memcpy(&nc[r], nc_out + r * d + x, sizeof(v8d));
+      }
     for (std::size_t j = 0; j < jend; ++j) {
       v8d v;
       std::memcpy(&v, V + j * d + x, sizeof v);
@@ -182,7 +190,7 @@ void pv_rows(const double* ph, const double* pl, std::size_t ld, std::size_t nr,
   }
   for (std::size_t x = d8; x < d; ++x)
     for (std::size_t r = 0; r < nr; ++r) {
-      double h = 0, c = 0;
+      double h = more ? nh_out[r * d + x] : 0, c = more ? nc_out[r * d + x] : 0;
       for (std::size_t j = 0; j < jend; ++j) {
         const double a = ph[r * ld + j];
         if (a != 0) c += dot2_step(h, a, V[j * d + x]) + pl[r * ld + j] * V[j * d + x];
@@ -194,6 +202,29 @@ void pv_rows(const double* ph, const double* pl, std::size_t ld, std::size_t nr,
 
 struct RowRef {
   std::size_t h = 0, i = 0;
+};
+
+// K and V of one (batch, KV head) as fast_rows reads them: rows [j0, j0 + n) as doubles, n <= kKeyTile
+// unless whole() (the rows are in place: any n).
+class KvTiles {
+ public:
+  virtual ~KvTiles() = default;
+  virtual const double* keys(std::size_t j0, std::size_t n) = 0;
+  virtual const double* values(std::size_t j0, std::size_t n) = 0;
+  virtual bool whole() const = 0;
+};
+
+// In place in the inputs.
+class DenseKv final : public KvTiles {
+ public:
+  DenseKv(const double* K, const double* V, std::size_t d) : K_(K), V_(V), d_(d) {}
+  const double* keys(std::size_t j0, std::size_t) override { return K_ + j0 * d_; }
+  const double* values(std::size_t j0, std::size_t) override { return V_ + j0 * d_; }
+  bool whole() const override { return true; }
+
+ private:
+  const double *K_, *V_;
+  std::size_t d_;
 };
 
 // Per-thread buffers of a chunk of rows.
@@ -211,18 +242,27 @@ struct Scratch {
 };
 
 // Scratch buffers handed from item to item (a long row's buffers are megabytes: allocating them per item
-// costs more in page faults than the arithmetic on them).
+// costs more in page faults than the arithmetic on them), and from part to part of golden_parts. A spare
+// serves any call it is large enough for (fast_rows takes its key stride from the scratch, sc.skv); one
+// too small is freed when a new one is made, so the pool never holds more than one per thread.
 class ScratchPool {
  public:
   std::unique_ptr<Scratch> take(std::size_t skv, std::size_t d, std::size_t rows) {
+    std::unique_ptr<Scratch> small;  // (freed outside the lock)
     {
       std::lock_guard<std::mutex> lock(m_);
+      for (std::size_t i = free_.size(); i-- > 0;)
+        if (free_[i]->d == d && free_[i]->skv >= skv && free_[i]->rows >= rows) {
+          std::unique_ptr<Scratch> s = std::move(free_[i]);
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          return s;
+        }
       if (!free_.empty()) {
-        std::unique_ptr<Scratch> s = std::move(free_.back());
+        small = std::move(free_.back());
         free_.pop_back();
-        return s;
       }
     }
+    small.reset();
     return std::make_unique<Scratch>(skv, d, rows);
   }
   void give(std::unique_ptr<Scratch> s) {
@@ -235,14 +275,15 @@ class ScratchPool {
   std::vector<std::unique_ptr<Scratch>> free_;
 };
 
-// Fast double-double path for the rows rows[0, nr) of batch b, all of KV head hk. Writes every row's output
-// and lse and its bound E into bound[r] (-1 for a fully masked row).
-void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, std::size_t nr,
-               const KeyInfo& kg, Scratch& sc, double* bound) {
+// Fast double-double path for the rows rows[0, nr) of batch b, all of one KV head, whose keys and values
+// kv gives a tile at a time. Writes every row's output and lse and its bound E into bound[r] (-1 for a fully
+// masked row). With `build` (a part of golden_parts: K is never held whole), kg is built here tile by tile
+// (build == &kg) over all in.k.shape.S keys, and *max_v is set to max |V| over all of them.
+void fast_rows(Problem& P, std::size_t b, const RowRef* rows, std::size_t nr,
+               const KeyInfo& kg, Scratch& sc, double* bound, KvTiles& kv, KeyInfo* build = nullptr,
+               double* max_v = nullptr) {
   const AttentionInputs& in = P.in;
   const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = sc.skv;
-  const double* K = in.k.head(b, hk);
-  const double* V = in.v.head(b, hk);
   const double* q[kGroup];
   GridNorm qg[kGroup];
   std::size_t n[kGroup], end[kGroup], jend = 0;
@@ -264,31 +305,37 @@ void fast_rows(Problem& P, std::size_t b, std::size_t hk, const RowRef* rows, st
     end[r] = sc.vis[r].size();
     jend = std::max(jend, end[r]);
   }
-  if (jend == 0) return;
-  // Scores: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed exactly.
-  for (std::size_t j0 = 0; j0 < jend; j0 += kKeyTile) {
+  if (jend == 0 && !build) return;
+  // Scores a tile of keys at a time: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed
+  // exactly (each score on its own: the tiles change no bit).
+  const std::size_t kend = build ? in.k.shape.S : jend;  // (a build takes every key's data)
+  for (std::size_t j0 = 0; j0 < kend; j0 += kKeyTile) {
+    const double* Kt = kv.keys(j0, std::min(kKeyTile, kend - j0));
+    if (build) build->add(Kt, j0, std::min(kKeyTile, kend - j0), D);
+    if (j0 >= jend) continue;
     const std::size_t nt = std::min(kKeyTile, jend - j0);
-    strip_keys(K + j0 * D, D, nt, sc.kt.data());
+    strip_keys(Kt, D, nt, sc.kt.data());
     for (std::size_t c = 0; c < nr; c += kRows) plain_scores(q + c, sc.kt.data(), D, nt, sc.shi.data() + c * Skv + j0, Skv);
-  }
-  for (std::size_t r = 0; r < nr; ++r) {
-    if (!active[r]) continue;
-    double* shi = sc.shi.data() + r * Skv;
-    double* slo = sc.slo.data() + r * Skv;
-    const std::vector<unsigned char>& vis = sc.vis[r];
-    int inexact = 0;
+    for (std::size_t r = 0; r < nr; ++r) {
+      if (!active[r] || j0 >= end[r]) continue;
+      const std::size_t j1 = std::min(end[r], j0 + nt);
+      double* shi = sc.shi.data() + r * Skv;
+      double* slo = sc.slo.data() + r * Skv;
+      const std::vector<unsigned char>& vis = sc.vis[r];
+      int inexact = 0;
 PASA_IVDEP
-    for (std::size_t j = 0; j < end[r]; ++j) {
-      inexact |= !exact_pair(qg[r], kg.grid[j], kg.e[j]);
-      slo[j] = 0;
+      for (std::size_t j = j0; j < j1; ++j) {
+        inexact |= !exact_pair(qg[r], kg.grid[j], kg.e[j]);
+        slo[j] = 0;
+      }
+      if (inexact)
+        for (std::size_t j = j0; j < j1; ++j)
+          if (vis[j] && !exact_pair(qg[r], kg.grid[j], kg.e[j])) {
+            const DD s = dot2_pair(q[r], Kt + (j - j0) * D, D);
+            shi[j] = s.hi;
+            slo[j] = s.lo;
+          }
     }
-    if (inexact)
-      for (std::size_t j = 0; j < end[r]; ++j)
-        if (vis[j] && !exact_pair(qg[r], kg.grid[j], kg.e[j])) {
-          const DD s = dot2_pair(q[r], K + j * D, D);
-          shi[j] = s.hi;
-          slo[j] = s.lo;
-        }
   }
   for (std::size_t r = 0; r < nr; ++r) {  // weights of keys a row does not see (or drops) are 0
     std::fill_n(sc.phi.data() + r * Skv, jend, 0.0);
@@ -373,10 +420,22 @@ PASA_IVDEP
       if (ph != 0) l[r] = dd_add(l[r], DD{ph, sc.plo[r * Skv + j]});
     }
   // N = Σ_j p_j v_j for all rows in one pass over V (each row's sum in key order, as before).
-  // Register-blocked: 8 columns of all kRows rows stay in registers while j runs over the keys.
-  for (std::size_t c = 0; c < nr; c += kRows)
-    pv_rows(sc.phi.data() + c * Skv, sc.plo.data() + c * Skv, Skv, std::min(kRows, nr - c), V, D, jend,
-            sc.nh.data() + c * D, sc.nc.data() + c * D);
+  // Register-blocked: 8 columns of all kRows rows stay in registers while j runs over the keys (of all keys
+  // at once where V is in place, else of a tile at a time, the sums carried from tile to tile).
+  PASA_ASSERT(build == nullptr || !kv.whole());
+  const std::size_t vtile = kv.whole() ? std::max<std::size_t>(jend, 1) : kKeyTile;
+  double vmax = 0;
+  for (std::size_t j0 = 0; j0 < kend; j0 += vtile) {
+    const std::size_t n = std::min(vtile, kend - j0);
+    const double* Vt = kv.values(j0, n);
+    if (max_v)
+      for (std::size_t i = 0; i < n * D; ++i) vmax = std::max(vmax, std::abs(Vt[i]));
+    if (j0 >= jend) continue;
+    for (std::size_t c = 0; c < nr; c += kRows)
+      pv_rows(sc.phi.data() + c * Skv + j0, sc.plo.data() + c * Skv + j0, Skv, std::min(kRows, nr - c), Vt, D,
+              std::min(n, jend - j0), sc.nh.data() + c * D, sc.nc.data() + c * D, j0 > 0);
+  }
+  if (max_v) *max_v = vmax;
   for (std::size_t r = 0; r < nr; ++r) {
     if (!active[r]) continue;
     const std::size_t row = (b * in.q.shape.N + rows[r].h) * Sq + rows[r].i;
@@ -482,17 +541,29 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
   res.mpfr = true;
 }
 
-// The fast path needs every product and sum far inside the double exponent range.
-bool fast_path_safe(const AttentionInputs& in, double max_abs_k, double max_abs_v) {
+// The fast path needs every product and sum far inside the double exponent range: what decides it, from the
+// largest magnitudes of the inputs. merge gives the decision of the union of two problems (golden_parts).
+struct FastCheck {
+  double q = 0, k = 0, v = 0, pse = 0, select = 0;  // max |q|, |k|, |v|, |pse|; |select_value|
+  std::size_t d = 0, skv = 0;
+  bool safe() const {
+    const double bound = 0x1p900;
+    const double qk = q * k * static_cast<double>(d) + pse + select;
+    return qk < bound && v * static_cast<double>(skv) < bound;
+  }
+  void merge(const FastCheck& o) {
+    q = std::max(q, o.q), k = std::max(k, o.k), v = std::max(v, o.v), pse = std::max(pse, o.pse);
+    select = std::max(select, o.select), d = std::max(d, o.d), skv = std::max(skv, o.skv);
+  }
+};
+
+FastCheck fast_check(const AttentionInputs& in, double max_abs_k, double max_abs_v) {
   auto max_abs = [](const Tensor& t) {
     double m = 0;
     for (double x : t.data) m = std::max(m, std::abs(x));
     return m;
   };
-  const double bound = 0x1p900;
-  const double qk = max_abs(in.q) * max_abs_k * static_cast<double>(in.q.shape.D) + max_abs(in.pse) +
-                    std::abs(in.mask.select_value);
-  return qk < bound && max_abs_v * static_cast<double>(in.k.shape.S) < bound;
+  return {max_abs(in.q), max_abs_k, max_abs_v, max_abs(in.pse), std::abs(in.mask.select_value), in.q.shape.D, in.k.shape.S};
 }
 
 }  // namespace
@@ -527,40 +598,50 @@ bool all_finite(const AttentionInputs& in) {
   return true;
 }
 
+void check_precision(const GoldenOptions& opt) {
+  if (opt.precision_bits < 106 || opt.precision_bits > 100000)
+    throw InputError(fmt::format("golden precision_bits must be in [106, 100000], got {}", opt.precision_bits));
+}
+
 }  // namespace
 
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   validate(in, opt.threads);
-  if (opt.precision_bits < 106 || opt.precision_bits > 100000)
-    throw InputError(fmt::format("golden precision_bits must be in [106, 100000], got {}", opt.precision_bits));
+  check_precision(opt);
   if (in.allow_nonfinite && !all_finite(in)) return detail::golden_with_nonfinite(in, opt);
   return detail::golden_finite(in, opt);
 }
 
-namespace detail {
+namespace {
 
-Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
+// The scale (the exact 1/sqrt(D) when in.scale == 0) to ~106 bits.
+DD scale_dd(const AttentionInputs& in) {
+  mpfr_t x, tmp;
+  mpfr_inits2(256, x, tmp, static_cast<mpfr_ptr>(nullptr));
+  if (in.scale != 0) {
+    mpfr_set_d(x, in.scale, MPFR_RNDN);
+  } else {
+    mpfr_set_ui(x, static_cast<unsigned long>(in.q.shape.D), MPFR_RNDN);
+    mpfr_rec_sqrt(x, x, MPFR_RNDN);
+  }
+  DD r;
+  r.hi = mpfr_get_d(x, MPFR_RNDN);
+  mpfr_sub_d(tmp, x, r.hi, MPFR_RNDN);
+  r.lo = mpfr_get_d(tmp, MPFR_RNDN);
+  mpfr_clears(x, tmp, static_cast<mpfr_ptr>(nullptr));
+  return r;
+}
+
+// golden_finite with its scratch buffers from `spare` (shared by the parts of golden_parts), reporting what
+// decided its fast path in *check (when opt.fast).
+Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, ScratchPool& spare, FastCheck* check) {
   PASA_ASSERT(all_finite(in));
   PASA_ASSERT(opt.precision_bits >= 106 && opt.precision_bits <= 100000);
   const Shape& qs = in.q.shape;
   Golden g;
   g.o = Tensor(qs, format_by_name("fp64"));
   g.lse.assign(qs.B * qs.N * qs.S, 0.0);
-  Problem P{in, opt, g, {}, 0};
-  {
-    mpfr_t x, tmp;
-    mpfr_inits2(256, x, tmp, static_cast<mpfr_ptr>(nullptr));
-    if (in.scale != 0) {
-      mpfr_set_d(x, in.scale, MPFR_RNDN);
-    } else {
-      mpfr_set_ui(x, static_cast<unsigned long>(qs.D), MPFR_RNDN);
-      mpfr_rec_sqrt(x, x, MPFR_RNDN);
-    }
-    P.scale_dd.hi = mpfr_get_d(x, MPFR_RNDN);
-    mpfr_sub_d(tmp, x, P.scale_dd.hi, MPFR_RNDN);
-    P.scale_dd.lo = mpfr_get_d(tmp, MPFR_RNDN);
-    mpfr_clears(x, tmp, static_cast<mpfr_ptr>(nullptr));
-  }
+  Problem P{in, opt, g, scale_dd(in), 0};
   {  // max |V| per (batch, KV head) on the threads, then the max of those (a max in any order is the same)
     const std::size_t heads = in.v.shape.B * in.v.shape.N, per_head = in.v.shape.S * in.v.shape.D;
     std::vector<double> head_max(heads, 0.0);
@@ -581,14 +662,15 @@ Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
   });
   double max_abs_k = 0;
   for (const auto& ki : key_info) max_abs_k = std::max(max_abs_k, ki->max_abs);
-  const bool fast = opt.fast && fast_path_safe(in, max_abs_k, P.max_abs_v);
+  const FastCheck fc = opt.fast ? fast_check(in, max_abs_k, P.max_abs_v) : FastCheck{};
+  if (check) *check = fc;
+  const bool fast = opt.fast && fc.safe();
   // One work item per (batch, KV head, row block): the G = Nq/Nkv query heads of a KV head share its keys
   // and values (decode: one row per head), and the fast path computes up to kGroup of their rows together. Each
   // (head, row block) result is what the row-at-a-time evaluation gives (the same bits, and the same MPFR
   // fallback decision per (head, row block)); the split only decides what runs together.
   // Rows per fast_rows call: G·kRowBlock at most (one row per head in decode), rounded up to whole kernels.
   const std::size_t group_rows = std::min(kGroup, (G * std::min(qs.S, kRowBlock) + kRows - 1) / kRows * kRows);
-  ScratchPool spare;  // at most one Scratch per thread, reused from item to item (no fresh pages per item)
   parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
     const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
@@ -596,13 +678,14 @@ Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
     std::vector<double> bound;
     if (fast) {
       const KeyInfo& kg = *key_info[bk];
-      std::unique_ptr<Scratch> scratch = spare.take(Skv, D, group_rows);
+      std::unique_ptr<Scratch> scratch = spare.take(Skv, D, group_rows);  // (no fresh pages per item)
       std::vector<RowRef> rows;
       for (std::size_t h = hk * G; h < (hk + 1) * G; ++h)
         for (std::size_t i = i0; i < i1; ++i) rows.push_back({h, i});
       bound.assign(rows.size(), 0.0);
+      DenseKv kv(in.k.head(b, hk), in.v.head(b, hk), D);
       for (std::size_t c = 0; c < rows.size(); c += group_rows)
-        fast_rows(P, b, hk, rows.data() + c, std::min(group_rows, rows.size() - c), kg, *scratch, bound.data() + c);
+        fast_rows(P, b, rows.data() + c, std::min(group_rows, rows.size() - c), kg, *scratch, bound.data() + c, kv);
       spare.give(std::move(scratch));
     }
     for (std::size_t h = hk * G; h < (hk + 1) * G; ++h) {
@@ -633,6 +716,156 @@ Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
   return g;
 }
 
+}  // namespace
+
+namespace detail {
+
+Golden golden_finite(const AttentionInputs& in, const GoldenOptions& opt) {
+  ScratchPool spare;  // at most one Scratch per thread, reused from item to item
+  return golden_finite_in(in, opt, spare, nullptr);
+}
+
 }  // namespace detail
+
+namespace {
+
+// A part's K and V through golden_parts' kv_rows, a tile at a time into two buffers of kKeyTile rows.
+class PartKv final : public KvTiles {
+ public:
+  PartKv(const GoldenRows& rows, std::size_t part, double* kbuf, double* vbuf)
+      : rows_(rows), part_(part), kbuf_(kbuf), vbuf_(vbuf) {}
+  const double* keys(std::size_t j0, std::size_t n) override {
+    PASA_ASSERT(n <= kKeyTile);
+    rows_(part_, false, j0, n, kbuf_);
+    return kbuf_;
+  }
+  const double* values(std::size_t j0, std::size_t n) override {
+    PASA_ASSERT(n <= kKeyTile);
+    rows_(part_, true, j0, n, vbuf_);
+    return vbuf_;
+  }
+  bool whole() const override { return false; }
+
+ private:
+  const GoldenRows& rows_;
+  std::size_t part_;
+  double *kbuf_, *vbuf_;
+};
+
+// The fast path of a part (B = 1, one KV head, one block of rows), its keys and values read a tile at a
+// time (fast_rows with a build: the same bits as golden_finite's). False where golden_finite would not keep
+// it (its fast-path test fails, or a head's rows have a bound below kMinFastBits bits): the caller then
+// computes the part from its gathered K and V. Only called where the test passes with every |k| and |v| at
+// their bound, so that no value can leave the double range here.
+bool streamed_part(const AttentionInputs& in, const GoldenOptions& opt, ScratchPool& spare, KvTiles& kv, Golden& g,
+                   FastCheck& check) {
+  const Shape& qs = in.q.shape;
+  const std::size_t G = qs.N, Sq = qs.S, Skv = in.k.shape.S, D = qs.D;
+  g.o = Tensor(qs, format_by_name("fp64"));
+  g.lse.assign(G * Sq, 0.0);
+  Problem P{in, opt, g, scale_dd(in), 0};
+  const std::size_t group_rows = std::min(kGroup, (G * std::min(Sq, kRowBlock) + kRows - 1) / kRows * kRows);
+  std::vector<RowRef> rows;
+  for (std::size_t h = 0; h < G; ++h)
+    for (std::size_t i = 0; i < Sq; ++i) rows.push_back({h, i});
+  std::vector<double> bound(rows.size(), 0.0);
+  KeyInfo kg(Skv);
+  double max_v = 0;
+  std::unique_ptr<Scratch> scratch = spare.take(Skv, D, group_rows);
+  for (std::size_t c = 0; c < rows.size(); c += group_rows)  // (the first call builds kg and finds max |V|)
+    fast_rows(P, 0, rows.data() + c, std::min(group_rows, rows.size() - c), kg, *scratch, bound.data() + c, kv,
+              c == 0 ? &kg : nullptr, c == 0 ? &max_v : nullptr);
+  spare.give(std::move(scratch));
+  mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);  // (lse_from_dd's constants; see golden_finite_in)
+  check = fast_check(in, kg.max_abs, max_v);
+  if (!check.safe()) return false;
+  g.guaranteed_bits = 1000;
+  for (std::size_t h = 0; h < G; ++h) {  // golden_finite_in's BlockResult of each (head, block)
+    BlockResult r;
+    for (std::size_t i = 0; i < Sq; ++i) {
+      const double E = bound[h * Sq + i];
+      if (E < 0) continue;  // fully masked row
+      r.bound = std::max(r.bound, E);
+      r.bits = std::min(r.bits, bits_of(E));
+    }
+    if (r.bits < kMinFastBits) return false;
+    g.guaranteed_bits = std::min(g.guaranteed_bits, r.bits);
+    g.error_bound = std::max(g.error_bound, r.bound);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_t>& group,
+                                 const std::function<void(std::size_t, AttentionInputs&)>& fill, const GoldenRows& kv_rows,
+                                 double kv_bound, const GoldenOptions& opt) {
+  check_precision(opt);
+  if (group.size() != parts)
+    throw InputError(fmt::format("golden_parts: {} group entries for {} parts", group.size(), parts));
+  std::vector<Golden> out(parts);
+  std::vector<FastCheck> checks(parts);
+  ScratchPool spare;  // shared by all parts: at most one Scratch per thread
+  struct Buffers {    // a thread's, reused by its next part
+    AttentionInputs in;
+    std::vector<double> kt, vt;  // key tiles of the streamed path
+  };
+  std::mutex m;
+  std::vector<std::unique_ptr<Buffers>> free_buffers;
+  auto compute = [&](std::size_t p, const GoldenOptions& o) {
+    std::unique_ptr<Buffers> buf;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      if (!free_buffers.empty()) {
+        buf = std::move(free_buffers.back());
+        free_buffers.pop_back();
+      }
+    }
+    if (!buf) buf = std::make_unique<Buffers>();
+    AttentionInputs& in = buf->in;
+    fill(p, in);
+    const Shape &qs = in.q.shape, &ks = in.k.shape;
+    PASA_ASSERT(qs.B == 1 && ks.B == 1 && ks.N == 1 && ks.D == qs.D && in.v.shape == ks);
+    // The streamed path where the fast-path test passes whatever K and V hold (|k|, |v| <= kv_bound).
+    bool done = false;
+    if (o.fast && qs.S <= kRowBlock && fast_check(in, kv_bound, kv_bound).safe()) {
+      buf->kt.resize(kKeyTile * qs.D);
+      buf->vt.resize(kKeyTile * qs.D);
+      PartKv kv(kv_rows, p, buf->kt.data(), buf->vt.data());
+      done = streamed_part(in, o, spare, kv, out[p], checks[p]);
+    }
+    if (!done) {  // K and V gathered whole, then golden_finite's way (its MPFR fallback per head)
+      in.k.data.resize(ks.size());
+      in.v.data.resize(ks.size());
+      kv_rows(p, false, 0, ks.S, in.k.data.data());
+      kv_rows(p, true, 0, ks.S, in.v.data.data());
+      in.allow_nonfinite = true;  // (shapes, masks and bias checked; Q, K and V finite by contract: no pass over them)
+      validate(in, 1);
+      in.allow_nonfinite = false;
+      out[p] = golden_finite_in(in, o, spare, &checks[p]);
+    }
+    std::lock_guard<std::mutex> lock(m);
+    free_buffers.push_back(std::move(buf));
+  };
+  GoldenOptions one = opt;
+  one.threads = 1;
+  parallel_for(parts, opt.threads, [&](std::size_t p) { compute(p, one); });
+  if (!opt.fast) return out;
+  // A group whose union fails the fast-path test is computed with MPFR throughout, as golden_attention of the
+  // union would: its parts that passed the test alone are redone so (the others already were).
+  std::vector<std::size_t> ids(group);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::vector<FastCheck> unions(ids.size());
+  auto slot = [&](std::size_t p) { return static_cast<std::size_t>(std::lower_bound(ids.begin(), ids.end(), group[p]) - ids.begin()); };
+  for (std::size_t p = 0; p < parts; ++p) unions[slot(p)].merge(checks[p]);
+  std::vector<std::size_t> redo;
+  for (std::size_t p = 0; p < parts; ++p)
+    if (checks[p].safe() && !unions[slot(p)].safe()) redo.push_back(p);
+  GoldenOptions plain = one;
+  plain.fast = false;
+  parallel_for(redo.size(), opt.threads, [&](std::size_t i) { compute(redo[i], plain); });
+  return out;
+}
 
 }  // namespace pasa

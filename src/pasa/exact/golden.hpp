@@ -4,6 +4,7 @@
 // Fully masked rows (no visible key): O = 0 and lse = -inf.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "pasa/inputs/attention_inputs.hpp"
@@ -45,5 +46,28 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& =
 // is NaN or +inf, ±inf/NaN columns where V holds them, the finite golden elsewhere). Deterministic: the
 // result does not depend on options.threads.
 Golden golden_attention(const AttentionInputs&, const GoldenOptions& = {});
+
+// Rows [j0, j0 + n) of part p's K (values = false) or V (values = true), as doubles into out (n × D).
+using GoldenRows = std::function<void(std::size_t p, bool values, std::size_t j0, std::size_t n, double* out)>;
+
+// The goldens of many small problems side by side, e.g. the (sequence, KV head, block of query rows) parts of
+// a paged batch (unified_golden): opt.threads parts at a time, each computed on one thread (a finer split
+// than golden_attention's threads over one problem's items, with no barrier between parts). Part p:
+// fill(p, in) writes its Q, scale and mask and the shapes of its K and V, (1, 1, Skv, D), with B = 1 (`in`
+// is a thread's, reused from part to part); kv_rows gives its keys and values. Where the fast path's range test
+// passes whatever K and V hold (|k|, |v| <= kv_bound) and the part has at most 32 query rows, they are read a
+// tile of keys at a time and never held whole (no gathered copy streams through memory); otherwise they
+// are gathered whole. kv_rows must give finite values (not scanned again here: the caller checks them as
+// it copies them); it and fill may throw, which ends the call. Parts with the same group[p] share one
+// fast-path decision, that of their union (its largest |q|, |k|, |v|, |pse| and longest key range): where
+// the parts of a group are (KV head, block of 32 query rows) pieces of one problem, each with the keys its
+// rows can see, every part's result is bit for bit its rows of golden_attention of that problem (rows are
+// computed one by one, golden.cpp), and its bits, bound and MPFR use are that problem's over its rows.
+std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_t>& group,
+                                 const std::function<void(std::size_t, AttentionInputs&)>& fill,
+                                 const GoldenRows& kv_rows, double kv_bound, const GoldenOptions& = {});
+
+// Rows of query a golden_attention work item (and a part of golden_parts) computes together: one block.
+inline constexpr std::size_t kGoldenRowBlock = 32;
 
 }  // namespace pasa
