@@ -426,14 +426,14 @@ PASA_IVDEP
   const std::size_t vtile = kv.whole() ? std::max<std::size_t>(jend, 1) : kKeyTile;
   double vmax = 0;
   for (std::size_t j0 = 0; j0 < kend; j0 += vtile) {
-    const std::size_t n = std::min(vtile, kend - j0);
-    const double* Vt = kv.values(j0, n);
+    const std::size_t cnt = std::min(vtile, kend - j0);
+    const double* Vt = kv.values(j0, cnt);
     if (max_v)
-      for (std::size_t i = 0; i < n * D; ++i) vmax = std::max(vmax, std::abs(Vt[i]));
+      for (std::size_t i = 0; i < cnt * D; ++i) vmax = std::max(vmax, std::abs(Vt[i]));
     if (j0 >= jend) continue;
     for (std::size_t c = 0; c < nr; c += kRows)
       pv_rows(sc.phi.data() + c * Skv + j0, sc.plo.data() + c * Skv + j0, Skv, std::min(kRows, nr - c), Vt, D,
-              std::min(n, jend - j0), sc.nh.data() + c * D, sc.nc.data() + c * D, j0 > 0);
+              std::min(cnt, jend - j0), sc.nh.data() + c * D, sc.nc.data() + c * D, j0 > 0);
   }
   if (max_v) *max_v = vmax;
   for (std::size_t r = 0; r < nr; ++r) {
