@@ -26,18 +26,23 @@ bool floats_only(const double* x, std::size_t n, int bits = 24) {
   return bad == 0;
 }
 
-// x rounded in place to f: in chunks on `threads` threads, except for stochastic rounding, whose random
-// stream runs in element order (every other mode rounds each element on its own: the same bits).
-void round_in_place(std::span<double> x, const Format& f, const RoundOptions& o, RandomBits* rng, int threads) {
+// dst = src rounded to f (dst may be src: in place): in chunks on `threads` threads, each chunk's pages
+// first touched by the thread that writes them, except for stochastic rounding, whose random stream runs in
+// element order (every other mode rounds each element on its own: the same bits).
+void round_into(std::span<const double> src, std::span<double> dst, const Format& f, const RoundOptions& o,
+                RandomBits* rng, int threads) {
   constexpr std::size_t kChunk = std::size_t{1} << 16;
-  if (o.mode == RoundMode::stochastic || threads <= 1 || x.size() <= kChunk) {
-    round_span(std::span<const double>(x), x, f, o, rng);
+  if (o.mode == RoundMode::stochastic || threads <= 1 || src.size() <= kChunk) {
+    round_span(src, dst, f, o, rng);
     return;
   }
-  parallel_for((x.size() + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
-    const std::span<double> part = x.subspan(c * kChunk, std::min(kChunk, x.size() - c * kChunk));
-    round_span(std::span<const double>(part), part, f, o, rng);
+  parallel_for((src.size() + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
+    const std::size_t i0 = c * kChunk, n = std::min(kChunk, src.size() - i0);
+    round_span(src.subspan(i0, n), dst.subspan(i0, n), f, o, rng);
   });
+}
+void round_in_place(std::span<double> x, const Format& f, const RoundOptions& o, RandomBits* rng, int threads) {
+  round_into(std::span<const double>(x), x, f, o, rng, threads);
 }
 
 // dst[i] = float(src[i]) (exact: the values are floats), in chunks on `threads` threads; each chunk's pages
@@ -60,9 +65,10 @@ bool plain_fp64(const StageSpec& s) {
 // in own.
 const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Tensor& own, int threads) {
   if (plain_fp64(s) || (t.format == s.format && s.round.mode != RoundMode::stochastic)) return t;
-  own = t;
-  round_in_place(std::span<double>(own.data), s.format, s.round, &rng, threads);
-  own.format = s.format;
+  // Rounded straight from t into an uninitialised tensor on the threads (a copy first would be one thread
+  // writing the whole tensor: the serial part of every run whose inputs are not in their stage formats).
+  own = Tensor::uninitialised(t.shape, s.format);
+  round_into(std::span<const double>(t.data), std::span<double>(own.data), s.format, s.round, &rng, threads);
   return own;
 }
 
