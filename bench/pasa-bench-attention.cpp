@@ -251,18 +251,15 @@ int main(int argc, char** argv) {
   kernels.push_back({"PASA-FP16, H100 tensor-core GEMMs", pa_tc, 0.0, 2});
   // bf16 and FP8 inputs: the H100's bf16 and FP8 models (h100_bf16: fp32 accumulator; h100_e4m3: 13 bits,
   // e8m13 accumulator, promotion every 128) against the same allocation under the ordered model
-  AlgorithmSpec fa_bf = fa;
-  fa_bf.alloc = allocation_preset("fa_bf16_fp32");
-  kernels.push_back({"FA-BF16/FP32 (fa2, fa_bf16_fp32)", fa_bf, 0.0});
-  AlgorithmSpec fa_bf_tc = fa;
-  fa_bf_tc.alloc = allocation_preset("fa_bf16_fp32_h100");
-  kernels.push_back({"FA-BF16/FP32, H100 tensor-core GEMMs", fa_bf_tc, 0.0, static_cast<int>(kernels.size()) - 1});
-  AlgorithmSpec fa8 = fa;
-  fa8.alloc = allocation_preset("fa_fp8");
-  kernels.push_back({"FA-FP8 (fa2, fa_fp8)", fa8, 0.0});
-  AlgorithmSpec fa8_tc = fa;
-  fa8_tc.alloc = allocation_preset("fa_fp8_h100");
-  kernels.push_back({"FA-FP8, H100 tensor-core GEMMs", fa8_tc, 0.0, static_cast<int>(kernels.size()) - 1});
+  auto with_tensor_cores = [&](const char* label, const char* tc_label, const std::string& preset) {
+    AlgorithmSpec ordered = fa, tc = fa;
+    ordered.alloc = allocation_preset(preset);
+    tc.alloc = allocation_preset(preset + "_h100");
+    kernels.push_back({label, ordered, 0.0});
+    kernels.push_back({tc_label, tc, 0.0, static_cast<int>(kernels.size()) - 1});
+  };
+  with_tensor_cores("FA-BF16/FP32 (fa2, fa_bf16_fp32)", "FA-BF16/FP32, H100 tensor-core GEMMs", "fa_bf16_fp32");
+  with_tensor_cores("FA-FP8 (fa2, fa_fp8)", "FA-FP8, H100 tensor-core GEMMs", "fa_fp8");
   AlgorithmSpec eo = fa;
   eo.alloc = allocation_preset("fa_fp16_strict");
   eo.alloc.gemm.kind = GemmKind::every_op;

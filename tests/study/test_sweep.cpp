@@ -28,11 +28,14 @@
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "support/sweep_tables.hpp"
 #include "support/temp_dirs.hpp"
 
 using namespace pasa;
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+using pasa::test::without_times;
 
 namespace {
 
@@ -82,17 +85,6 @@ struct FakeBackend {
     return b;
   }
 };
-
-// The table without its timing columns (the only ones outside the bit-identity guarantee).
-std::string without_times(const fs::path& csv) {
-  std::string out;
-  for (const auto& line : read_complete_lines(csv).lines) {
-    CsvRow r = parse_csv_line(line);
-    r.resize(r.size() - 2);
-    out += csv_line(r);
-  }
-  return out;
-}
 
 }  // namespace
 

@@ -13,11 +13,14 @@
 #include "pasa/io/csv.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
+#include "support/sweep_tables.hpp"
 #include "support/temp_dirs.hpp"
 
 using namespace pasa;
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+using pasa::test::without_times;
 
 namespace {
 
@@ -71,16 +74,6 @@ struct RecordingBackend {
     return b;
   }
 };
-
-std::string without_times(const fs::path& csv) {
-  std::string out;
-  for (const auto& line : read_complete_lines(csv).lines) {
-    CsvRow r = parse_csv_line(line);
-    r.resize(r.size() - 2);
-    out += csv_line(r);
-  }
-  return out;
-}
 
 }  // namespace
 
