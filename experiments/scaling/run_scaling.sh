@@ -27,19 +27,12 @@
 # About 8 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each, the
 # ceiling 2 minutes).
 set -euo pipefail
+source "$(dirname "$0")/kit.sh"
 
 if [[ ${1:-} == --pack ]]; then
   (($# == 3)) || { echo "usage: $0 --pack BUILD_DIR KIT_DIR" >&2; exit 2; }
   build=$2 kit=$3
-  mkdir -p "$kit/lib"
-  for p in pasa-attn pasa-bench-attention pasa-bench-decode; do
-    [[ -x $build/$p ]] || { echo "$build/$p: not built (cmake --build $build --target $p)" >&2; exit 1; }
-    cp "$build/$p" "$kit/"
-    ldd "$build/$p" | awk '/=> \// { print $3 }' | while read -r lib; do
-      case $(basename "$lib") in libc.so.* | libm.so.* | ld-linux*) continue ;; esac
-      cp -L "$lib" "$kit/lib/"
-    done
-  done
+  pack_programs "$build" "$kit" pasa-attn pasa-bench-attention pasa-bench-decode
   # The clock probe of the ceiling part (x86-64 only: AVX-512 intrinsics).
   if [[ $(uname -m) == x86_64 ]]; then cc -O2 -o "$kit/clock_probe" "$(dirname "$0")/clock_probe.c"; fi
   du -sh "$kit"
@@ -58,9 +51,7 @@ list=$(IFS=,; echo "${threads[*]}")
 csv=$out/scaling.csv
 echo "program,item,threads,seconds,speedup,efficiency,ratio_to_baseline,ratio_to_ordered,cpu_seconds,busy" >"$csv.tmp"
 {
-  echo "host $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1 /proc/loadavg)"
-  lscpu 2>/dev/null | grep -E '^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L3 cache|CPU max MHz|Model name|Hypervisor vendor):' || true
-  grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
+  machine_info
   echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 } | tee "$out/machine.txt"
 

@@ -33,17 +33,12 @@
 # With SIDE_BY_SIDE=1: about 60 + 32 + 16 s (J = 1, 2, 4, the four at once) + 4 · (8 + 4) s (J = 8, 16) ≈
 # 2.7 minutes on that host (estimated, not yet measured there); SIDE_BY_SIDE=0 about 8 minutes.
 set -euo pipefail
+source "$(dirname "$0")/kit.sh"
 
 if [[ ${1:-} == --pack ]]; then
   (($# == 3)) || { echo "usage: $0 --pack BUILD_DIR KIT_DIR" >&2; exit 2; }
   build=$2 kit=$3
-  mkdir -p "$kit/lib"
-  [[ -x $build/pasa-sweep ]] || { echo "$build/pasa-sweep: not built (cmake --build $build --target pasa-sweep)" >&2; exit 1; }
-  cp "$build/pasa-sweep" "$kit/"
-  ldd "$build/pasa-sweep" | awk '/=> \// { print $3 }' | while read -r lib; do
-    case $(basename "$lib") in libc.so.* | libm.so.* | ld-linux*) continue ;; esac
-    cp -L "$lib" "$kit/lib/"
-  done
+  pack_programs "$build" "$kit" pasa-sweep
   du -sh "$kit"
   exit 0
 fi
@@ -62,9 +57,7 @@ seeds=${SEEDS:-}
 csv=$out/sweep_scaling.csv
 echo "program,item,threads,seconds,speedup,efficiency,cpu_seconds,busy" >"$csv.tmp"
 {
-  echo "host $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1 /proc/loadavg)"
-  lscpu 2>/dev/null | grep -E '^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L3 cache|CPU max MHz|Model name|Hypervisor vendor):' || true
-  grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
+  machine_info
   echo "jobs: ${jobs_list[*]}; seeds: ${seeds:-as in the configs}; sweeps: ${sweeps[*]}; side by side: ${SIDE_BY_SIDE:-1}"
 } | tee "$out/machine.txt"
 
