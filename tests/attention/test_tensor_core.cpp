@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,23 @@ const Format& F(const char* n) {
   return it->second;
 }
 
+// C = A·B (m × k, k × n, row-major) from gemm, element by element against the reference dot product of each
+// row of A with each column of B; `what` names the case in a failure.
+void require_reference_gemm(const TensorCore& tc, const Format& f, const StageSpec& acc, std::size_t m,
+                            std::size_t n, std::size_t k, const std::vector<double>& A, const std::vector<double>& B,
+                            const std::vector<double>& C, const std::string& what) {
+  std::vector<double> a(k), b(k);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      for (std::size_t t = 0; t < k; ++t) {
+        a[t] = A[i * k + t];
+        b[t] = B[t * n + j];
+      }
+      INFO(what << " at " << i << "," << j);
+      REQUIRE(C[i * n + j] == reference_tc_dot(tc, f, f, acc, a.data(), b.data(), k));
+    }
+}
+
 }  // namespace
 
 TEST_CASE("tensor_core model equals the integer-aligned scalar reference, every feature", "[gemm][tensor_core]") {
@@ -218,17 +236,10 @@ TEST_CASE("tensor_core model equals the integer-aligned scalar reference, every 
       for (double& x : B) x = draw();
       GemmSpec g{fi, fi, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, cs.tc}};
       gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
-      std::vector<double> a(k), b(k);
-      for (std::size_t i = 0; i < m; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-          for (std::size_t t = 0; t < k; ++t) {
-            a[t] = A[i * k + t];
-            b[t] = B[t * n + j];
-          }
-          INFO(cs.in << " block " << cs.tc.block << " bits " << cs.tc.align_bits << " acc_in_block "
-                     << cs.tc.acc_in_block << " promote " << cs.tc.promote << " k " << k << " at " << i << "," << j);
-          REQUIRE(C[i * n + j] == reference_tc_dot(cs.tc, fi, fi, acc, a.data(), b.data(), k));
-        }
+      std::ostringstream what;
+      what << cs.in << " block " << cs.tc.block << " bits " << cs.tc.align_bits << " acc_in_block "
+           << cs.tc.acc_in_block << " promote " << cs.tc.promote << " k " << k;
+      require_reference_gemm(cs.tc, fi, acc, m, n, k, A, B, C, what.str());
     }
   }
 }
@@ -256,16 +267,7 @@ TEST_CASE("tensor_core: a block whose aligned terms sum beyond 2^31 (fp16, bf16,
     }
     GemmSpec g{f, f, acc, StageSpec{F("fp64")}, GemmModel{GemmKind::tensor_core, 16, tc}};
     gemm(g, m, n, k, A.data(), k, B.data(), n, C.data(), n);
-    std::vector<double> a(k), b(k);
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j) {
-        for (std::size_t t = 0; t < k; ++t) {
-          a[t] = A[i * k + t];
-          b[t] = B[t * n + j];
-        }
-        INFO(name << " at " << i << "," << j);
-        REQUIRE(C[i * n + j] == reference_tc_dot(tc, f, f, acc, a.data(), b.data(), k));
-      }
+    require_reference_gemm(tc, f, acc, m, n, k, A, B, C, name);
   }
 }
 
