@@ -138,37 +138,43 @@ procstat "ceiling-start"
 # again last (the faster counts), since a shared host drifts.
 ceil_heads=$(( heads >= 16 ? heads / 16 : 1 ))
 echo "== ceiling: K copies of pasa-bench-attention --threads 1 --heads $ceil_heads at once"
-for k in "${threads[@]}" 1; do
-  rm -rf "$out/ceiling-$k" && mkdir -p "$out/ceiling-$k"
+rounds=("${threads[@]}" 1)  # round r in $out/ceiling-r; the last repeats K = 1
+for r in "${!rounds[@]}"; do
+  k=${rounds[r]} d=$out/ceiling-$r
+  rm -rf "$d" && mkdir -p "$d"
   for ((i = 1; i <= k; ++i)); do
     "$dir/pasa-bench-attention" --heads "$ceil_heads" --seq "$seq" --dim "$dim" --reps "${CEILING_REPS:-3}" --threads 1 \
-      >"$out/ceiling-$k/$i.log" 2>&1 &
+      >"$d/$i.log" 2>&1 &
   done
   wait
-done
-if [[ -x $dir/clock_probe ]]; then  # the same for loops that never leave the core (clock_probe.c)
-  for k in "${threads[@]}" 1; do
-    for ((i = 1; i <= k; ++i)); do "$dir/clock_probe" >"$out/ceiling-$k/probe-$i.txt" & done
+  if [[ -x $dir/clock_probe ]]; then  # the same for loops that never leave the core (clock_probe.c)
+    for ((i = 1; i <= k; ++i)); do "$dir/clock_probe" >"$d/probe-$i.txt" & done
     wait
-  done
-fi
-for k in "${threads[@]}"; do
+  fi
+done
+for r in "${!rounds[@]}"; do
   # Per kernel: the mean over the copies of each copy's time (the sgemm baseline as "OpenBLAS sgemm").
-  cat "$out/ceiling-$k"/*.log | awk -v k="$k" '
+  k=${rounds[r]} d=$out/ceiling-$r
+  cat "$d"/*.log | awk -v k="$k" '
     /^threads 1: OpenBLAS sgemm baseline/ { s["OpenBLAS sgemm"] += $6; n["OpenBLAS sgemm"]++ }
     /^  .* s +[0-9.]+ GFLOP\/s/ {
       line = $0; sub(/^  /, "", line); match(line, / +[0-9.]+ s +[0-9.]+ GFLOP\/s/)
       label = substr(line, 1, RSTART - 1); split(substr(line, RSTART), f, " "); gsub(/,/, ";", label)
       s[label] += f[1]; n[label]++ }
     END { for (l in s) printf "%s,%s,%.4f\n", l, k, s[l] / n[l] }'
-  [[ -x $dir/clock_probe ]] && cat "$out/ceiling-$k"/probe-*.txt | awk -v k="$k" '
-    { for (i = 1; i < NF; i += 2) { s[$i] += $(i + 1); n[$i]++ } }
-    END { for (l in s) printf "clock probe %s,%s,%.4f\n", l, k, s[l] / n[l] }'
-done | sort -t, -k1,1 -s | awk -F, -v OFS=, '
-  !($1 in t1) { t1[$1] = $3 }
-  { if ($2 == 1 && $3 < t1[$1]) t1[$1] = $3; rows[++n] = $0 }
-  END { for (i = 1; i <= n; ++i) { split(rows[i], f, ","); e = t1[f[1]] / f[3]
-          printf "ceiling,\"%s\",%s,%s,%.3f,%.3f,,,,\n", f[1], f[2], f[3], e * f[2], e } }' >>"$csv.tmp"
+  if [[ -x $dir/clock_probe ]]; then
+    cat "$d"/probe-*.txt | awk -v k="$k" '
+      { for (i = 1; i < NF; i += 2) { s[$i] += $(i + 1); n[$i]++ } }
+      END { for (l in s) printf "clock probe %s,%s,%.4f\n", l, k, s[l] / n[l] }'
+  fi
+done | awk -F, -v OFS=, '
+  # K = 1 twice (first and last round): the faster counts, as the one row of K = 1.
+  $2 == 1 { if (!($1 in t1) || $3 < t1[$1]) t1[$1] = $3; next }
+  { rows[++n] = $0 }
+  END { for (l in t1) rows[++n] = l "," 1 "," t1[l]
+        for (i = 1; i <= n; ++i) { split(rows[i], f, ","); e = t1[f[1]] / f[3]
+          printf "ceiling,\"%s\",%s,%s,%.3f,%.3f,,,,\n", f[1], f[2], f[3], e * f[2], e } }' |
+  sort -t, -k2,2 -k3,3n >>"$csv.tmp"
 fi
 procstat "end"
 # Steal per part (ticks to seconds), from consecutive procstat lines.
