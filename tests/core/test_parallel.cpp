@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,4 +44,102 @@ TEST_CASE("parallel_for rethrows an item's exception", "[parallel]") {
                         if (i == 37) throw std::runtime_error("item 37");
                       }),
                       "item 37");
+}
+
+// LoopHelpers: a member's loops are open to helping threads, which run items exactly once, whose errors
+// reach the loop's caller, and none of which is still inside a loop when it returns.
+namespace {
+
+// Waits (up to 20 s) until `cond` holds; the waits below only fail when helping is broken.
+template <class C>
+bool eventually(C cond) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!cond())
+    if (std::chrono::steady_clock::now() > end) return false;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("LoopHelpers: helpers join a member's one-thread loop, each item once", "[parallel]") {
+  LoopHelpers group;
+  std::atomic<int> entered{0}, left{0}, timeouts{0};  // (Catch's macros only on the test's own thread)
+  std::vector<std::thread> helpers;
+  std::vector<std::atomic<int>> hits(200);
+  std::vector<std::thread::id> who(hits.size());
+  std::thread member([&] {
+    const LoopHelpers::Member m(group);
+    parallel_for(hits.size(), 1, [&](std::size_t i) {
+      // Item 0 holds its thread until another thread has run an item: only a helper can.
+      if (i == 0 && !eventually([&] {
+            for (std::size_t j = 1; j < who.size(); ++j)
+              if (hits[j].load() && who[j] != std::this_thread::get_id()) return true;
+            return false;
+          }))
+        ++timeouts;
+      who[i] = std::this_thread::get_id();
+      hits[i].fetch_add(1);
+    });
+  });
+  for (int h = 0; h < 3; ++h)
+    helpers.emplace_back([&] { group.help([&] { ++entered; }, [&] { ++left; }); });
+  member.join();
+  for (auto& t : helpers) t.join();  // help() returns: no member left, no loop open
+  int bad = 0;
+  for (auto& h : hits) bad += h.load() != 1;
+  CHECK(bad == 0);
+  CHECK(timeouts.load() == 0);
+  CHECK(entered.load() == left.load());
+  CHECK(entered.load() >= 1);
+}
+
+TEST_CASE("LoopHelpers: a helper's error reaches the caller; the caller waits for its helpers", "[parallel]") {
+  LoopHelpers group;
+  std::atomic<bool> helper_in{false}, helper_done{false}, waited{true}, done_at_return{false};
+  std::thread::id member_id;
+  std::thread helper;
+  std::string caught;
+  {
+    std::thread member([&] {
+      member_id = std::this_thread::get_id();
+      const LoopHelpers::Member m(group);
+      try {
+        parallel_for(2, 1, [&](std::size_t) {
+          if (std::this_thread::get_id() == member_id) {
+            waited = eventually([&] { return helper_in.load(); });  // the other item is the helper's
+            return;
+          }
+          helper_in = true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          helper_done = true;
+          throw std::runtime_error("helper's item");
+        });
+      } catch (const std::runtime_error& e) {
+        caught = e.what();
+      }
+      done_at_return = helper_done.load();  // parallel_for returned only after the helper left its item
+    });
+    helper = std::thread([&] { group.help(); });
+    member.join();
+  }
+  helper.join();
+  CHECK(waited.load());
+  CHECK(done_at_return.load());
+  CHECK(caught == "helper's item");
+}
+
+TEST_CASE("LoopHelpers: loops outside a member are not open to helpers", "[parallel]") {
+  LoopHelpers group;
+  std::atomic<int> items{0}, joined{0};
+  std::thread helper;
+  {
+    const LoopHelpers::Member m(group);  // keeps the helper waiting
+    helper = std::thread([&] { group.help([&] { ++joined; }); });
+    std::thread other([&] { parallel_for(50, 1, [&](std::size_t) { ++items; }); });
+    other.join();
+  }
+  helper.join();
+  CHECK(items.load() == 50);
+  CHECK(joined.load() == 0);
 }

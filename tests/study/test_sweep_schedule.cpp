@@ -1,15 +1,17 @@
 // How a sweep deals its problems over threads and jobs (schedule_problems, SweepOptions::jobs): largest
-// first in an order that does not depend on jobs or threads, a last round of fewer problems than jobs split
-// over every thread, never more threads at once than the run was given, and the same table whatever the
-// split.
+// first in an order that does not depend on jobs or threads, workers with no problem left helping the loops
+// of the problems still running, never more threads at once than the run was given, and the same table
+// whatever the jobs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <thread>
 
+#include "pasa/core/parallel.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
@@ -23,12 +25,6 @@ namespace fs = std::filesystem;
 using pasa::test::without_times;
 
 namespace {
-
-std::vector<std::size_t> iota(std::size_t n) {
-  std::vector<std::size_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
 
 // Problems 0..17 (x0 3 values, Am 3 values, seeds 2): the cost is "size" (a grid axis), so that the
 // problems of the larger sizes are dealt first.
@@ -86,49 +82,117 @@ TEST_CASE("sweep schedule: largest first, ties in problem order, the same order 
       INFO("jobs " << jobs << ", threads " << threads);
       const SweepSchedule s = schedule_problems(problems, costs, threads, jobs);
       CHECK(s.order == want);
-      CHECK(s.slots == jobs * std::max(1, threads / jobs));
+      CHECK(s.threads == std::max(1, threads / jobs));
+      CHECK(s.slots == jobs * s.threads);
     }
   CHECK_THROWS(schedule_problems(problems, {1, 2}, 2, 2));
 }
 
-TEST_CASE("sweep schedule: a last round of fewer problems than jobs splits the threads", "[sweep]") {
-  auto threads_of = [&](std::size_t n, int threads, int jobs) {
-    return schedule_problems(iota(n), std::vector<double>(n, 1.0), threads, jobs).threads;
-  };
-  // A paper sweep (21 problems) at 16 jobs: 16 on one thread each, then the last 5 on 3 threads each (15
-  // of the 16: one round, rather than 5 problems one at a time on 16).
-  std::vector<int> t = threads_of(21, 16, 16);
-  CHECK(std::count(t.begin(), t.begin() + 16, 1) == 16);
-  CHECK(std::count(t.begin() + 16, t.end(), 3) == 5);
-  // At 2 jobs the 21st problem gets both threads; at 4, all four.
-  t = threads_of(21, 2, 2);
-  CHECK(std::count(t.begin(), t.end(), 1) == 20);
-  CHECK(t.back() == 2);
-  CHECK(threads_of(21, 4, 4).back() == 4);
-  // Fewer problems than jobs: every problem shares the threads (7 on 16: 2 each, 14 of 16 busy).
-  t = threads_of(7, 16, 16);
-  CHECK(std::count(t.begin(), t.end(), 2) == 7);
-  // A multiple of the jobs: no split; each on threads / jobs.
-  t = threads_of(32, 16, 16);
-  CHECK(std::count(t.begin(), t.end(), 1) == 32);
-  t = threads_of(8, 16, 4);
-  CHECK(std::count(t.begin(), t.end(), 4) == 8);
-  // More jobs than threads: one thread each (as many at once as jobs), a tail on the jobs' slots.
-  t = threads_of(3, 2, 4);
-  CHECK(*std::min_element(t.begin(), t.end()) >= 1);
-  // Never fewer threads than threads / jobs, never more than the slots.
-  for (std::size_t n : {1, 2, 5, 13, 21, 40})
-    for (int jobs : {1, 2, 3, 8, 16})
-      for (int threads : {1, 4, 16}) {
-        const SweepSchedule s = schedule_problems(iota(n), std::vector<double>(n, 1.0), threads, jobs);
-        for (int x : s.threads) {
-          CHECK(x >= std::max(1, threads / jobs));
-          CHECK(x <= s.slots);
+namespace {
+
+// A backend whose problems run a loop of 30 items of 2 ms (parallel_for on the problem's threads), which
+// records the most items running at once and the most threads one problem's items ran on. With
+// `wait_for_help`, each problem's first item waits (up to 20 s) until another thread has run one of its
+// items, which only a helper can when the problem runs on one thread.
+struct LoopBackend {
+  bool wait_for_help = false;
+  std::mutex m;
+  int in_items = 0, most_items = 0, timeouts = 0, threads_seen = 0;
+  SweepBackend backend() {
+    SweepBackend b = RecordingBackend().backend();
+    b.run = [this](const PlannedProblem& p, const SweepConfig&, const std::vector<bool>& wanted, int threads,
+                   const SweepBackend::Emit& emit) {
+      std::vector<std::thread::id> who(30);
+      std::vector<std::atomic<bool>> ran(who.size());
+      parallel_for(who.size(), threads, [&](std::size_t i) {
+        {
+          std::lock_guard<std::mutex> lock(m);
+          most_items = std::max(most_items, ++in_items);
         }
+        who[i] = std::this_thread::get_id();
+        ran[i] = true;
+        auto other_ran = [&] {
+          for (std::size_t j = 0; j < who.size(); ++j)
+            if (j != i && ran[j].load() && who[j] != std::this_thread::get_id()) return true;
+          return false;
+        };
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        if (i == 0 && wait_for_help)
+          while (!other_ran() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::lock_guard<std::mutex> lock(m);
+        if (i == 0 && wait_for_help && !other_ran()) ++timeouts;
+        --in_items;
+      });
+      {
+        std::lock_guard<std::mutex> lock(m);
+        std::vector<std::thread::id> ids(who);
+        std::sort(ids.begin(), ids.end());
+        threads_seen = std::max(threads_seen, static_cast<int>(std::unique(ids.begin(), ids.end()) - ids.begin()));
       }
+      for (std::size_t a = 0; a < wanted.size(); ++a)
+        if (wanted[a]) emit(a, {1.0, static_cast<double>(p.index * 10 + a)}, 0.001, 0.002);
+    };
+    return b;
+  }
+};
+
+SweepConfig config_of(std::size_t sizes, std::size_t seeds) {
+  json c = config();
+  c["grid"] = {{"size", json::array()}, {"Am", 1}};
+  for (std::size_t i = 0; i < sizes; ++i) c["grid"]["size"].push_back(i + 1);
+  c["seeds"] = json::array();
+  for (std::size_t i = 0; i < seeds; ++i) c["seeds"].push_back(7 + i);
+  return parse_sweep_config(c, "help.json");
 }
 
-TEST_CASE("sweep: jobs deal the largest problems first, split the last round, and give the same table", "[sweep]") {
+}  // namespace
+
+TEST_CASE("sweep: workers with no problem left help the running problems' loops", "[sweep]") {
+  // Fewer problems than jobs (2 problems, 4 jobs on 4 threads: one thread each): the two idle workers help.
+  LoopBackend rec;
+  rec.wait_for_help = true;
+  SweepOptions opt;
+  opt.out_dir = test::fresh_dir("sweep-help");
+  opt.threads = 4;
+  opt.jobs = 4;
+  const SweepReport r = run_sweep(config_of(1, 2), rec.backend(), opt);
+  CHECK(r.cases_run == 4);
+  CHECK(rec.timeouts == 0);
+  CHECK(rec.threads_seen >= 2);
+  CHECK(rec.most_items <= 4);
+}
+
+TEST_CASE("sweep: helpers of sweeps sharing slots take a slot each", "[sweep]") {
+  // Two sweeps on 2 shared slots: sweep A has 1 problem (its second worker helps at once), sweep B 3
+  // problems. Never more than 2 items at once, however the helpers join; the tables as on their own.
+  const auto slots = std::make_shared<CaseSlots>(2);
+  LoopBackend rec;
+  const SweepBackend b = rec.backend();
+  std::vector<SweepReport> reports(2);
+  std::vector<std::thread> runs;
+  for (int s = 0; s < 2; ++s)
+    runs.emplace_back([&, s] {
+      SweepOptions opt;
+      opt.out_dir = test::fresh_dir("sweep-help-shared-" + std::to_string(s));
+      opt.threads = 2;
+      opt.slots = slots;
+      opt.priority = s;
+      reports[s] = run_sweep(config_of(s == 0 ? 1 : 3, 1), b, opt);
+    });
+  for (auto& t : runs) t.join();
+  CHECK(reports[0].cases_run == 2);
+  CHECK(reports[1].cases_run == 6);
+  CHECK(rec.most_items <= 2);
+  LoopBackend alone;
+  SweepOptions opt;
+  opt.out_dir = test::fresh_dir("sweep-help-alone");
+  run_sweep(config_of(3, 1), alone.backend(), opt);
+  CHECK(without_times(reports[1].csv) == without_times(opt.out_dir / "results.csv"));
+}
+
+TEST_CASE("sweep: jobs deal the largest problems first and give the same table", "[sweep]") {
   const SweepConfig cfg = parse_sweep_config(config(), "schedule.json");
   std::string first;
   for (int jobs : {1, 2, 5}) {
@@ -155,15 +219,7 @@ TEST_CASE("sweep: jobs deal the largest problems first, split the last round, an
         if (a == b) CHECK(rec.started[i - 1].first < rec.started[i].first);
       }
     }
-    // 18 problems on 5 jobs: 15 on one thread, the last 3 (size 1) on all 5 threads each.
-    std::size_t split = 0;
-    for (const auto& [pi, threads] : rec.started)
-      if (threads > 1) {
-        ++split;
-        CHECK(size_of(pi) == 1);
-        CHECK(threads == jobs);
-      }
-    CHECK(split == (jobs == 5 ? 3u : 0u));
+    for (const auto& [pi, threads] : rec.started) CHECK(threads == 1);
   }
 }
 

@@ -374,30 +374,15 @@ SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const 
                                 int jobs) {
   if (costs.size() != problems.size()) throw std::logic_error("schedule_problems: one cost per problem");
   jobs = std::max(1, jobs);
-  const int base = std::max(1, threads / jobs);
   SweepSchedule s;
-  s.slots = jobs * base;
+  s.threads = std::max(1, threads / jobs);
+  s.slots = jobs * s.threads;
   std::vector<std::size_t> by_cost(problems.size());
   for (std::size_t i = 0; i < by_cost.size(); ++i) by_cost[i] = i;
   // NaN costs (a backend's mistake) count as 0: the comparison must stay a strict weak order.
   auto cost = [&](std::size_t i) { return std::isnan(costs[i]) ? 0.0 : costs[i]; };
   std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::size_t a, std::size_t b) { return cost(a) > cost(b); });
   for (std::size_t i : by_cost) s.order.push_back(problems[i]);
-  s.threads.assign(problems.size(), base);
-  const std::size_t n = problems.size(), tail = n % static_cast<std::size_t>(jobs);
-  if (tail == 0) return s;
-  // The tail's threads per problem: t from base (no split) to every slot, the model time of its rounds
-  // (at most `jobs` and slots / t problems at once); ties go to fewer threads.
-  constexpr double kSerial = 0.1;
-  int best = base;
-  double best_time = 0;
-  for (int t = base; t <= s.slots; ++t) {
-    const std::size_t at_once = std::min<std::size_t>(static_cast<std::size_t>(jobs), static_cast<std::size_t>(s.slots / t));
-    const double rounds = static_cast<double>((tail + at_once - 1) / at_once);
-    const double time = rounds * (1 + kSerial * (t - 1)) / t;
-    if (t == base || time < best_time * (1 - 1e-9)) best = t, best_time = time;
-  }
-  for (std::size_t i = n - tail; i < n; ++i) s.threads[i] = best;
   return s;
 }
 
@@ -599,15 +584,18 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
     costs.push_back(it->second);
   }
   const int at_once = opt.slots ? opt.slots->size() : opt.jobs;
-  SweepSchedule schedule = schedule_problems(plan.todo, costs, opt.threads, at_once);
-  if (opt.slots) schedule.threads.assign(schedule.threads.size(), std::max(1, opt.threads / at_once));
+  const SweepSchedule schedule = schedule_problems(plan.todo, costs, opt.threads, at_once);
   const std::shared_ptr<CaseSlots> slots = opt.slots ? opt.slots : std::make_shared<CaseSlots>(schedule.slots);
-  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(at_once), plan.todo.size()));
   AppendFile out(partial);
   std::mutex m;  // guards out, done, report, rows_exist, next, error and the progress callback
   std::size_t next = 0;
   std::exception_ptr error;
-  auto work = [&] {
+  // A worker runs problems until none is left, each holding its threads' slots (shared slots: one, at the
+  // sweep's priority; our own: its place in the dealing order); then it helps the loops of the problems
+  // still running with as many threads, one slot each while inside a loop (core/parallel.hpp).
+  const int held = opt.slots ? 1 : schedule.threads;
+  auto run_problems = [&] {
+    const LoopHelpers::Member member(slots->helpers());
     for (;;) {
       std::size_t k;
       {
@@ -615,8 +603,6 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
         if (error || next == schedule.order.size()) return;
         k = next++;
       }
-      // Shared slots: one per problem, the sweep's priority; our own: a problem's threads, in dealing order.
-      const int held = opt.slots ? 1 : schedule.threads[k];
       slots->acquire(opt.slots ? opt.priority : static_cast<long long>(k), held);
       {
         std::lock_guard<std::mutex> lock(m);
@@ -633,7 +619,7 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
           for (std::size_t a = 0; a < wanted.size(); ++a) wanted[a] = !done.count(pi * cfg.algorithms.size() + a);
         }
         const PlannedProblem p = plan_problem(cfg, pi);
-        backend.run(p, cfg, wanted, schedule.threads[k], [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
+        backend.run(p, cfg, wanted, schedule.threads, [&](std::size_t a, const std::vector<double>& metrics, double golden_s, double s) {
           if (a >= wanted.size() || !wanted[a]) throw std::logic_error("sweep backend emitted an unrequested algorithm");
           if (metrics.size() != backend.problem_columns.size() + backend.algorithm_columns.size())
             throw std::logic_error("sweep backend emitted the wrong number of metrics");
@@ -655,8 +641,20 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
       slots->release(held);
     }
   };
+  auto help = [&] {
+    slots->helpers().help([&] { slots->acquire(CaseSlots::kHelperPriority, 1); }, [&] { slots->release(1); });
+  };
+  auto work = [&] {
+    run_problems();
+    std::vector<std::thread> more;
+    for (int t = 1; t < held; ++t) more.emplace_back(help);
+    help();
+    for (auto& t : more) t.join();
+  };
+  // Every worker starts at once, though there be fewer problems than workers: the others help at once.
+  const int workers = plan.todo.empty() ? 0 : at_once;
   if (workers <= 1) {
-    work();
+    if (workers == 1) run_problems();
   } else {
     std::vector<std::thread> pool;
     for (int w = 0; w < workers; ++w) pool.emplace_back(work);

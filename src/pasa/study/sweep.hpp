@@ -21,11 +21,13 @@
 #include <functional>
 #include <condition_variable>
 #include <memory>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "pasa/core/parallel.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/study/sweep_config.hpp"
 
@@ -94,7 +96,8 @@ struct SweepProgress {
 // next free one (so sweeps started together still finish roughly in order, and a later sweep fills the
 // slots an earlier one leaves idle at its end). A sweep on its own uses them as threads: a problem holds
 // as many as it runs threads, and its place in the dealing order is its priority, so problems start in
-// that order.
+// that order. Workers with no problem left help the running problems' loops (helpers(): core/parallel.hpp),
+// one slot per helping thread at the lowest priority, so a waiting problem always goes first.
 class CaseSlots {
  public:
   explicit CaseSlots(int slots) : free_(slots < 1 ? 1 : slots), size_(free_) {}
@@ -115,27 +118,27 @@ class CaseSlots {
     free_ += count;
     cv_.notify_all();
   }
+  LoopHelpers& helpers() { return helpers_; }
+  static constexpr long long kHelperPriority = std::numeric_limits<long long>::max();
 
  private:
   std::mutex m_;
   std::condition_variable cv_;
   std::multiset<long long> waiting_;
   int free_, size_;
+  LoopHelpers helpers_;
 };
 
 // How a sweep on its own (no shared slots) deals its problems still to run over `threads` threads, `jobs`
-// problems at a time, each on max(1, threads / jobs) of them:
-//   - largest `costs` first (ties in the order given, so the order does not depend on jobs or threads): the
-//     last problems to start are the small ones, and no big one starts when the others are finishing;
-//   - the last `problems.size() % jobs` problems (all of them when there are fewer than `jobs`), which would
-//     leave cores idle as one round of single problems, share every thread instead: each gets t threads,
-//     t chosen to finish them soonest by the model time ∝ rounds · (1 + f·(t − 1)) / t, f = 0.1 the serial
-//     part of one paper-sweep problem (measured: 0.91 efficiency on 2 threads; docs/speed.md).
+// problems at a time, each on max(1, threads / jobs) of them, largest `costs` first (ties in the order
+// given, so the order does not depend on jobs or threads): the last problems to start are the small ones,
+// and no big one starts when the others are finishing. A last round of fewer problems than jobs does not
+// leave cores idle: the workers with nothing left help the running problems (CaseSlots::helpers()).
 // Threads never change a result (sweep.hpp, "Determinism"): only the timing columns depend on this.
 struct SweepSchedule {
   std::vector<std::size_t> order;  // the problems, in dealing order
-  std::vector<int> threads;        // the threads of each, in the same order
-  int slots = 1;                   // threads in all: jobs · max(1, threads / jobs)
+  int threads = 1;                 // each problem's threads: max(1, threads / jobs)
+  int slots = 1;                   // threads in all: jobs · threads
 };
 SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const std::vector<double>& costs, int threads,
                                 int jobs);
@@ -143,7 +146,7 @@ SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const 
 struct SweepOptions {
   std::filesystem::path out_dir;  // empty: the config's outputs.dir
   // Threads in all: `jobs` problems run at once, each with max(1, threads / jobs) threads inside the
-  // library, but for a last round of fewer problems than jobs, which split the threads (schedule_problems).
+  // library; workers with no problem left lend their threads to the others' loops (schedule_problems).
   // Whole problems side by side keep every core busy through the parts of a case that run on one thread
   // (metrics) and through uneven rows; they cost `jobs` times one problem's memory.
   int threads = 1;
