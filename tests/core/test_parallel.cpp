@@ -68,8 +68,10 @@ TEST_CASE("LoopHelpers: helpers join a member's one-thread loop, each item once"
   std::vector<std::thread> helpers;
   std::vector<std::atomic<int>> hits(200);
   std::vector<std::thread::id> who(hits.size());
+  std::atomic<bool> member_in{false};
   std::thread member([&] {
     const LoopHelpers::Member m(group);
+    member_in = true;
     parallel_for(hits.size(), 1, [&](std::size_t i) {
       // Item 0 holds its thread until another thread has run an item: only a helper can.
       if (i == 0 && !eventually([&] {
@@ -82,6 +84,7 @@ TEST_CASE("LoopHelpers: helpers join a member's one-thread loop, each item once"
       hits[i].fetch_add(1);
     });
   });
+  while (!member_in) std::this_thread::yield();  // help() returns at once while the group has no member
   for (int h = 0; h < 3; ++h)
     helpers.emplace_back([&] { group.help([&] { ++entered; }, [&] { ++left; }); });
   member.join();
@@ -96,7 +99,7 @@ TEST_CASE("LoopHelpers: helpers join a member's one-thread loop, each item once"
 
 TEST_CASE("LoopHelpers: a helper's error reaches the caller; the caller waits for its helpers", "[parallel]") {
   LoopHelpers group;
-  std::atomic<bool> helper_in{false}, helper_done{false}, waited{true}, done_at_return{false};
+  std::atomic<bool> helper_in{false}, helper_done{false}, waited{true}, done_at_return{false}, member_in{false};
   std::thread::id member_id;
   std::thread helper;
   std::string caught;
@@ -104,6 +107,7 @@ TEST_CASE("LoopHelpers: a helper's error reaches the caller; the caller waits fo
     std::thread member([&] {
       member_id = std::this_thread::get_id();
       const LoopHelpers::Member m(group);
+      member_in = true;
       try {
         parallel_for(2, 1, [&](std::size_t) {
           if (std::this_thread::get_id() == member_id) {
@@ -120,6 +124,7 @@ TEST_CASE("LoopHelpers: a helper's error reaches the caller; the caller waits fo
       }
       done_at_return = helper_done.load();  // parallel_for returned only after the helper left its item
     });
+    while (!member_in) std::this_thread::yield();
     helper = std::thread([&] { group.help(); });
     member.join();
   }
@@ -142,4 +147,20 @@ TEST_CASE("LoopHelpers: loops outside a member are not open to helpers", "[paral
   helper.join();
   CHECK(items.load() == 50);
   CHECK(joined.load() == 0);
+}
+
+TEST_CASE("parallel_width: a member's threads and the helpers waiting", "[parallel]") {
+  CHECK(parallel_width(3) == 3);  // outside a member
+  CHECK(parallel_width(0) == 1);
+  LoopHelpers group;
+  std::vector<std::thread> helpers;
+  int width = 0;
+  {
+    const LoopHelpers::Member m(group);
+    for (int h = 0; h < 2; ++h) helpers.emplace_back([&] { group.help(); });
+    CHECK(eventually([&] { return group.idle() == 2; }));
+    width = parallel_width(1);
+  }
+  for (auto& t : helpers) t.join();
+  CHECK(width == 3);
 }

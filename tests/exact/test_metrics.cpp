@@ -379,7 +379,7 @@ void baseline_metrics_by_own_pass(Metrics& m, const Tensor& out, const Tensor& g
 
 }  // namespace
 
-TEST_CASE("metrics: several outputs in one pass equal one output at a time, bit for bit", "[metrics]") {
+TEST_CASE("metrics: several outputs in one pass (or side by side) equal one output at a time, bit for bit", "[metrics]") {
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> u(-1, 1);
   int with_specials = 0;
@@ -404,28 +404,31 @@ TEST_CASE("metrics: several outputs in one pass equal one output at a time, bit 
     if (c % 6 == 5) outs[2] = g;      // an exact output
     std::vector<const Tensor*> ptrs;
     for (const auto& o : outs) ptrs.push_back(&o);
-    const std::vector<Metrics> many = compare_outputs(ptrs, g, b);
-    REQUIRE(many.size() == outs.size());
-    for (std::size_t a = 0; a < outs.size(); ++a) {
-      INFO("case " << c << " output " << a);
-      Metrics want = compare_outputs(outs[a], g);  // the pass without the baseline
-      baseline_metrics_by_own_pass(want, outs[a], g, b);
-      const Metrics& got = many[a];
-      for (const auto& [x, y] : std::vector<std::pair<double, double>>{
-               {got.rmse, want.rmse}, {got.rmse_finite, want.rmse_finite}, {got.nan_pct, want.nan_pct},
-               {got.inf_pct, want.inf_pct}, {got.rows_with_nonfinite_pct, want.rows_with_nonfinite_pct},
-               {got.max_abs_err, want.max_abs_err}, {got.max_rel_err, want.max_rel_err}, {got.cosine, want.cosine},
-               {got.rmse_uniform_baseline, want.rmse_uniform_baseline}, {got.rmse_centred, want.rmse_centred},
-               {got.skill, want.skill}})
-        CHECK(bits_of(x) == bits_of(y));
-      CHECK(got.nan_count == want.nan_count);
-      CHECK(got.inf_count == want.inf_count);
-      CHECK(got.rows_with_nonfinite == want.rows_with_nonfinite);
-      CHECK(got.elements == want.elements);
-      // The one-output call is the same function with one output.
-      const Metrics one = compare_outputs(outs[a], g, b);
-      CHECK(bits_of(one.rmse_centred) == bits_of(want.rmse_centred));
-      CHECK(bits_of(one.rmse) == bits_of(want.rmse));
+    // threads 3: a pass per output and one for the baseline (compare_outputs), the same bits
+    for (int threads : {1, 3}) {
+      const std::vector<Metrics> many = compare_outputs(ptrs, g, b, threads);
+      REQUIRE(many.size() == outs.size());
+      for (std::size_t a = 0; a < outs.size(); ++a) {
+        INFO("case " << c << " output " << a << ", threads " << threads);
+        Metrics want = compare_outputs(outs[a], g);  // the pass without the baseline
+        baseline_metrics_by_own_pass(want, outs[a], g, b);
+        const Metrics& got = many[a];
+        for (const auto& [x, y] : std::vector<std::pair<double, double>>{
+                 {got.rmse, want.rmse}, {got.rmse_finite, want.rmse_finite}, {got.nan_pct, want.nan_pct},
+                 {got.inf_pct, want.inf_pct}, {got.rows_with_nonfinite_pct, want.rows_with_nonfinite_pct},
+                 {got.max_abs_err, want.max_abs_err}, {got.max_rel_err, want.max_rel_err}, {got.cosine, want.cosine},
+                 {got.rmse_uniform_baseline, want.rmse_uniform_baseline}, {got.rmse_centred, want.rmse_centred},
+                 {got.skill, want.skill}})
+          CHECK(bits_of(x) == bits_of(y));
+        CHECK(got.nan_count == want.nan_count);
+        CHECK(got.inf_count == want.inf_count);
+        CHECK(got.rows_with_nonfinite == want.rows_with_nonfinite);
+        CHECK(got.elements == want.elements);
+        // The one-output call is the same function with one output.
+        const Metrics one = compare_outputs(outs[a], g, b);
+        CHECK(bits_of(one.rmse_centred) == bits_of(want.rmse_centred));
+        CHECK(bits_of(one.rmse) == bits_of(want.rmse));
+      }
     }
   }
   CHECK(with_specials == 4);

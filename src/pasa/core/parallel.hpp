@@ -66,8 +66,10 @@ struct OpenLoop {
 // Spare threads lent to the loops of a group of threads (a sweep's workers, or the workers of the sweeps that
 // share one set of slots). A worker is a Member while it runs problems: every parallel_for it calls is open
 // to helpers until it returns. A worker with nothing left to run calls help(), which joins the open loop with
-// the most items left, again and again, until no member is left and no loop is open. enter/leave bracket each
-// loop a helper joins (the sweep takes a slot there, so that helpers never run more threads than it was given).
+// the most items left, again and again, until no member is left and no loop is open (so a helper must start
+// after the members it is to help: a sweep's workers are members before they take a problem). enter/leave
+// bracket each loop a helper joins (the sweep takes a slot there, so that helpers never run more threads
+// than it was given).
 class LoopHelpers {
  public:
   class Member {
@@ -94,7 +96,9 @@ class LoopHelpers {
   void help(const std::function<void()>& enter = {}, const std::function<void()>& leave = {}) {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
+      ++idle_;
       cv_.wait(lock, [&] { return busiest() || (members_ == 0 && loops_.empty()); });
+      --idle_;
       if (!busiest()) return;
       if (enter) {
         lock.unlock();
@@ -114,6 +118,12 @@ class LoopHelpers {
         lock.lock();
       }
     }
+  }
+
+  // Helpers waiting for a loop to join now.
+  int idle() {
+    std::lock_guard<std::mutex> lock(m_);
+    return idle_;
   }
 
   // The group whose loops this thread's parallel_for calls are open to (null: none).
@@ -145,8 +155,16 @@ class LoopHelpers {
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<detail::OpenLoop*> loops_;
-  int members_ = 0;
+  int members_ = 0, idle_ = 0;
 };
+
+// The threads a loop opened now by this thread would run on at first: its own and the helpers waiting. For
+// work that can be laid out for one thread or for several (compare_outputs), never for results: those must
+// not depend on it.
+inline int parallel_width(int threads) {
+  LoopHelpers* const h = LoopHelpers::current();
+  return std::max(1, threads) + (h ? h->idle() : 0);
+}
 
 template <class F>
 void parallel_for(std::size_t n, int threads, F&& f) {

@@ -330,7 +330,8 @@ void sums_pass(const double* const* od, const Tensor& golden, const Tensor* base
 
 }  // namespace
 
-std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline) {
+std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline,
+                                     int threads) {
   for (const Tensor* o : outs) check_same_shape(*o, "output", golden);
   check_same_shape(baseline, "baseline", golden);
   const std::size_t k = outs.size();
@@ -339,17 +340,27 @@ std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, con
   for (std::size_t a = 0; a < k; ++a) od[a] = outs[a]->data.data();
   DD base2, gold2;
   bool base_nonfinite = false;
-  // Up to 3 outputs per pass (the paper's sweeps have 3 algorithms); the baseline's sums in the first.
-  std::size_t done = 0;
-  do {
-    const std::size_t n = std::min<std::size_t>(3, k - done);
-    const Tensor* b = done == 0 ? &baseline : nullptr;
-    if (n == 3) sums_pass<3>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-    else if (n == 2) sums_pass<2>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-    else if (n == 1) sums_pass<1>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-    else sums_pass<0>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-    done += n;
-  } while (done < k);
+  if (k > 0 && parallel_width(threads) > 1) {
+    // A pass per output and one for the baseline, side by side (the last problem of a sweep has every core).
+    parallel_for(k + 1, threads, [&](std::size_t i) {
+      DD unused2, unused_gold2;
+      bool unused_nonfinite = false;
+      if (i == k) sums_pass<0>(nullptr, golden, &baseline, nullptr, base2, gold2, base_nonfinite);
+      else sums_pass<1>(od.data() + i, golden, nullptr, sums.data() + i, unused2, unused_gold2, unused_nonfinite);
+    });
+  } else {
+    // Up to 3 outputs per pass (the paper's sweeps have 3 algorithms); the baseline's sums in the first.
+    std::size_t done = 0;
+    do {
+      const std::size_t n = std::min<std::size_t>(3, k - done);
+      const Tensor* b = done == 0 ? &baseline : nullptr;
+      if (n == 3) sums_pass<3>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+      else if (n == 2) sums_pass<2>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+      else if (n == 1) sums_pass<1>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+      else sums_pass<0>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
+      done += n;
+    } while (done < k);
+  }
   std::vector<Metrics> ms(k);
   for (std::size_t a = 0; a < k; ++a) {
     Metrics& m = ms[a];

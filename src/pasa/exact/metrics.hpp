@@ -50,8 +50,11 @@ struct Metrics {
 Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& baseline);
 // The metrics of several outputs of one problem (the algorithms of a sweep case) against its golden and
 // baseline, in one pass over the elements: every output's Metrics is that of compare_outputs(*out, golden,
-// baseline) bit for bit, in about the time of one call.
-std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline);
+// baseline) bit for bit, in about the time of one call. Where more than one thread can run it (`threads`,
+// or helpers waiting: parallel_width in core/parallel.hpp) each output and the baseline get a pass of their
+// own, side by side: the same sums in the same element order, so the same bits.
+std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline,
+                                     int threads = 1);
 // The same without the baseline metrics (rmse_uniform_baseline, rmse_centred, skill are NaN).
 Metrics compare_outputs(const Tensor& out, const Tensor& golden);
 

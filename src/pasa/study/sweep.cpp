@@ -355,7 +355,7 @@ SweepBackend library_backend() {
     const auto t2 = std::chrono::steady_clock::now();
     std::vector<const Tensor*> os;
     for (const auto& o : outs) os.push_back(&o.o);
-    const std::vector<Metrics> metrics = compare_outputs(os, golden.o, baseline);
+    const std::vector<Metrics> metrics = compare_outputs(os, golden.o, baseline, threads);
     const double compare_s = seconds_since(t2) / static_cast<double>(missing.size());
     for (std::size_t i = 0; i < missing.size(); ++i) {
       const json m = to_json(metrics[i]);
