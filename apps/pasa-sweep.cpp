@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("config", config_path, "sweep config (JSON); none: the built-in default")->check(CLI::ExistingFile);
   app.add_option("--out", out, "output folder (default: the config's outputs.dir, or sweep-out/<name>)");
   pasa_apps::add_threads(app, threads, "threads in all, split between the --jobs problems (results do not depend on it)");
-  app.add_option("--jobs", jobs, "problems run side by side, each on max(1, threads / jobs) threads; a last round of fewer problems shares them all (same table)")
+  app.add_option("--jobs", jobs, "problems run side by side, each on max(1, threads / jobs) threads; workers with no problem left help the others (same table)")
       ->capture_default_str()
       ->check(pasa_apps::thread_count());
   std::string max_memory;

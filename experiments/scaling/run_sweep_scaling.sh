@@ -4,8 +4,8 @@
 # fig9_uniform_am.json, fig10_hybrid_x0.json, fig10_hybrid_am.json: 7 grid points x 3 seeds = 21 problems at
 # (1, 16, 1280, 128), each a golden and three algorithms), each run on its own as
 #   pasa-sweep CONFIG --jobs J --threads J        for J in 1 2 4 8 16,
-# so J cores in all: J problems side by side on one thread each, and where fewer problems than jobs are
-# left, the last ones split the threads (SweepOptions::jobs). Wall time and CPU seconds (user + system) by
+# so J cores in all: J problems side by side on one thread each, and workers with no problem left helping
+# the loops of those still running (SweepOptions::jobs, LoopHelpers). Wall time and CPU seconds (user + system) by
 # bash's `time` of the whole process (start, plan, every case, the final table and summary); busy = CPU /
 # wall, the cores kept busy on average (at J jobs, J − busy cores waited). A last item, "four paper
 # sweeps", is the four one after another (sums). Every run's table must equal the first run's cell for cell
