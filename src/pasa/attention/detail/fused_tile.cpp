@@ -174,6 +174,20 @@ void transpose_into(const From* src, std::size_t lds, std::size_t m, std::size_t
         for (std::size_t j = j0; j < std::min(n, j0 + 16); ++j) dst[j * ldd + i] = static_cast<To>(src[i * lds + j]);
 }
 
+// tile_scores' GEMM into ft.wide (rows × n) on the item's Q rows packed once (ft.tc_qk): false where the
+// strips decline the operands (bf16-style formats beyond their window), and then for the item's later
+// blocks too (ft.tc_qk cleared), which go through tile_scores.
+bool tc_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
+  const std::size_t rows = ft.rows, D = run.D;
+  const double* q = run.q.head(it.b, it.h) + it.r0 * D;
+  if (ft.tc_q.m == 0) tc_pack_a(run.qk, rows, D, q, D, ft.tc_q);
+  ft.wide.resize(rows * n);
+  const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;  // block j0: D × n
+  ft.tc_qk = dgemm_tensor_core(run.qk, ft.tc_q, q, D, n, run.keys_t.data() + off, n, ft.wide.data(), n);
+  if (ft.tc_qk) gemm_round_output(run.qk, rows, n, ft.wide.data(), n);
+  return ft.tc_qk;
+}
+
 }  // namespace
 
 bool fused_tiles(const Run& run) {
@@ -207,6 +221,10 @@ void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
   ft.ld = ld;
   ft.shift.assign(ft.ld, 0.0);
   ft.shiftf.assign(ft.ld, 0.0f);
+  // tile_scores' GEMM on Q and keys_t in doubles as one GEMM for the item's rows (heads adjacent in Q)
+  ft.tc_qk = !run.float_qk && run.qk.model.kind == GemmKind::tensor_core && run.q_f32.empty() &&
+             run.keys_t_f32.empty() && (it.heads == 1 || it.r1 - it.r0 == run.Sq) && tc_strips(run.qk);
+  ft.tc_q.m = 0;
   if (!run.float_qk) return;  // (the general GEMM reads Q from the run)
   ft.qpanels.resize(panels * 32 * D);
   float* dst = ft.qpanels.data();
@@ -235,7 +253,9 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
   } else {  // the general path's GEMM (tile_scores: same kernel, same operands), its S transposed into t
     const std::size_t rows = ft.rows;
     const bool adjacent = it.heads == 1 || it.r1 - it.r0 == run.Sq;  // (else tile_scores runs one GEMM per head)
-    if (adjacent && gemm_floats_out(run.qk) && !run.q_f32.empty() && !run.keys_t_f32.empty()) {
+    if (ft.tc_qk && tc_scores(run, it, j0, n, ft)) {
+      transpose_into(ft.wide.data(), n, rows, n, t, ld);  // (exact: see fused_tiles)
+    } else if (adjacent && gemm_floats_out(run.qk) && !run.q_f32.empty() && !run.keys_t_f32.empty()) {
       // tile_scores' float-operand call with the output kept in floats (the same kernel and output rounding)
       thread_local std::vector<float> Sf;
       Sf.resize(rows * n);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pasa/attention/detail/blocked_attention.hpp"
+#include "pasa/attention/detail/gemm_tensor_core.hpp"
 
 namespace pasa::detail {
 
@@ -47,6 +48,10 @@ struct FusedBuffers {
   std::vector<double> shift;     // ld: the shift of the exp argument (−inf read as 0)
   std::vector<double> wide;      // a double copy for the general routines
   std::vector<std::uint8_t> vis; // rows × n visibility (masked runs)
+  // The tensor-core model's QKᵀ on its register strips (tc_strips): the item's Q rows packed once (at its
+  // first key block), as every key block's GEMM reads them; tc_q.m = 0 until then.
+  bool tc_qk = false;
+  TcPackedA tc_q;
 };
 FusedBuffers& fused_buffers();
 

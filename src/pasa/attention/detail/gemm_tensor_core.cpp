@@ -125,46 +125,67 @@ struct FieldRange {
     _mm512_store_si512(lanes, v);
     return least ? *std::min_element(lanes, lanes + 16) : *std::max_element(lanes, lanes + 16);
   }
-  int least() const { return reduce(lo, true) - 127; }     // (128 where none: every sum passes)
-  int largest() const { return reduce(hi, false) - 127; }  // (−127 where none)
+  // (least 128 and largest −127 where none: every sum passes)
+  TcFieldLimits limits() const { return {reduce(lo, true) - 127, reduce(hi, false) - 127, subnormal != 0}; }
 };
+// x with each 32-bit lane's low `bits` copied `bits` higher (an exponent stored twice)
+inline __m512i twice(__m512i x, int bits) { return _mm512_or_si512(x, _mm512_sll_epi32(x, _mm_cvtsi32_si128(bits))); }
 
 enum class Strips { finite, not_finite, declined };
 
-template <bool Exp8, int P, class TA, class TB>
-Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, std::size_t lda, const TB* B,
-                  std::size_t ldb, double* C, std::size_t ldc, int F, int ea_min, int eb_min, std::size_t block,
-                  std::size_t promote, bool window, int window_least) {
-  const std::size_t strips = (n + kStrip - 1) / kStrip, pairs = (m + 1) / 2;
-  thread_local std::vector<float> bp_buf, ap_buf;
-  thread_local std::vector<std::int32_t> eap_buf;
-  thread_local std::vector<std::int16_t> ebp_buf;  // (int8 pairs in Exp8)
-  // per row pair and t: Exp8, the two rows' exponents in one int32; int16, each row's in one (k apart)
-  bp_buf.resize(strips * k * kStrip);
-  ebp_buf.resize(strips * k * 32);
-  ap_buf.resize(2 * pairs * k + 16);
-  eap_buf.resize(2 * pairs * k + 16);
-  float* bp = bp_buf.data();
-  std::int16_t* ebp = ebp_buf.data();
-  float* ap = ap_buf.data();
-  std::int32_t* eap = eap_buf.data();
-  const int zero = Exp8 ? -128 : kZero16, huge = Exp8 ? 127 : kHuge16;
-  auto twice = [](__m512i x, int bits) { return _mm512_or_si512(x, _mm512_sll_epi32(x, _mm_cvtsi32_si128(bits))); };
+// B packed for the strips: per strip of 32 columns, k rows of 32 floats (columns past n: 0) and their
+// exponents (Exp8: each twice, bytes 2c and 2c + 1, the two rows' lanes of column c; else int16).
+struct PackedB {
+  std::size_t k = 0, n = 0;
   bool finite = true;
-  FieldRange range_a, range_b;
+  TcFieldLimits limits;
+  std::vector<float> values;
+  std::vector<std::int16_t> exps;
+};
+
+template <bool Exp8, class TB>
+void pack_b(std::size_t k, std::size_t n, const TB* B, std::size_t ldb, int eb_min, bool window, PackedB& pb) {
+  const std::size_t strips = (n + kStrip - 1) / kStrip;
+  pb.k = k;
+  pb.n = n;
+  pb.values.resize(strips * k * kStrip);
+  pb.exps.resize(strips * k * 32);
+  float* bp = pb.values.data();
+  std::int16_t* ebp = pb.exps.data();
+  const int zero = Exp8 ? -128 : kZero16, huge = Exp8 ? 127 : kHuge16;
+  bool finite = true;
+  FieldRange range;
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < strips * kStrip; j += 16) {
       const std::size_t at = ((j / kStrip) * k + t) * kStrip + j % kStrip;
       __m512i e;
       const __m512 v = load16(B + t * ldb + j, j < n ? n - j : 0);
       finite = !exps16(v, eb_min, zero, huge, e) && finite;
-      if (window) range_b.add(v);
+      if (window) range.add(v);
       _mm512_storeu_ps(bp + at, v);
-      // Exp8: each exponent twice (bytes 2c and 2c + 1: the two rows' lanes of column c); else int16
       if (Exp8) e = twice(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 8);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ebp + at), _mm512_cvtepi32_epi16(e));
     }
-  // A by pairs of rows (2i and 2i + 1; a last odd row paired with itself), 16 operands of each at a time
+  pb.finite = finite;
+  pb.limits = range.limits();
+}
+
+// A by pairs of rows (2i and 2i + 1; a last odd row paired with itself): the rows' floats (row r at r·k)
+// and per pair and t the exponents (Exp8: the byte pair (row 0, row 1), twice, in one int32; int16: each
+// row's exponent twice in one int32, the pair's second row k after its first), so that one 32-bit broadcast
+// fills a vector of exponent lanes.
+template <bool Exp8, class TA>
+void pack_a(std::size_t m, std::size_t k, const TA* A, std::size_t lda, int ea_min, bool window, TcPackedA& pa) {
+  const std::size_t pairs = (m + 1) / 2;
+  pa.m = m;
+  pa.k = k;
+  pa.values.resize(2 * pairs * k + 16);
+  pa.exps.resize(2 * pairs * k + 16);
+  float* ap = pa.values.data();
+  std::int32_t* eap = pa.exps.data();
+  const int zero = Exp8 ? -128 : kZero16, huge = Exp8 ? 127 : kHuge16;
+  bool finite = true;
+  FieldRange range;
   for (std::size_t i = 0; i < pairs; ++i) {
     const std::size_t r0 = 2 * i, r1 = std::min(2 * i + 1, m - 1);
     for (std::size_t t = 0; t < k; t += 16) {
@@ -175,13 +196,11 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
       const bool special0 = exps16(v0, ea_min, zero, huge, e0), special1 = exps16(v1, ea_min, zero, huge, e1);
       finite = finite && !special0 && !special1;
       if (window) {
-        range_a.add(v0);
-        range_a.add(v1);
+        range.add(v0);
+        range.add(v1);
       }
       _mm512_mask_storeu_ps(ap + r0 * k + t, tail, v0);
       _mm512_mask_storeu_ps(ap + (2 * i + 1) * k + t, tail, v1);
-      // Exp8: the byte pair (row 0, row 1), twice; int16: each row's exponent twice (one 32-bit broadcast
-      // fills the int16 lanes)
       if (Exp8) {
         const __m512i lo = _mm512_set1_epi32(0xff);
         const __m512i pair = _mm512_or_si512(_mm512_and_si512(e0, lo), _mm512_slli_epi32(_mm512_and_si512(e1, lo), 8));
@@ -193,6 +212,20 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
       }
     }
   }
+  pa.finite = finite;
+  pa.limits = range.limits();
+  pa.exp8 = Exp8;
+}
+
+template <bool Exp8, int P>
+Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size_t ldc, int F, std::size_t block,
+                    std::size_t promote, bool window, int window_least) {
+  const std::size_t m = pa.m, n = pb.n, k = pb.k;
+  const std::size_t strips = (n + kStrip - 1) / kStrip, pairs = (m + 1) / 2;
+  const float* bp = pb.values.data();
+  const std::int16_t* ebp = pb.exps.data();
+  const float* ap = pa.values.data();
+  const std::int32_t* eap = pa.exps.data();
   // Window (operands whose formats reach beyond float's normal range: bf16, tf32): the strips run where the
   // operands at hand keep every product a normal float that is a multiple of 2^-100 (exponent sums at least
   // window_least = (p_a − 1) + (p_b − 1) − 100; none a subnormal float) and below 2^62 (sums at most 60), and
@@ -201,8 +234,9 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
   // 2^(E − F) >= 2^-100, rounded toward zero) is a multiple of 2^-100 and below 2^(62 + log2 k) << 2^(F + 100),
   // so the clamp of E to [F − 100, F + 100] below changes no cut (where it binds, the grid 2^-100 is one every
   // term lies on) and a nonzero accumulator is a normal float. Else the caller runs the loop-per-block path.
-  if (window && (k > std::size_t{1} << 30 || range_a.subnormal != 0 || range_b.subnormal != 0 ||
-                 range_a.least() + range_b.least() < window_least || range_a.largest() + range_b.largest() > 60))
+  const TcFieldLimits &la = pa.limits, &lb = pb.limits;
+  if (window && (k > std::size_t{1} << 30 || la.subnormal || lb.subnormal || la.least + lb.least < window_least ||
+                 la.largest + lb.largest > 60))
     return Strips::declined;
   // The block's E = term_exp's largest exponent, clamped to [F − 100, F + 100] (as the loop-per-block path
   // does, so that 2^(F − E) is a normal float), held biased by 127 (an exponent field): the products' part
@@ -354,7 +388,7 @@ Strips tc_rz_strips(std::size_t m, std::size_t n, std::size_t k, const TA* A, st
       }
     }
   }
-  return finite ? Strips::finite : Strips::not_finite;
+  return pa.finite && pb.finite ? Strips::finite : Strips::not_finite;
 }
 #pragma GCC diagnostic pop
 #endif
@@ -435,9 +469,52 @@ Plan plan_of(const GemmSpec& g) {
   p.strips = ((p.float_lanes && normal_floats) || p.window) && tcf.p <= 24 && tcf.emax == 127 && tcf.subnormals &&
              tcf.specials == Specials::ieee && p.block_opt.overflow == Overflow::ieee && !p.block_opt.flush_input &&
              !p.block_opt.flush_output && p.block_opt.mode == RoundMode::toward_zero && tc.acc_in_block &&
-             p.block <= (std::size_t{1} << (29 - p.F)) && (p.promote == 0 || native(g.acc, fp32()));
+             p.block <= (std::size_t{1} << (29 - p.F)) && (p.promote == 0 || native(g.acc, fp32())) &&
+             (tcf.p == 24 || tcf.p == 14);  // (fp32 and the FP8 models' e8m13: tc_rz_strips' P)
   return p;
 }
+
+#if defined(__AVX512F__)
+// int8 exponent lanes (see tc_rz_strips): the formats' exponents, and their sums, fit
+bool exp8_of(const Plan& p, const GemmSpec& g) {
+  const Format &fa = g.a_format, &fb = g.b_format;
+  return !p.window && fa.emin() >= -40 && fb.emin() >= -40 && fa.emax <= 28 && fb.emax <= 28;
+}
+
+template <class TA>
+void pack_a_for(const Plan& p, const GemmSpec& g, std::size_t m, std::size_t k, const TA* A, std::size_t lda,
+                TcPackedA& pa) {
+  if (exp8_of(p, g)) pack_a<true>(m, k, A, lda, g.a_format.emin(), p.window, pa);
+  else pack_a<false>(m, k, A, lda, g.a_format.emin(), p.window, pa);
+}
+
+// The strips on A packed (A itself at A, lda) and B as given (p.strips): false where they decline (nothing
+// written); else C holds the model's values, IEEE's where a term is not finite.
+template <class TB>
+bool strips_packed(const Plan& p, const GemmSpec& g, const TcPackedA& pa, const double* A, std::size_t lda,
+                   std::size_t n, const TB* B, std::size_t ldb, double* C, std::size_t ldc) {
+  const Format &fa = g.a_format, &fb = g.b_format;
+  const bool exp8 = exp8_of(p, g);
+  if (exp8 != pa.exp8) throw std::logic_error("dgemm_tensor_core: A packed under another spec");
+  thread_local PackedB pb;
+  if (exp8) pack_b<true>(pa.k, n, B, ldb, fb.emin(), p.window, pb);
+  else pack_b<false>(pa.k, n, B, ldb, fb.emin(), p.window, pb);
+  auto go = [&](auto exp8_tag, auto p_tag) {
+    return tc_rz_strips<decltype(exp8_tag)::value, decltype(p_tag)::value>(pa, pb, C, ldc, p.F, p.block, p.promote,
+                                                                            p.window, fa.p + fb.p - 102);
+  };
+  using T8 = std::true_type;
+  using T16 = std::false_type;
+  using P24 = std::integral_constant<int, 24>;
+  using P14 = std::integral_constant<int, 14>;
+  Strips done;
+  if (p.tcf.p == 24) done = exp8 ? go(T8{}, P24{}) : go(T16{}, P24{});
+  else done = exp8 ? go(T8{}, P14{}) : go(T16{}, P14{});  // the FP8 models' e8m13 (plan_of: 24 or 14)
+  if (done == Strips::declined) return false;
+  if (done == Strips::not_finite) ieee_where_not_finite(pa.m, n, pa.k, A, lda, B, ldb, C, ldc);
+  return true;
+}
+#endif
 
 // The strips where the plan allows them (AVX-512 builds); false: the caller runs the loop-per-block path.
 template <class TB>
@@ -447,27 +524,9 @@ bool run_strips([[maybe_unused]] const Plan& p, [[maybe_unused]] const GemmSpec&
                 [[maybe_unused]] double* C, [[maybe_unused]] std::size_t ldc) {
 #if defined(__AVX512F__)
   if (!p.strips) return false;
-  const Format &fa = g.a_format, &fb = g.b_format;
-  const int ea_min = fa.emin(), eb_min = fb.emin();
-  // int8 exponents: see tc_rz_strips
-  const bool exp8 = !p.window && ea_min >= -40 && eb_min >= -40 && fa.emax <= 28 && fb.emax <= 28;
-  auto go = [&](auto exp8_tag, auto p_tag) {
-    return tc_rz_strips<decltype(exp8_tag)::value, decltype(p_tag)::value>(m, n, k, A, lda, B, ldb, C, ldc, p.F, ea_min,
-                                                                            eb_min, p.block, p.promote, p.window,
-                                                                            fa.p + fb.p - 102);
-  };
-  using T8 = std::true_type;
-  using T16 = std::false_type;
-  using P24 = std::integral_constant<int, 24>;
-  using P14 = std::integral_constant<int, 14>;
-  Strips done;
-  if (p.tcf.p == 24) done = exp8 ? go(T8{}, P24{}) : go(T16{}, P24{});
-  else if (p.tcf.p == 14) done = exp8 ? go(T8{}, P14{}) : go(T16{}, P14{});  // the FP8 models' e8m13
-  else return false;
-  if (done == Strips::declined) return false;
-  const bool finite = done == Strips::finite;
-  if (!finite) ieee_where_not_finite(m, n, k, A, lda, B, ldb, C, ldc);
-  return true;
+  thread_local TcPackedA pa;
+  pack_a_for(p, g, m, k, A, lda, pa);
+  return strips_packed(p, g, pa, A, lda, n, B, ldb, C, ldc);
 #else
   return false;
 #endif
@@ -685,6 +744,38 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
     for (std::size_t j = 0; j < n; ++j) out[j] = result[j];
   }
   ieee_where_not_finite(m, n, k, A, lda, B, ldb, C, ldc);
+}
+
+bool tc_strips([[maybe_unused]] const GemmSpec& g) {
+#if defined(__AVX512F__)
+  return plan_of(g).strips;
+#else
+  return false;
+#endif
+}
+
+void tc_pack_a([[maybe_unused]] const GemmSpec& g, [[maybe_unused]] std::size_t m, [[maybe_unused]] std::size_t k,
+               [[maybe_unused]] const double* A, [[maybe_unused]] std::size_t lda, [[maybe_unused]] TcPackedA& pa) {
+#if defined(__AVX512F__)
+  const Plan p = plan_of(g);
+  if (!p.strips) throw std::logic_error("tc_pack_a: a spec that does not run on the strips");
+  pack_a_for(p, g, m, k, A, lda, pa);
+#else
+  throw std::logic_error("tc_pack_a: the strips need AVX-512");
+#endif
+}
+
+bool dgemm_tensor_core([[maybe_unused]] const GemmSpec& g, [[maybe_unused]] const TcPackedA& pa,
+                       [[maybe_unused]] const double* A, [[maybe_unused]] std::size_t lda, [[maybe_unused]] std::size_t n,
+                       [[maybe_unused]] const double* B, [[maybe_unused]] std::size_t ldb, [[maybe_unused]] double* C,
+                       [[maybe_unused]] std::size_t ldc) {
+#if defined(__AVX512F__)
+  const Plan p = plan_of(g);
+  if (!p.strips) throw std::logic_error("dgemm_tensor_core: packed A for a spec that does not run on the strips");
+  return strips_packed(p, g, pa, A, lda, n, B, ldb, C, ldc);
+#else
+  throw std::logic_error("dgemm_tensor_core: the strips need AVX-512");
+#endif
 }
 
 }  // namespace pasa::detail
