@@ -234,9 +234,9 @@ Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size
   // 2^(E − F) >= 2^-100, rounded toward zero) is a multiple of 2^-100 and below 2^(62 + log2 k) << 2^(F + 100),
   // so the clamp of E to [F − 100, F + 100] below changes no cut (where it binds, the grid 2^-100 is one every
   // term lies on) and a nonzero accumulator is a normal float. Else the caller runs the loop-per-block path.
-  const TcFieldLimits &la = pa.limits, &lb = pb.limits;
-  if (window && (k > std::size_t{1} << 30 || la.subnormal || lb.subnormal || la.least + lb.least < window_least ||
-                 la.largest + lb.largest > 60))
+  const TcFieldLimits &range_a = pa.limits, &range_b = pb.limits;
+  if (window && (k > std::size_t{1} << 30 || range_a.subnormal != 0 || range_b.subnormal != 0 ||
+                 range_a.least() + range_b.least() < window_least || range_a.largest() + range_b.largest() > 60))
     return Strips::declined;
   // The block's E = term_exp's largest exponent, clamped to [F − 100, F + 100] (as the loop-per-block path
   // does, so that 2^(F − E) is a normal float), held biased by 127 (an exponent field): the products' part
@@ -245,12 +245,15 @@ Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size
   // 1 (−127, −126) where term_exp gives kZeroExp or −126, an inf or NaN 255 (128) for kHugeExp: with
   // 0 <= F <= 25 all of these lie beyond [F − 100, F + 100], so the clamped E is the same.
   const __m512i lo16 = _mm512_set1_epi16(static_cast<std::int16_t>(F - 100)), bias16 = _mm512_set1_epi16(127);
-  const __m512i hi_b = _mm512_set1_epi32(F + 100 + 127);
+  // (the exponent fields compared and subtracted where they lie in a float, bits 23..30: the accumulator's
+  // is its bits masked, one operation where shifting it down takes two)
+  const __m512i hi_b = _mm512_set1_epi32((F + 100 + 127) << 23), field_bits = _mm512_set1_epi32(0x7f800000);
   auto biased = [&](__m512i P16) { return _mm512_add_epi16(_mm512_max_epi16(P16, lo16), bias16); };
-  auto scale_of = [&](__m512i Pb, __m512 c) {  // 2^(F − E): the exponent field 254 + F − (E + 127)
-    const __m512i field = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(c), 1), 24);
+  auto scale_of = [&](__m512i P16, __m512 c) {  // 2^(F − E): the exponent field 254 + F − (E + 127)
+    const __m512i Pb = _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(P16)), 23);
+    const __m512i field = _mm512_and_si512(_mm512_castps_si512(c), field_bits);
     const __m512i Eb = _mm512_min_epi32(_mm512_max_epi32(field, Pb), hi_b);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254 + F), Eb), 23));
+    return _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32((254 + F) << 23), Eb));
   };
   // A normal float rounded toward zero to P bits: its low 24 − P significand bits cleared (truncations on
   // nested grids compose: one rounding toward zero of the exact value).
@@ -278,17 +281,29 @@ Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size
   // The same in int32 and float: the sum (below 2^31) cut to 24 bits toward zero, scaled by 2^(E − F) (exact:
   // E >= F − 100, so the result is a normal float, or past the largest it is fp32's largest), then cut to P
   // bits (the largest: the format's). c · 2^(F − E) is exact in float (a power of two within range), its
-  // truncation the cut accumulator.
-  auto finish = [&](__m512i isum, __m512 c, __m512 sc) {
+  // truncation the cut accumulator. with_acc adds it; finish scales back where no lane overflowed (the sign
+  // bits of overflowed: one test for a block's four vectors, since an overflow is rare: it needs terms near
+  // 2^(F + 2) each).
+  struct Sum {
+    __m512i isum, ci, sum;
+  };
+  auto with_acc = [&](__m512i isum, __m512 c, __m512 sc) {
     const __m512i ci = _mm512_cvttps_epi32(_mm512_mul_ps(c, sc));
-    const __m512i sum = _mm512_add_epi32(isum, ci);
-    const __mmask16 overflow =
-        _mm512_movepi32_mask(_mm512_and_si512(_mm512_xor_si512(isum, sum), _mm512_xor_si512(ci, sum)));
-    if (overflow != 0) return finish_wide(isum, ci, sc);
+    return Sum{isum, ci, _mm512_add_epi32(isum, ci)};
+  };
+  auto overflowed = [](const Sum& s) {
+    return _mm512_and_si512(_mm512_xor_si512(s.isum, s.sum), _mm512_xor_si512(s.ci, s.sum));
+  };
+  auto finish = [&](const Sum& s, __m512 sc) {
     // 2^(E − F): the exponent field 254 − that of sc
     const __m512 pw = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(254 << 23), _mm512_castps_si512(sc)));
-    return cut(_mm512_mul_round_ps(_mm512_cvt_roundepi32_ps(sum, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), pw,
+    return cut(_mm512_mul_round_ps(_mm512_cvt_roundepi32_ps(s.sum, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), pw,
                                    _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+  };
+  auto finish_checked = [&](const Sum& s, __m512 sc) {
+    const __mmask16 overflow = _mm512_movepi32_mask(overflowed(s));
+    if (overflow != 0) return finish_wide(s.isum, s.ci, sc);
+    return finish(s, sc);
   };
   for (std::size_t s = 0; s < strips; ++s) {
     const float* bs = bp + s * k * kStrip;
@@ -345,10 +360,8 @@ Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size
         }
         R0 = biased(R0);
         R1 = biased(R1);
-        const __m512 sc00 = scale_of(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(R0)), c00);
-        const __m512 sc01 = scale_of(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(R0, 1)), c01);
-        const __m512 sc10 = scale_of(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(R1)), c10);
-        const __m512 sc11 = scale_of(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(R1, 1)), c11);
+        const __m512 sc00 = scale_of(R0, c00), sc01 = scale_of(_mm512_shuffle_i64x2(R0, R0, 0xEE), c01);
+        const __m512 sc10 = scale_of(R1, c10), sc11 = scale_of(_mm512_shuffle_i64x2(R1, R1, 0xEE), c11);
         __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
         for (std::size_t t = t0; t < t1; ++t) {
           const __m512 b0 = _mm512_loadu_ps(bs + t * kStrip), b1 = _mm512_loadu_ps(bs + t * kStrip + 16);
@@ -359,10 +372,16 @@ Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size
           i10 = _mm512_add_epi32(i10, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x1, b0), sc10)));
           i11 = _mm512_add_epi32(i11, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x1, b1), sc11)));
         }
-        c00 = finish(i00, c00, sc00);
-        c01 = finish(i01, c01, sc01);
-        c10 = finish(i10, c10, sc10);
-        c11 = finish(i11, c11, sc11);
+        const Sum s00 = with_acc(i00, c00, sc00), s01 = with_acc(i01, c01, sc01), s10 = with_acc(i10, c10, sc10),
+                  s11 = with_acc(i11, c11, sc11);
+        const __m512i any = _mm512_or_si512(_mm512_or_si512(overflowed(s00), overflowed(s01)),
+                                            _mm512_or_si512(overflowed(s10), overflowed(s11)));
+        if (_mm512_movepi32_mask(any) == 0) {
+          c00 = finish(s00, sc00), c01 = finish(s01, sc01), c10 = finish(s10, sc10), c11 = finish(s11, sc11);
+        } else {
+          c00 = finish_checked(s00, sc00), c01 = finish_checked(s01, sc01);
+          c10 = finish_checked(s10, sc10), c11 = finish_checked(s11, sc11);
+        }
         since_promotion += t1 - t0;
         const bool promote_now = promote > 0 && (since_promotion == promote || t1 == k);
         if (promote_now) {  // the CUDA cores' fp32 add (RNE)

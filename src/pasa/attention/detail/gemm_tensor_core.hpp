@@ -23,8 +23,10 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
 // The exponent fields of an operand's nonzero finite values (their least and largest, unbiased; 128 and −127
 // where none) and whether one was a subnormal float: what the strips of bf16-style formats check.
 struct TcFieldLimits {
-  int least = 128, largest = -127;
+  int lo = 128, hi = -127;
   bool subnormal = false;
+  int least() const { return lo; }
+  int largest() const { return hi; }
 };
 
 // A (m × k) packed for the tensor-core model's register strips (gemm_tensor_core.cpp), reusable over calls
