@@ -174,18 +174,63 @@ void transpose_into(const From* src, std::size_t lds, std::size_t m, std::size_t
         for (std::size_t j = j0; j < std::min(n, j0 + 16); ++j) dst[j * ldd + i] = static_cast<To>(src[i * lds + j]);
 }
 
-// tile_scores' GEMM into ft.wide (rows × n) on the item's Q rows packed once (ft.tc_qk): false where the
-// strips decline the operands (bf16-style formats beyond their window), and then for the item's later
-// blocks too (ft.tc_qk cleared), which go through tile_scores.
+// The K (keys_t) or V block j0 (n keys) of the item's head packed for the strips: from the thread's buffers
+// where an earlier item of the same run and head packed it. A head's blocks are kept only up to kTcKeep
+// elements of K (12 bytes each with V's, per thread); beyond, every tile packs its block into one slot.
+constexpr std::size_t kTcKeep = std::size_t{1} << 20;
+const TcPackedB& tc_block(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool values,
+                          FusedBuffers& ft) {
+  const std::size_t head = it.b * run.Nkv + it.hk, D = run.D, s2 = run.spec.s2;
+  const bool keep = run.Skv * D <= kTcKeep;
+  if (ft.tc_run != run.serial || ft.tc_head != head || !keep) {
+    const std::size_t blocks = keep ? (run.Skv + s2 - 1) / s2 : 1;
+    ft.tc_k.resize(blocks);
+    ft.tc_v.resize(blocks);
+    for (std::size_t i = 0; i < blocks; ++i) ft.tc_k[i].n = ft.tc_v[i].n = 0;  // (their buffers kept)
+    ft.tc_run = run.serial;
+    ft.tc_head = head;
+  }
+  TcPackedB& pb = (values ? ft.tc_v : ft.tc_k)[keep ? j0 / s2 : 0];
+  if (pb.n == 0) {
+    if (values) tc_pack_b(run.pv, n, D, run.v.data.data() + (head * run.Skv + j0) * D, D, pb);
+    else tc_pack_b(run.qk, D, n, run.keys_t.data() + head * D * run.Skv + j0 * D, n, pb);  // block j0: D × n
+  }
+  return pb;
+}
+
+// tile_scores' GEMM into ft.wide (rows × n) on the packed Q rows and K block (ft.tc_qk): false where the
+// strips decline the operands (bf16-style formats beyond their window), and then for the item's later blocks
+// too (ft.tc_qk cleared), which go through tile_scores.
 bool tc_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
   const std::size_t rows = ft.rows, D = run.D;
   const double* q = run.q.head(it.b, it.h) + it.r0 * D;
   if (ft.tc_q.m == 0) tc_pack_a(run.qk, rows, D, q, D, ft.tc_q);
   ft.wide.resize(rows * n);
-  const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;  // block j0: D × n
-  ft.tc_qk = dgemm_tensor_core(run.qk, ft.tc_q, q, D, n, run.keys_t.data() + off, n, ft.wide.data(), n);
+  const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
+  ft.tc_qk = dgemm_tensor_core(run.qk, ft.tc_q, q, D, tc_block(run, it, j0, n, false, ft), run.keys_t.data() + off,
+                               n, ft.wide.data(), n);
   if (ft.tc_qk) gemm_round_output(run.qk, rows, n, ft.wide.data(), n);
   return ft.tc_qk;
+}
+
+// tile_pv's GEMM into ft.pv on P (rows × n, held transposed in t) and the packed V block (ft.tc_pv): false
+// where the strips decline the operands (nothing written; ft.tc_pv cleared as in tc_scores).
+bool tc_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
+  const std::size_t rows = ft.rows, D = run.D;
+  thread_local std::vector<float> Pf;
+  thread_local std::vector<double> PV;
+  Pf.resize(rows * n);
+  PV.resize(rows * D);
+  transpose_into(ft.t.data(), ft.ld, n, rows, Pf.data(), n);
+  tc_pack_a(run.pv, rows, n, Pf.data(), n, ft.tc_p);
+  const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * D + j0 * D;
+  ft.tc_pv = dgemm_tensor_core(run.pv, ft.tc_p, Pf.data(), n, tc_block(run, it, j0, n, true, ft),
+                               run.v.data.data() + off, D, PV.data(), D);
+  if (!ft.tc_pv) return false;
+  gemm_round_output(run.pv, rows, D, PV.data(), D);
+  ft.pv.resize(rows * D);
+  for (std::size_t i = 0; i < rows * D; ++i) ft.pv[i] = static_cast<float>(PV[i]);  // (exact: see fused_tiles)
+  return true;
 }
 
 }  // namespace
@@ -221,9 +266,11 @@ void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
   ft.ld = ld;
   ft.shift.assign(ft.ld, 0.0);
   ft.shiftf.assign(ft.ld, 0.0f);
-  // tile_scores' GEMM on Q and keys_t in doubles as one GEMM for the item's rows (heads adjacent in Q)
+  // tile_scores' GEMM on Q and keys_t in doubles as one GEMM for the item's rows (heads adjacent in Q), and
+  // tile_pv's on V in doubles
   ft.tc_qk = !run.float_qk && run.qk.model.kind == GemmKind::tensor_core && run.q_f32.empty() &&
              run.keys_t_f32.empty() && (it.heads == 1 || it.r1 - it.r0 == run.Sq) && tc_strips(run.qk);
+  ft.tc_pv = !run.float_pv && run.pv.model.kind == GemmKind::tensor_core && run.v_f32.empty() && tc_strips(run.pv);
   ft.tc_q.m = 0;
   if (!run.float_qk) return;  // (the general GEMM reads Q from the run)
   ft.qpanels.resize(panels * 32 * D);
@@ -491,6 +538,7 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
     gemm(run.pv, rows, D, n, Pf.data(), n, run.v_f32.data() + off, D, ft.pv.data(), D);
     return;
   }
+  if (ft.tc_pv && tc_pv(run, it, j0, n, ft)) return;
   if (!run.float_pv) {  // the general path's GEMM (tile_pv: same kernel, P row-major as it reads it)
     thread_local std::vector<double> Pd, PV;
     Pd.resize(rows * n);

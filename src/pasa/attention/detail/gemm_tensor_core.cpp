@@ -133,18 +133,10 @@ inline __m512i twice(__m512i x, int bits) { return _mm512_or_si512(x, _mm512_sll
 
 enum class Strips { finite, not_finite, declined };
 
-// B packed for the strips: per strip of 32 columns, k rows of 32 floats (columns past n: 0) and their
-// exponents (Exp8: each twice, bytes 2c and 2c + 1, the two rows' lanes of column c; else int16).
-struct PackedB {
-  std::size_t k = 0, n = 0;
-  bool finite = true;
-  TcFieldLimits limits;
-  std::vector<float> values;
-  std::vector<std::int16_t> exps;
-};
-
+// B packed for the strips (TcPackedB): per strip of 32 columns, k rows of 32 floats (columns past n: 0) and
+// their exponents (Exp8: each twice, bytes 2c and 2c + 1, the two rows' lanes of column c; else int16).
 template <bool Exp8, class TB>
-void pack_b(std::size_t k, std::size_t n, const TB* B, std::size_t ldb, int eb_min, bool window, PackedB& pb) {
+void pack_b(std::size_t k, std::size_t n, const TB* B, std::size_t ldb, int eb_min, bool window, TcPackedB& pb) {
   const std::size_t strips = (n + kStrip - 1) / kStrip;
   pb.k = k;
   pb.n = n;
@@ -168,6 +160,7 @@ void pack_b(std::size_t k, std::size_t n, const TB* B, std::size_t ldb, int eb_m
     }
   pb.finite = finite;
   pb.limits = range.limits();
+  pb.exp8 = Exp8;
 }
 
 // A by pairs of rows (2i and 2i + 1; a last odd row paired with itself): the rows' floats (row r at r·k)
@@ -218,7 +211,7 @@ void pack_a(std::size_t m, std::size_t k, const TA* A, std::size_t lda, int ea_m
 }
 
 template <bool Exp8, int P>
-Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size_t ldc, int F, std::size_t block,
+Strips tc_rz_strips(const TcPackedA& pa, const TcPackedB& pb, double* C, std::size_t ldc, int F, std::size_t block,
                     std::size_t promote, bool window, int window_least) {
   const std::size_t m = pa.m, n = pb.n, k = pb.k;
   const std::size_t strips = (n + kStrip - 1) / kStrip, pairs = (m + 1) / 2;
@@ -414,14 +407,14 @@ Strips tc_rz_strips(const TcPackedA& pa, const PackedB& pb, double* C, std::size
 
 // A non-finite operand: IEEE arithmetic's value wherever the exact sum is not finite (the model's value is
 // left where the FMA chain stays finite: a column whose terms are all finite).
-template <class TB>
-void ieee_where_not_finite(std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
+template <class TA, class TB>
+void ieee_where_not_finite(std::size_t m, std::size_t n, std::size_t k, const TA* A, std::size_t lda,
                            const TB* B, std::size_t ldb, double* C, std::size_t ldc) {
   bool all_finite = true;
   for (std::size_t t = 0; t < k; ++t)
     for (std::size_t j = 0; j < n; ++j) all_finite = all_finite && std::isfinite(B[t * ldb + j]);
   for (std::size_t r = 0; r < m; ++r) {
-    const double* a = A + r * lda;
+    const TA* a = A + r * lda;
     bool row_finite = all_finite;
     for (std::size_t t = 0; t < k; ++t) row_finite = row_finite && std::isfinite(a[t]);
     if (row_finite) continue;
@@ -506,21 +499,24 @@ void pack_a_for(const Plan& p, const GemmSpec& g, std::size_t m, std::size_t k, 
   if (exp8_of(p, g)) pack_a<true>(m, k, A, lda, g.a_format.emin(), p.window, pa);
   else pack_a<false>(m, k, A, lda, g.a_format.emin(), p.window, pa);
 }
-
-// The strips on A packed (A itself at A, lda) and B as given (p.strips): false where they decline (nothing
-// written); else C holds the model's values, IEEE's where a term is not finite.
 template <class TB>
-bool strips_packed(const Plan& p, const GemmSpec& g, const TcPackedA& pa, const double* A, std::size_t lda,
-                   std::size_t n, const TB* B, std::size_t ldb, double* C, std::size_t ldc) {
-  const Format &fa = g.a_format, &fb = g.b_format;
+void pack_b_for(const Plan& p, const GemmSpec& g, std::size_t k, std::size_t n, const TB* B, std::size_t ldb,
+                TcPackedB& pb) {
+  if (exp8_of(p, g)) pack_b<true>(k, n, B, ldb, g.b_format.emin(), p.window, pb);
+  else pack_b<false>(k, n, B, ldb, g.b_format.emin(), p.window, pb);
+}
+
+// The strips on packed operands (p.strips; A and B themselves at A, lda and B, ldb): false where they decline
+// (nothing written); else C holds the model's values, IEEE's where a term is not finite.
+template <class TA, class TB>
+bool strips_packed(const Plan& p, const GemmSpec& g, const TcPackedA& pa, const TA* A, std::size_t lda,
+                   const TcPackedB& pb, const TB* B, std::size_t ldb, double* C, std::size_t ldc) {
   const bool exp8 = exp8_of(p, g);
-  if (exp8 != pa.exp8) throw std::logic_error("dgemm_tensor_core: A packed under another spec");
-  thread_local PackedB pb;
-  if (exp8) pack_b<true>(pa.k, n, B, ldb, fb.emin(), p.window, pb);
-  else pack_b<false>(pa.k, n, B, ldb, fb.emin(), p.window, pb);
+  if (exp8 != pa.exp8 || exp8 != pb.exp8 || pa.k != pb.k)
+    throw std::logic_error("dgemm_tensor_core: operands packed under another spec or of other sizes");
   auto go = [&](auto exp8_tag, auto p_tag) {
-    return tc_rz_strips<decltype(exp8_tag)::value, decltype(p_tag)::value>(pa, pb, C, ldc, p.F, p.block, p.promote,
-                                                                            p.window, fa.p + fb.p - 102);
+    return tc_rz_strips<decltype(exp8_tag)::value, decltype(p_tag)::value>(
+        pa, pb, C, ldc, p.F, p.block, p.promote, p.window, g.a_format.p + g.b_format.p - 102);
   };
   using T8 = std::true_type;
   using T16 = std::false_type;
@@ -530,7 +526,7 @@ bool strips_packed(const Plan& p, const GemmSpec& g, const TcPackedA& pa, const 
   if (p.tcf.p == 24) done = exp8 ? go(T8{}, P24{}) : go(T16{}, P24{});
   else done = exp8 ? go(T8{}, P14{}) : go(T16{}, P14{});  // the FP8 models' e8m13 (plan_of: 24 or 14)
   if (done == Strips::declined) return false;
-  if (done == Strips::not_finite) ieee_where_not_finite(pa.m, n, pa.k, A, lda, B, ldb, C, ldc);
+  if (done == Strips::not_finite) ieee_where_not_finite(pa.m, pb.n, pa.k, A, lda, B, ldb, C, ldc);
   return true;
 }
 #endif
@@ -544,8 +540,10 @@ bool run_strips([[maybe_unused]] const Plan& p, [[maybe_unused]] const GemmSpec&
 #if defined(__AVX512F__)
   if (!p.strips) return false;
   thread_local TcPackedA pa;
+  thread_local TcPackedB pb;
   pack_a_for(p, g, m, k, A, lda, pa);
-  return strips_packed(p, g, pa, A, lda, n, B, ldb, C, ldc);
+  pack_b_for(p, g, k, n, B, ldb, pb);
+  return strips_packed(p, g, pa, A, lda, pb, B, ldb, C, ldc);
 #else
   return false;
 #endif
@@ -773,28 +771,60 @@ bool tc_strips([[maybe_unused]] const GemmSpec& g) {
 #endif
 }
 
-void tc_pack_a([[maybe_unused]] const GemmSpec& g, [[maybe_unused]] std::size_t m, [[maybe_unused]] std::size_t k,
-               [[maybe_unused]] const double* A, [[maybe_unused]] std::size_t lda, [[maybe_unused]] TcPackedA& pa) {
-#if defined(__AVX512F__)
+namespace {
+// The plan of g, which must run on the strips (the packed entry points)
+[[maybe_unused]] Plan strips_plan(const GemmSpec& g) {
   const Plan p = plan_of(g);
-  if (!p.strips) throw std::logic_error("tc_pack_a: a spec that does not run on the strips");
+#if defined(__AVX512F__)
+  if (p.strips) return p;
+#endif
+  throw std::logic_error("tensor-core GEMM: packed operands for a spec that does not run on the strips (tc_strips)");
+}
+
+template <class TA>
+void pack_a_checked(const GemmSpec& g, std::size_t m, std::size_t k, const TA* A, std::size_t lda, TcPackedA& pa) {
+  [[maybe_unused]] const Plan p = strips_plan(g);
+#if defined(__AVX512F__)
   pack_a_for(p, g, m, k, A, lda, pa);
 #else
-  throw std::logic_error("tc_pack_a: the strips need AVX-512");
+  (void)m, (void)k, (void)A, (void)lda, (void)pa;
 #endif
 }
 
-bool dgemm_tensor_core([[maybe_unused]] const GemmSpec& g, [[maybe_unused]] const TcPackedA& pa,
-                       [[maybe_unused]] const double* A, [[maybe_unused]] std::size_t lda, [[maybe_unused]] std::size_t n,
-                       [[maybe_unused]] const double* B, [[maybe_unused]] std::size_t ldb, [[maybe_unused]] double* C,
-                       [[maybe_unused]] std::size_t ldc) {
+template <class TA>
+bool gemm_packed(const GemmSpec& g, const TcPackedA& pa, const TA* A, std::size_t lda, const TcPackedB& pb,
+                 const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+  [[maybe_unused]] const Plan p = strips_plan(g);
 #if defined(__AVX512F__)
-  const Plan p = plan_of(g);
-  if (!p.strips) throw std::logic_error("dgemm_tensor_core: packed A for a spec that does not run on the strips");
-  return strips_packed(p, g, pa, A, lda, n, B, ldb, C, ldc);
+  return strips_packed(p, g, pa, A, lda, pb, B, ldb, C, ldc);
 #else
-  throw std::logic_error("dgemm_tensor_core: the strips need AVX-512");
+  (void)pa, (void)A, (void)lda, (void)pb, (void)B, (void)ldb, (void)C, (void)ldc;
+  return false;
 #endif
+}
+}  // namespace
+
+void tc_pack_a(const GemmSpec& g, std::size_t m, std::size_t k, const double* A, std::size_t lda, TcPackedA& pa) {
+  pack_a_checked(g, m, k, A, lda, pa);
+}
+void tc_pack_a(const GemmSpec& g, std::size_t m, std::size_t k, const float* A, std::size_t lda, TcPackedA& pa) {
+  pack_a_checked(g, m, k, A, lda, pa);
+}
+void tc_pack_b(const GemmSpec& g, std::size_t k, std::size_t n, const double* B, std::size_t ldb, TcPackedB& pb) {
+  [[maybe_unused]] const Plan p = strips_plan(g);
+#if defined(__AVX512F__)
+  pack_b_for(p, g, k, n, B, ldb, pb);
+#else
+  (void)k, (void)n, (void)B, (void)ldb, (void)pb;
+#endif
+}
+bool dgemm_tensor_core(const GemmSpec& g, const TcPackedA& pa, const double* A, std::size_t lda, const TcPackedB& pb,
+                       const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+  return gemm_packed(g, pa, A, lda, pb, B, ldb, C, ldc);
+}
+bool dgemm_tensor_core(const GemmSpec& g, const TcPackedA& pa, const float* A, std::size_t lda, const TcPackedB& pb,
+                       const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+  return gemm_packed(g, pa, A, lda, pb, B, ldb, C, ldc);
 }
 
 }  // namespace pasa::detail
