@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -165,13 +166,56 @@ void round_floats(const StageSpec& sp, float* x, std::size_t n) {
   return floats && g.out.round.mode != RoundMode::stochastic && g.acc.round.mode != RoundMode::stochastic;
 }
 
-// dst[j·ldd + i] = src[i·lds + j] (i < m, j < n), converted, in 16 × 16 blocks (both sides stay in cache).
+#if defined(__AVX512F__)
+inline __m512 row16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 row16(const double* p) {  // (the values are floats: exact)
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
+                            _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1);
+}
+// dst[j·ldd + i] = src[i·lds + j] for a whole 16 × 16 block, in registers: pairs of rows interleaved
+// (unpack ps), then pairs of pairs (unpack pd): 128-bit lane l of u[4k + j] holds column 4l + j of rows
+// 4k..4k+3; then the 4 × 4 transposition of those lanes (two rounds of shuffle_f32x4).
+template <class From>
+void transpose16(const From* src, std::size_t lds, float* dst, std::size_t ldd) {
+  __m512 r[16], u[16];
+  for (int i = 0; i < 16; ++i) r[i] = row16(src + i * lds);
+  for (int k = 0; k < 4; ++k) {
+    const __m512 t0 = _mm512_unpacklo_ps(r[4 * k], r[4 * k + 1]), t1 = _mm512_unpackhi_ps(r[4 * k], r[4 * k + 1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[4 * k + 2], r[4 * k + 3]), t3 = _mm512_unpackhi_ps(r[4 * k + 2], r[4 * k + 3]);
+    auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    u[4 * k] = lo(t0, t2);
+    u[4 * k + 1] = hi(t0, t2);
+    u[4 * k + 2] = lo(t1, t3);
+    u[4 * k + 3] = hi(t1, t3);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(v0, v2, 0x88));
+    _mm512_storeu_ps(dst + (4 + j) * ldd, _mm512_shuffle_f32x4(v1, v3, 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * ldd, _mm512_shuffle_f32x4(v0, v2, 0xDD));
+    _mm512_storeu_ps(dst + (12 + j) * ldd, _mm512_shuffle_f32x4(v1, v3, 0xDD));
+  }
+}
+#endif
+
+// dst[j·ldd + i] = src[i·lds + j] (i < m, j < n), converted, in 16 × 16 blocks (both sides stay in cache;
+// whole blocks into floats in registers).
 template <class From, class To>
 void transpose_into(const From* src, std::size_t lds, std::size_t m, std::size_t n, To* dst, std::size_t ldd) {
   for (std::size_t i0 = 0; i0 < m; i0 += 16)
-    for (std::size_t j0 = 0; j0 < n; j0 += 16)
+    for (std::size_t j0 = 0; j0 < n; j0 += 16) {
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<To, float>)
+        if (i0 + 16 <= m && j0 + 16 <= n) {
+          transpose16(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd);
+          continue;
+        }
+#endif
       for (std::size_t i = i0; i < std::min(m, i0 + 16); ++i)
         for (std::size_t j = j0; j < std::min(n, j0 + 16); ++j) dst[j * ldd + i] = static_cast<To>(src[i * lds + j]);
+    }
 }
 
 // The K (keys_t) or V block j0 (n keys) of the item's head packed for the strips: from the thread's buffers
