@@ -242,8 +242,8 @@ const TcPackedB& tc_block(const Run& run, const Item& it, std::size_t j0, std::s
   return pb;
 }
 
-// tile_scores' GEMM into ft.wide (rows × n) on the packed Q rows and K block (ft.tc_qk), its output rounding
-// left to the caller where it is fp16 (gemm_output_fp16: F16C on the floats): false where the
+// tile_scores' GEMM into ft.wide (rows × n) on the packed Q rows and K block (ft.tc_qk), before its output
+// rounding (the caller's, on floats): false where the
 // strips decline the operands (bf16-style formats beyond their window), and then for the item's later blocks
 // too (ft.tc_qk cleared), which go through tile_scores.
 bool tc_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
@@ -254,7 +254,6 @@ bool tc_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fu
   const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
   ft.tc_qk = dgemm_tensor_core(run.qk, ft.tc_q, q, D, tc_block(run, it, j0, n, false, ft), run.keys_t.data() + off,
                                n, ft.wide.data(), n);
-  if (ft.tc_qk && !gemm_output_fp16(run.qk)) gemm_round_output(run.qk, rows, n, ft.wide.data(), n);
   return ft.tc_qk;
 }
 
@@ -347,13 +346,21 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
     const bool adjacent = it.heads == 1 || it.r1 - it.r0 == run.Sq;  // (else tile_scores runs one GEMM per head)
     if (ft.tc_qk && tc_scores(run, it, j0, n, ft)) {
       transpose_into(ft.wide.data(), n, rows, n, t, ld);  // (exact: see fused_tiles)
-      // an fp16 output rounded here, in floats (tc_scores leaves it): the F16C conversion, as sgemm_fma_packed
-      // rounds the ordered model's (the model's values are floats)
+      // the output rounding here, on the floats (the model's values are floats), as the ordered model's:
+      // fp16 by the F16C conversion (sgemm_fma_packed's), else gemm_round_output
+      for (std::size_t c = 0; c < n; ++c) {
+        float* row = t + c * ld;
 #if defined(__AVX512F__)  // (tc_strips: AVX-512 builds only)
-      if (gemm_output_fp16(run.qk))
-        for (std::size_t c = 0; c < n; ++c)
-          for (std::size_t r = 0; r < ft.w; r += 16) _mm512_storeu_ps(t + c * ld + r, fp16_16(_mm512_loadu_ps(t + c * ld + r)));
+        if (gemm_output_fp16(run.qk)) {
+          for (std::size_t r = 0; r < rows; r += 16) {
+            const __mmask16 m = rows - r >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (rows - r)) - 1);
+            _mm512_mask_storeu_ps(row + r, m, fp16_16(_mm512_maskz_loadu_ps(m, row + r)));
+          }
+          continue;
+        }
 #endif
+        gemm_round_output(run.qk, row, rows);
+      }
     } else if (adjacent && gemm_floats_out(run.qk) && !run.q_f32.empty() && !run.keys_t_f32.empty()) {
       // tile_scores' float-operand call with the output kept in floats (the same kernel and output rounding)
       thread_local std::vector<float> Sf;
