@@ -133,6 +133,11 @@ inline __m512i twice(__m512i x, int bits) { return _mm512_or_si512(x, _mm512_sll
 
 enum class Strips { finite, not_finite, declined };
 
+// An empty statement that takes the four loop-carried vectors in registers and gives them back: without it
+// GCC 12 computes each new value of an accumulator into another register and copies it back, one extra
+// vector move per accumulator and step of the strips' loops.
+inline void in_place(__m512i& a, __m512i& b, __m512i& c, __m512i& d) { asm("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d)); }
+
 // B packed for the strips (TcPackedB): per strip of 32 columns, k rows of 32 floats (columns past n: 0) and
 // their exponents (Exp8: each twice, bytes 2c and 2c + 1, the two rows' lanes of column c; else int16).
 template <bool Exp8, class TB>
@@ -325,6 +330,7 @@ Strips tc_rz_strips(const TcPackedA& pa, const TcPackedB& pb, double* C, std::si
             M1 = step(M1, t + 1);
             M2 = step(M2, t + 2);
             M3 = step(M3, t + 3);
+            in_place(M0, M1, M2, M3);
           }
           for (; t < t1; ++t) M0 = step(M0, t);
           const __m512i E8 = _mm512_max_epi8(_mm512_max_epi8(M0, M1), _mm512_max_epi8(M2, M3));
@@ -342,6 +348,7 @@ Strips tc_rz_strips(const TcPackedA& pa, const TcPackedB& pb, double* C, std::si
             M1 = step(M1, eb, k + t);
             M2 = step(M2, eb1, t + 1);
             M3 = step(M3, eb1, k + t + 1);
+            in_place(M0, M1, M2, M3);
           }
           for (; t < t1; ++t) {
             const __m512i eb = _mm512_loadu_si512(es + t * 32);
@@ -364,6 +371,7 @@ Strips tc_rz_strips(const TcPackedA& pa, const TcPackedB& pb, double* C, std::si
           i01 = _mm512_add_epi32(i01, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x0, b1), sc01)));
           i10 = _mm512_add_epi32(i10, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x1, b0), sc10)));
           i11 = _mm512_add_epi32(i11, _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(x1, b1), sc11)));
+          in_place(i00, i01, i10, i11);
         }
         const Sum s00 = with_acc(i00, c00, sc00), s01 = with_acc(i01, c01, sc01), s10 = with_acc(i10, c10, sc10),
                   s11 = with_acc(i11, c11, sc11);
