@@ -267,9 +267,8 @@ bool tc_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedB
   PV.resize(rows * D);
   transpose_into(ft.t.data(), ft.ld, n, rows, Pf.data(), n);
   tc_pack_a(run.pv, rows, n, Pf.data(), n, ft.tc_p);
-  const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * D + j0 * D;
-  ft.tc_pv = dgemm_tensor_core(run.pv, ft.tc_p, Pf.data(), n, tc_block(run, it, j0, n, true, ft),
-                               run.v.data.data() + off, D, PV.data(), D);
+  const double* v = run.v.data.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;  // block j0: n × D
+  ft.tc_pv = dgemm_tensor_core(run.pv, ft.tc_p, Pf.data(), n, tc_block(run, it, j0, n, true, ft), v, D, PV.data(), D);
   if (!ft.tc_pv) return false;
   gemm_round_output(run.pv, rows, D, PV.data(), D);
   ft.pv.resize(rows * D);

@@ -300,7 +300,8 @@ Strips tc_rz_strips(const TcPackedA& pa, const TcPackedB& pb, double* C, std::si
   };
   auto finish_checked = [&](const Sum& s, __m512 sc) {
     const __mmask16 overflow = _mm512_movepi32_mask(overflowed(s));
-    if (overflow != 0) return finish_wide(s.isum, s.ci, sc);
+    const auto& [isum, ci, sum] = s;
+    if (overflow != 0) return finish_wide(isum, ci, sc);
     return finish(s, sc);
   };
   for (std::size_t s = 0; s < strips; ++s) {
