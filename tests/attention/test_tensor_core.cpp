@@ -20,8 +20,12 @@
 #include <mpfr.h>
 #include <nlohmann/json.hpp>
 
+#include "../support/bits.hpp"
 #include "../support/mpfr_round.hpp"
+#include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/detail/blocked_attention.hpp"
 #include "pasa/attention/gemm.hpp"
+#include "pasa/inputs/generators.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/io/allocation_json.hpp"
 
@@ -532,4 +536,49 @@ TEST_CASE("tensor_core in JSON and the _h100 presets", "[gemm][tensor_core][json
   CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"model": "tensor_core", "promote": 20}})", "/alloc/gemm/promote"));
   CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"model": "tensor_core", "block_round": "sr"}})", "block_round"));
   CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"block": 8}})", "need \"model\": \"tensor_core\""));
+}
+
+TEST_CASE("tensor_core on the fused path: K and V packed once per thread and head, for one run only",
+          "[gemm][tensor_core]") {
+  // The fused path packs a head's K and V blocks for the strips once per thread and keeps them for the
+  // head's next items (fused_tile.cpp tc_block), keyed by the run (Run::serial) and the head; past 2^20
+  // elements of K a head's blocks are packed tile by tile. Each run must equal the general path of the same
+  // GEMMs (an all-zero position bias selects it without changing a value, as in test_reference_emulator),
+  // also a run of the same shape after another run in the same thread (the same head, and likely the same
+  // addresses, as the previous run's).
+  auto inputs = [](std::size_t Sq, std::size_t Skv, std::size_t D, std::uint64_t seed) {
+    ProblemSpec ps;
+    ps.Sq = Sq;
+    ps.Skv = Skv;
+    ps.D = D;
+    ps.seed = seed;
+    ps.q = ps.k = TensorGen{GenKind::uniform, 0.5, 1.0};
+    ps.v = TensorGen{GenKind::uniform, 0.0, 1.0};
+    return generate_inputs(ps);
+  };
+  auto general = [](AttentionInputs in) {
+    in.pse = Tensor({in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S}, format_by_name("fp16"));
+    return in;
+  };
+  for (const char* preset : {"fa_fp16_fp32_h100", "fa_bf16_fp32_h100"}) {
+    AlgorithmSpec spec;
+    spec.name = "fa2";
+    spec.alloc = allocation_preset(preset);
+    spec.s1 = spec.s2 = 32;
+    INFO(preset);
+    {
+      const AttentionInputs a = inputs(64, 96, 32, 1), b = inputs(64, 96, 32, 2);
+      const detail::Run run(b, spec);
+      CHECK(run.float_tiles);  // (the fused path, with the tensor-core GEMMs through their own kernels)
+      const AttentionOutput b_first = run_attention(b, spec, 1);
+      run_attention(a, spec, 1);  // its head's blocks left in this thread's buffers
+      const AttentionOutput b_again = run_attention(b, spec, 1);
+      CHECK(test::count_differing(b_first, b_again) == 0);
+      CHECK(test::count_differing(b_again, run_attention(general(b), spec, 1)) == 0);
+    }
+    {  // 16400 × 64 > 2^20 elements of K: packed tile by tile
+      const AttentionInputs c = inputs(16, 16400, 64, 3);
+      CHECK(test::count_differing(run_attention(c, spec, 1), run_attention(general(c), spec, 1)) == 0);
+    }
+  }
 }

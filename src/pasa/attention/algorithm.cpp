@@ -118,6 +118,13 @@ std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input
   if (info.whole_rows) per_thread = sat_add(per_thread, sat_product(2, s1, kv.S));
   if (info.shifts_keys) per_thread = sat_add(per_thread, sat_product(kv.S, kv.D));
   if (info.pasa_options) per_thread = sat_add(per_thread, sat_product(2, s2, s2));  // PASA's shifting matrices
+  // The tensor-core model's packed operands on the fused path (detail/fused_tile.cpp): a head's K and V
+  // blocks, 6 bytes an element each (kept up to 2^20 elements of K), an item's Q rows and a tile's P (8 bytes).
+  const Allocation& al = spec.alloc;
+  if (al.gemm_of(GemmId::qk).kind == GemmKind::tensor_core || al.gemm_of(GemmId::pv).kind == GemmKind::tensor_core) {
+    const std::size_t kept = std::min(sat_product(kv.S, kv.D), std::size_t{1} << 20);
+    per_thread = sat_add(per_thread, sat_add(kept / 2 * 3, sat_add(sat_product(s1, q.D), sat_product(2, s1, s2))));
+  }
   const std::size_t work_items = sat_mul(sat_product(q.B, q.N), (q.S + s1 - 1) / std::max<std::size_t>(s1, 1));
   n = sat_add(n, sat_mul(per_thread, std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), work_items)));
   return sat_mul(n, sizeof(double));

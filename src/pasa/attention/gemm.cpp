@@ -115,6 +115,13 @@ void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t 
 }
 
 void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std::size_t ldc, RandomBits* rng) {
+  // The tensor-core model's results are values of its accumulator format (or IEEE's inf and NaN) unless a
+  // narrower internal accumulator (acc_bits) is left unpromoted: an output stage of that format (with IEEE
+  // specials) rounding RNE with IEEE overflow and no flushing leaves each as it is.
+  const TensorCore& tc = g.model.tc;
+  const bool tc_acc_values = g.model.kind == GemmKind::tensor_core && (tc.acc_bits == 0 || tc.promote > 0) &&
+                             g.acc.format.specials == Specials::ieee;
+  if (tc_acc_values && g.out.format == g.acc.format && plain_rne(g.out.round)) return;
   if (!native(g.out, fp64()))
     for (std::size_t r = 0; r < m; ++r)
       round_span(std::span<const double>(C + r * ldc, n), std::span<double>(C + r * ldc, n), g.out.format,
@@ -195,6 +202,10 @@ void gemm_round_output(const GemmSpec& g, float* C, std::size_t count) {
   if (gemm_output_fp16(g)) return;  // (sgemm_fma_packed rounds it)
   const bool out_is_acc = g.out.format == g.acc.format && plain_rne(g.out.round);
   if (!out_is_acc && !native(g.out, fp64())) round_span(std::span<const float>(C, count), std::span<float>(C, count), g.out.format, g.out.round);
+}
+
+void gemm_round_output(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std::size_t ldc, RandomBits* rng) {
+  round_rows(g, m, n, C, ldc, rng);
 }
 
 bool gemm_output_fp16(const GemmSpec& g) {

@@ -43,5 +43,9 @@ void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, con
 bool gemm_output_in_floats(const GemmSpec& spec);
 bool gemm_output_fp16(const GemmSpec& spec);
 void gemm_round_output(const GemmSpec& spec, float* C, std::size_t count);
+// gemm()'s output rounding of a result held in doubles (m × n, row stride ldc), for a caller that ran the
+// spec's kernel itself (the fused path's tensor-core GEMM on Q rows packed once per item).
+void gemm_round_output(const GemmSpec& spec, std::size_t m, std::size_t n, double* C, std::size_t ldc,
+                       RandomBits* rng = nullptr);
 
 }  // namespace pasa

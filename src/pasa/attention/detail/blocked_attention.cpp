@@ -1,6 +1,7 @@
 #include "pasa/attention/detail/blocked_attention.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -108,6 +109,11 @@ Allocation effective_allocation(const AttentionInputs& in, const AlgorithmSpec& 
   return a;
 }
 
+std::uint64_t next_run_serial() {
+  static std::atomic<std::uint64_t> last{0};
+  return ++last;
+}
+
 }  // namespace
 
 Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* tiles_, int threads)
@@ -116,6 +122,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
       alloc(effective_allocation(in_, spec_)),
       setup_threads_(std::max(1, threads)),
       setup_rng_(spec_.seed),
+      serial(next_run_serial()),
       q(quantised_input(in_.q, alloc.spec(Stage::q), spec_.quant, true, spec_.s1, setup_rng_, q_own_, q_scale_,
                         setup_threads_)),
       k(quantised_input(in_.k, alloc.spec(Stage::k), spec_.quant, true, spec_.s2, setup_rng_, k_own_, k_scale_,

@@ -76,6 +76,9 @@ struct Run {
   Tensor q_own_, k_own_, v_own_;
 
  public:
+  // Distinct for every Run of the process (from 1): what per-thread buffers that outlive a run key on (a
+  // later Run may sit at the same address with its buffers at the same addresses too).
+  const std::uint64_t serial;
   const Tensor& q;            // the inputs rounded to the q, k, v stage formats (the inputs themselves
   const Tensor& k;            // when they already hold those formats)
   const Tensor& v;

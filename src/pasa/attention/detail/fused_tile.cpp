@@ -9,12 +9,15 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
-// GCC 12 warns inside its own AVX-512 headers (the unused pass-through operand of the unmasked forms).
+// GCC 12 warns inside its own AVX-512 headers (the unused pass-through operand of the unmasked forms; with
+// the unpacks of transpose16, -Wuninitialized too).
 #if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
 
@@ -165,13 +168,114 @@ void round_floats(const StageSpec& sp, float* x, std::size_t n) {
   return floats && g.out.round.mode != RoundMode::stochastic && g.acc.round.mode != RoundMode::stochastic;
 }
 
-// dst[j·ldd + i] = src[i·lds + j] (i < m, j < n), converted, in 16 × 16 blocks (both sides stay in cache).
+#if defined(__AVX512F__)
+inline __m512 row16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 row16(const double* p) {  // (the values are floats: exact)
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
+                            _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1);
+}
+// dst[j·ldd + i] = src[i·lds + j] for a whole 16 × 16 block, in registers: pairs of rows interleaved
+// (unpack ps), then pairs of pairs (unpack pd): 128-bit lane l of u[4k + j] holds column 4l + j of rows
+// 4k..4k+3; then the 4 × 4 transposition of those lanes (two rounds of shuffle_f32x4).
+template <class From>
+void transpose16(const From* src, std::size_t lds, float* dst, std::size_t ldd) {
+  __m512 r[16], u[16];
+  for (int i = 0; i < 16; ++i) r[i] = row16(src + i * lds);
+  for (int k = 0; k < 4; ++k) {
+    const __m512 t0 = _mm512_unpacklo_ps(r[4 * k], r[4 * k + 1]), t1 = _mm512_unpackhi_ps(r[4 * k], r[4 * k + 1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[4 * k + 2], r[4 * k + 3]), t3 = _mm512_unpackhi_ps(r[4 * k + 2], r[4 * k + 3]);
+    auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    u[4 * k] = lo(t0, t2);
+    u[4 * k + 1] = hi(t0, t2);
+    u[4 * k + 2] = lo(t1, t3);
+    u[4 * k + 3] = hi(t1, t3);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(v0, v2, 0x88));
+    _mm512_storeu_ps(dst + (4 + j) * ldd, _mm512_shuffle_f32x4(v1, v3, 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * ldd, _mm512_shuffle_f32x4(v0, v2, 0xDD));
+    _mm512_storeu_ps(dst + (12 + j) * ldd, _mm512_shuffle_f32x4(v1, v3, 0xDD));
+  }
+}
+#endif
+
+// dst[j·ldd + i] = src[i·lds + j] (i < m, j < n), converted, in 16 × 16 blocks (both sides stay in cache;
+// whole blocks into floats in registers).
 template <class From, class To>
 void transpose_into(const From* src, std::size_t lds, std::size_t m, std::size_t n, To* dst, std::size_t ldd) {
   for (std::size_t i0 = 0; i0 < m; i0 += 16)
-    for (std::size_t j0 = 0; j0 < n; j0 += 16)
+    for (std::size_t j0 = 0; j0 < n; j0 += 16) {
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<To, float>)
+        if (i0 + 16 <= m && j0 + 16 <= n) {
+          transpose16(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd);
+          continue;
+        }
+#endif
       for (std::size_t i = i0; i < std::min(m, i0 + 16); ++i)
         for (std::size_t j = j0; j < std::min(n, j0 + 16); ++j) dst[j * ldd + i] = static_cast<To>(src[i * lds + j]);
+    }
+}
+
+// The K (keys_t) or V block j0 (n keys) of the item's head packed for the strips: from the thread's buffers
+// where an earlier item of the same run and head packed it. A head's blocks are kept only up to kTcKeep
+// elements of K (12 bytes each with V's, per thread); beyond, every tile packs its block into one slot.
+constexpr std::size_t kTcKeep = std::size_t{1} << 20;
+const TcPackedB& tc_block(const Run& run, const Item& it, std::size_t j0, std::size_t n, bool values,
+                          FusedBuffers& ft) {
+  const std::size_t head = it.b * run.Nkv + it.hk, D = run.D, s2 = run.spec.s2;
+  const bool keep = run.Skv * D <= kTcKeep;
+  if (ft.tc_run != run.serial || ft.tc_head != head || !keep) {
+    const std::size_t blocks = keep ? (run.Skv + s2 - 1) / s2 : 1;
+    ft.tc_k.resize(blocks);
+    ft.tc_v.resize(blocks);
+    for (std::size_t i = 0; i < blocks; ++i) ft.tc_k[i].n = ft.tc_v[i].n = 0;  // (their buffers kept)
+    ft.tc_run = run.serial;
+    ft.tc_head = head;
+  }
+  TcPackedB& pb = (values ? ft.tc_v : ft.tc_k)[keep ? j0 / s2 : 0];
+  if (pb.n == 0 || (values ? pb.k : pb.n) != n) {  // (packed again for a range that ends inside the block)
+    if (values) tc_pack_b(run.pv, n, D, run.v.data.data() + (head * run.Skv + j0) * D, D, pb);
+    else tc_pack_b(run.qk, D, n, run.keys_t.data() + head * D * run.Skv + j0 * D, n, pb);  // block j0: D × n
+  }
+  return pb;
+}
+
+// tile_scores' GEMM into ft.wide (rows × n) on the packed Q rows and K block (ft.tc_qk), before its output
+// rounding (the caller's, on floats): false where the
+// strips decline the operands (bf16-style formats beyond their window), and then for the item's later blocks
+// too (ft.tc_qk cleared), which go through tile_scores.
+bool tc_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
+  const std::size_t rows = ft.rows, D = run.D;
+  const double* q = run.q.head(it.b, it.h) + it.r0 * D;
+  if (ft.tc_q.m == 0) tc_pack_a(run.qk, rows, D, q, D, ft.tc_q);
+  ft.wide.resize(rows * n);
+  const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
+  ft.tc_qk = dgemm_tensor_core(run.qk, ft.tc_q, q, D, tc_block(run, it, j0, n, false, ft), run.keys_t.data() + off,
+                               n, ft.wide.data(), n);
+  return ft.tc_qk;
+}
+
+// tile_pv's GEMM into ft.pv on P (rows × n, held transposed in t) and the packed V block (ft.tc_pv): false
+// where the strips decline the operands (nothing written; ft.tc_pv cleared as in tc_scores).
+bool tc_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
+  const std::size_t rows = ft.rows, D = run.D;
+  thread_local std::vector<float> Pf;
+  thread_local std::vector<double> PV;
+  Pf.resize(rows * n);
+  PV.resize(rows * D);
+  transpose_into(ft.t.data(), ft.ld, n, rows, Pf.data(), n);
+  tc_pack_a(run.pv, rows, n, Pf.data(), n, ft.tc_p);
+  const double* v = run.v.data.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;  // block j0: n × D
+  ft.tc_pv = dgemm_tensor_core(run.pv, ft.tc_p, Pf.data(), n, tc_block(run, it, j0, n, true, ft), v, D, PV.data(), D);
+  if (!ft.tc_pv) return false;
+  gemm_round_output(run.pv, rows, D, PV.data(), D);
+  ft.pv.resize(rows * D);
+  for (std::size_t i = 0; i < rows * D; ++i) ft.pv[i] = static_cast<float>(PV[i]);  // (exact: see fused_tiles)
+  return true;
 }
 
 }  // namespace
@@ -207,6 +311,12 @@ void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
   ft.ld = ld;
   ft.shift.assign(ft.ld, 0.0);
   ft.shiftf.assign(ft.ld, 0.0f);
+  // tile_scores' GEMM on Q and keys_t in doubles as one GEMM for the item's rows (heads adjacent in Q), and
+  // tile_pv's on V in doubles
+  ft.tc_qk = !run.float_qk && run.qk.model.kind == GemmKind::tensor_core && run.q_f32.empty() &&
+             run.keys_t_f32.empty() && (it.heads == 1 || it.r1 - it.r0 == run.Sq) && tc_strips(run.qk);
+  ft.tc_pv = !run.float_pv && run.pv.model.kind == GemmKind::tensor_core && run.v_f32.empty() && tc_strips(run.pv);
+  ft.tc_q.m = 0;
   if (!run.float_qk) return;  // (the general GEMM reads Q from the run)
   ft.qpanels.resize(panels * 32 * D);
   float* dst = ft.qpanels.data();
@@ -235,7 +345,24 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
   } else {  // the general path's GEMM (tile_scores: same kernel, same operands), its S transposed into t
     const std::size_t rows = ft.rows;
     const bool adjacent = it.heads == 1 || it.r1 - it.r0 == run.Sq;  // (else tile_scores runs one GEMM per head)
-    if (adjacent && gemm_floats_out(run.qk) && !run.q_f32.empty() && !run.keys_t_f32.empty()) {
+    if (ft.tc_qk && tc_scores(run, it, j0, n, ft)) {
+      transpose_into(ft.wide.data(), n, rows, n, t, ld);  // (exact: see fused_tiles)
+      // the output rounding here, on the floats (the model's values are floats), as the ordered model's:
+      // fp16 by the F16C conversion (sgemm_fma_packed's), else gemm_round_output
+      for (std::size_t c = 0; c < n; ++c) {
+        float* row = t + c * ld;
+#if defined(__AVX512F__)  // (tc_strips: AVX-512 builds only)
+        if (gemm_output_fp16(run.qk)) {
+          for (std::size_t r = 0; r < rows; r += 16) {
+            const __mmask16 m = rows - r >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (rows - r)) - 1);
+            _mm512_mask_storeu_ps(row + r, m, fp16_16(_mm512_maskz_loadu_ps(m, row + r)));
+          }
+          continue;
+        }
+#endif
+        gemm_round_output(run.qk, row, rows);
+      }
+    } else if (adjacent && gemm_floats_out(run.qk) && !run.q_f32.empty() && !run.keys_t_f32.empty()) {
       // tile_scores' float-operand call with the output kept in floats (the same kernel and output rounding)
       thread_local std::vector<float> Sf;
       Sf.resize(rows * n);
@@ -471,6 +598,7 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
     gemm(run.pv, rows, D, n, Pf.data(), n, run.v_f32.data() + off, D, ft.pv.data(), D);
     return;
   }
+  if (ft.tc_pv && tc_pv(run, it, j0, n, ft)) return;
   if (!run.float_pv) {  // the general path's GEMM (tile_pv: same kernel, P row-major as it reads it)
     thread_local std::vector<double> Pd, PV;
     Pd.resize(rows * n);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pasa/attention/detail/blocked_attention.hpp"
+#include "pasa/attention/detail/gemm_tensor_core.hpp"
 
 namespace pasa::detail {
 
@@ -47,6 +48,16 @@ struct FusedBuffers {
   std::vector<double> shift;     // ld: the shift of the exp argument (−inf read as 0)
   std::vector<double> wide;      // a double copy for the general routines
   std::vector<std::uint8_t> vis; // rows × n visibility (masked runs)
+  // The tensor-core model's GEMMs on its register strips (tc_strips; see tc_scores and fused_pv): the item's
+  // Q rows packed once (at its first key block; tc_q.m = 0 until then), P per tile, and the K and V blocks
+  // of one (batch, kv head) packed once for all the items of that head a thread takes in a row (every Q
+  // block of a head multiplies the same blocks): keyed by the run's serial and the head, a block packed
+  // where its n is not 0.
+  bool tc_qk = false, tc_pv = false;
+  TcPackedA tc_q, tc_p;
+  std::uint64_t tc_run = 0;
+  std::size_t tc_head = 0;
+  std::vector<TcPackedB> tc_k, tc_v;
 };
 FusedBuffers& fused_buffers();
 
