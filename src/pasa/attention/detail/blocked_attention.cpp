@@ -5,7 +5,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numbers>
+#include <thread>
+#include <type_traits>
 
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/detail/fused_tile.hpp"
@@ -115,6 +118,33 @@ std::uint64_t next_run_serial() {
 }
 
 }  // namespace
+
+Run::~Run() {
+  // Buffers from glibc's mmap threshold up (32 MiB at most, core/memory.hpp) are mappings of their own;
+  // the kernel unmaps several at once (dev VM: four of 128 MiB in 58–99 ms on two threads, 107–153 ms on one).
+  constexpr std::size_t kMapped = std::size_t{32} << 20;
+  std::vector<std::function<void()>> frees;
+  auto add = [&](auto& buf) {
+    if (buf.capacity() * sizeof(buf[0]) >= kMapped) frees.emplace_back([&buf] { std::decay_t<decltype(buf)>().swap(buf); });
+  };
+  for (Tensor* x : {&q_own_, &k_own_, &v_own_, &k_pre_}) add(x->data);
+  add(keys_t);
+  for (auto* f : {&keys_t_f32, &v_f32, &q_f32, &keys_f32, &v_panels}) add(*f);
+  const std::size_t t = std::min<std::size_t>(frees.size(), static_cast<std::size_t>(setup_threads_));
+  if (t < 2) return;  // (the members free themselves)
+  auto share = [&](std::size_t w) {
+    for (std::size_t j = w; j < frees.size(); j += t) frees[j]();
+  };
+  std::vector<std::thread> pool;
+  std::size_t started = 1;
+  try {
+    for (; started < t; ++started) pool.emplace_back(share, started);
+  } catch (...) {  // no thread to be had: the calling thread frees their share
+  }
+  for (std::size_t w = started; w < t; ++w) share(w);
+  share(0);
+  for (auto& th : pool) th.join();
+}
 
 Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* tiles_, int threads)
     : in(in_),

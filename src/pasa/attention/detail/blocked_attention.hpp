@@ -132,6 +132,11 @@ struct Run {
   // threads: for the set-up (input rounding, key transposes, float copies and panels), results do not
   // depend on it.
   Run(const AttentionInputs& in, const AlgorithmSpec& spec, const KvTiles* tiles = nullptr, int threads = 1);
+  // Frees the big buffers side by side (with the set-up's threads): each is its own mapping, and one munmap
+  // after another on the calling thread left the others idle at the end of every run (docs/speed.md).
+  ~Run();
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
   const StageSpec& stage(Stage s) const { return alloc.spec(s); }
   bool native(Stage s) const { return native_[static_cast<std::size_t>(s)]; }
   // The stage's reductions accumulate in plain RNE fp32 (a float addition rounds each step).
