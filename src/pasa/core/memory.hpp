@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -124,6 +125,33 @@ inline void keep_freed_memory() {
   (void)done;
 #endif
 }
+
+// Scratch objects handed from one loop item to the next (a thread takes one, uses it, gives it back): an
+// item's buffers keep their pages instead of faulting fresh ones in, and there are never more than the
+// threads that ran at once.
+template <class T>
+class Spares {
+ public:
+  std::unique_ptr<T> take() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!free_.empty()) {
+        std::unique_ptr<T> t = std::move(free_.back());
+        free_.pop_back();
+        return t;
+      }
+    }
+    return std::make_unique<T>();
+  }
+  void give(std::unique_ptr<T> t) {
+    std::lock_guard<std::mutex> lock(m_);
+    free_.push_back(std::move(t));
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::unique_ptr<T>> free_;
+};
 
 // An allocator whose value-less construct() default-initialises (leaves floats and doubles unset), so that
 // resize() of a buffer that is written in full before it is read does not first fill it with zeros (a

@@ -810,18 +810,9 @@ std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_
     AttentionInputs in;
     std::vector<double> kt, vt;  // key tiles of the streamed path
   };
-  std::mutex m;
-  std::vector<std::unique_ptr<Buffers>> free_buffers;
+  Spares<Buffers> spare_buffers;
   auto compute = [&](std::size_t p, const GoldenOptions& o) {
-    std::unique_ptr<Buffers> buf;
-    {
-      std::lock_guard<std::mutex> lock(m);
-      if (!free_buffers.empty()) {
-        buf = std::move(free_buffers.back());
-        free_buffers.pop_back();
-      }
-    }
-    if (!buf) buf = std::make_unique<Buffers>();
+    std::unique_ptr<Buffers> buf = spare_buffers.take();
     AttentionInputs& in = buf->in;
     fill(p, in);
     const Shape &qs = in.q.shape, &ks = in.k.shape;
@@ -844,8 +835,7 @@ std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_
       in.allow_nonfinite = false;
       out[p] = golden_finite_in(in, o, spare, &checks[p]);
     }
-    std::lock_guard<std::mutex> lock(m);
-    free_buffers.push_back(std::move(buf));
+    spare_buffers.give(std::move(buf));
   };
   GoldenOptions one = opt;
   one.threads = 1;

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "pasa/core/memory.hpp"
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/round.hpp"
@@ -450,21 +450,12 @@ ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, in
     std::vector<double> kt, s, zero;
     RowScratch row;
   };
-  std::mutex pool_m;
-  std::vector<std::unique_ptr<Buffers>> pool;  // handed from item to item: no fresh pages per item
+  Spares<Buffers> pool;  // handed from item to item: no fresh pages per item
   parallel_for(part.size(), threads, [&](std::size_t w) {
     const std::size_t b = w / qs.N, h = w % qs.N;
     const double* K = in.k.head(b, h / in.group());
     const double* Q = in.q.head(b, h);
-    std::unique_ptr<Buffers> buf;
-    {
-      std::lock_guard<std::mutex> lock(pool_m);
-      if (!pool.empty()) {
-        buf = std::move(pool.back());
-        pool.pop_back();
-      }
-    }
-    if (!buf) buf = std::make_unique<Buffers>();
+    std::unique_ptr<Buffers> buf = pool.take();
     const std::size_t strips = (Skv + 7) / 8;
     buf->kt.resize(strips * 8 * D);
     buf->s.resize(kGroupRows * Skv);
@@ -500,8 +491,7 @@ ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, in
     st.max = dd_to_double(mxs);
     st.min_unscaled = dd_to_double(mnu);
     st.max_unscaled = dd_to_double(mxu);
-    std::lock_guard<std::mutex> lock(pool_m);
-    pool.push_back(std::move(buf));
+    pool.give(std::move(buf));
   });
   ScoreStats all;
   all.format = score_format.name;
