@@ -24,3 +24,31 @@ machine_info() {
   lscpu 2>/dev/null | grep -E '^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L3 cache|CPU max MHz|Model name|Hypervisor vendor):' || true
   grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
 }
+
+# warm_memory GIB: writes GIB GiB of zeros into /dev/shm on every core and removes them, so that the guest
+# pages the timed runs will get are already backed by the hypervisor. In a freshly started VM the first
+# touch of each guest page is a fault taken by the host as well, and a run at many threads or jobs touches
+# several GiB that a one-thread run never does (round 12 on the GPU machine's host: the four paper sweeps at
+# 16 jobs took 1.03–1.38x longer the first time after the machine started than the second; docs/speed.md).
+# At most a quarter of the available memory. WARMUP=0 skips it; a tmpfs too small for GIB, or none, is reported and skipped.
+warm_memory() {
+  local gib=$1 n i pids=()
+  [[ ${WARMUP:-1} == 0 ]] && return 0
+  local avail mem
+  mem=$(awk '/^MemAvailable:/ { print int($2 / 4 / 1048576) }' /proc/meminfo)  # at most a quarter of it
+  ((gib > mem)) && gib=$mem
+  ((gib > 0)) || return 0
+  avail=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1 || echo 0)
+  if ((avail < gib * 1024 * 1024 + 1024 * 1024)); then
+    echo "warm-up skipped: /dev/shm has $((avail / 1024)) MiB free, $gib GiB wanted"
+    return 0
+  fi
+  n=$(nproc)
+  for ((i = 0; i < n; ++i)); do
+    dd if=/dev/zero of=/dev/shm/pasa-warm.$i bs=1M count=$((gib * 1024 / n)) status=none &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || true; done
+  rm -f /dev/shm/pasa-warm.*
+  echo "warm-up: $gib GiB written and freed in /dev/shm on $n cores"
+}

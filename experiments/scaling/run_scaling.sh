@@ -23,7 +23,8 @@
 # Environment: THREADS (default "1 2 4 8 16"), REPS (attention bench repetitions, default 1),
 #              SHAPE (default "64 2048 128": heads, sequence, head dimension), PARTS (default
 #              "attention golden decode ceiling": which parts to run, e.g. to split the run in two calls),
-#              CEILING_REPS (repetitions of each ceiling copy, default 3).
+#              CEILING_REPS (repetitions of each ceiling copy, default 3), WARMUP (default 1: first write
+#              and free WARMUP_GIB, default 16, GiB of memory, kit.sh's warm_memory; 0: none).
 # About 8 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each, the
 # ceiling 2 minutes).
 set -euo pipefail
@@ -68,6 +69,7 @@ add_rows() {
 }
 
 parts=" ${PARTS:-attention golden decode ceiling} "
+warm_memory "${WARMUP_GIB:-16}" | tee -a "$out/machine.txt"
 # The host's "cpu" line of /proc/stat before and after each part (user nice system idle iowait irq softirq
 # steal ..., in ticks of 1/100 s): steal is the time the hypervisor ran something else on our vCPUs, which a
 # thread's CPU time counts as its own (so it inflates CPU seconds without any code of ours running).

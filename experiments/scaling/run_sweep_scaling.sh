@@ -94,6 +94,7 @@ run_one() {
   echo "pasa-sweep,$name,$j,$real,$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" >"$out/$name-j$j.row"
 }
 
+warm_memory "${WARMUP_GIB:-16}" | tee -a "$out/machine.txt"
 cores=$(nproc)
 side_by_side=${SIDE_BY_SIDE:-1}
 declare -A cfg_of
