@@ -33,6 +33,9 @@ using namespace pasa::bench;
 
 int main(int argc, char** argv) {
   CLI::App app{"Time one decode step over a paged KV cache (emulated kernel and golden)"};
+  // Every repetition and kernel runs the same shapes: their big buffers are kept, not faulted in anew
+  // (pasa::KeepBigBlocks, core/memory.hpp); the first call of a shape pays for the pages.
+  const pasa::KeepBigBlocks keep_big_blocks;
   std::size_t B = 8, Nq = 32, Nkv = 8, Skv = 32768, D = 128, block = 16, s2 = 128, splits = 1;
   std::string alloc = "fa_fp16_fp32", algo = "fa2";
   std::string threads_text = std::to_string(default_threads());

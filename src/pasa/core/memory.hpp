@@ -20,6 +20,7 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -93,12 +94,122 @@ inline std::size_t parse_byte_size(const std::string& text, const std::string& w
   return static_cast<std::size_t>(x * mult);
 }
 
+// Blocks of 32 MiB and more freed by uninit_vector (default_init_allocator, below) while a KeepBigBlocks is
+// alive, kept for the next allocation of the same size. glibc maps each such block afresh and unmaps it on
+// free (its mmap threshold cannot exceed 32 MiB), so every large run_attention call of a benchmark or a
+// sweep faulted its output and its Q/K/V copies in again, page by page: on the development VM 12-16 % of a
+// FlashAttention call's CPU time at (1, 64, 2048, 128) was the kernel's. A block is handed out again only for
+// the same size (the next call of the same shapes); an allocation of a size not kept hands every kept block
+// back first (the shapes changed), and at most an eighth of the machine's memory is kept. Only processes that
+// run many calls keep blocks (the benchmarks, sweeps): a one-shot run gains nothing, and blocks held while
+// memory the allocator does not see grows would raise its peak above the memory estimate. What is kept counts
+// as available for check_memory. Off under AddressSanitizer, which must see every free.
+namespace detail {
+class BigBlocks {
+ public:
+  static constexpr std::size_t kMin = std::size_t{32} << 20;
+
+  static BigBlocks& instance() {
+    static BigBlocks* const b = new BigBlocks;  // never destroyed: vectors may be freed during exit
+    return *b;
+  }
+  static constexpr bool enabled() {
+#if defined(__SANITIZE_ADDRESS__)
+    return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return false;
+#else
+    return true;
+#endif
+#else
+    return true;
+#endif
+  }
+  // A kept block of exactly `bytes`, or nullptr after handing every kept block back.
+  void* take(std::size_t bytes) {
+    std::vector<Block> drop;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      for (auto it = kept_.begin(); it != kept_.end(); ++it)
+        if (it->bytes == bytes) {
+          void* const p = it->p;
+          kept_bytes_ -= bytes;
+          kept_.erase(it);
+          return p;
+        }
+      drop.swap(kept_);
+      kept_bytes_ = 0;
+    }
+    for (const Block& b : drop) ::operator delete(b.p);
+    return nullptr;
+  }
+  // Keeps p (from ::operator new(bytes)) while a KeepBigBlocks is alive, unless that would exceed the cap;
+  // false: the caller frees it.
+  bool give(void* p, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (scopes_ == 0 || bytes > cap_ || kept_bytes_ > cap_ - bytes) return false;
+    try {
+      kept_.push_back({p, bytes});
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    kept_bytes_ += bytes;
+    return true;
+  }
+  std::size_t kept_bytes() {
+    std::lock_guard<std::mutex> lock(m_);
+    return kept_bytes_;
+  }
+  // Hands every kept block back to the C library (and so to the kernel).
+  void release() { (void)take(0); }
+  void enter() {
+    std::lock_guard<std::mutex> lock(m_);
+    ++scopes_;
+  }
+  void leave() {
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      last = --scopes_ == 0;
+    }
+    if (last) release();
+  }
+
+ private:
+  BigBlocks() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    cap_ = pages > 0 && page > 0 ? sat_mul(static_cast<std::size_t>(pages), static_cast<std::size_t>(page)) / 8 : 0;
+  }
+  struct Block {
+    void* p;
+    std::size_t bytes;
+  };
+  std::mutex m_;
+  std::vector<Block> kept_;
+  std::size_t kept_bytes_ = 0;
+  std::size_t cap_ = 0;
+  int scopes_ = 0;
+};
+}  // namespace detail
+
+// While one is alive (they nest), big blocks freed are kept for reuse (detail::BigBlocks); the last one to
+// go hands them back.
+class KeepBigBlocks {
+ public:
+  KeepBigBlocks() { detail::BigBlocks::instance().enter(); }
+  ~KeepBigBlocks() { detail::BigBlocks::instance().leave(); }
+  KeepBigBlocks(const KeepBigBlocks&) = delete;
+  KeepBigBlocks& operator=(const KeepBigBlocks&) = delete;
+};
+
 // The memory a run may use: `limit` when given (nonzero), else what the machine has available.
 // Throws InputError "<what> needs about <need> of memory (<detail>); <available> available ..." when the
 // estimate exceeds it.
 inline void check_memory(std::size_t need, std::size_t limit, const std::string& what, const std::string& detail) {
   const bool given = limit != 0;
-  const std::size_t have = given ? limit : available_memory_bytes();
+  const std::size_t have =
+      given ? limit : sat_add(available_memory_bytes(), detail::BigBlocks::instance().kept_bytes());
   if (need <= have) return;
   throw InputError(fmt::format("{} needs about {} of memory ({}); {} {}: make the problem smaller{}", what,
                                bytes_text(need), detail, bytes_text(have),
@@ -165,6 +276,21 @@ struct default_init_allocator : std::allocator<T> {
   default_init_allocator() noexcept = default;
   template <class U>
   default_init_allocator(const default_init_allocator<U>&) noexcept {}
+  // Blocks of detail::BigBlocks::kMin bytes and more come from and go back to the kept big blocks.
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    const std::size_t bytes = n * sizeof(T);
+    if (detail::BigBlocks::enabled() && bytes >= detail::BigBlocks::kMin)
+      if (void* p = detail::BigBlocks::instance().take(bytes)) return static_cast<T*>(p);
+    return static_cast<T*>(::operator new(bytes));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    const std::size_t bytes = n * sizeof(T);
+    if (detail::BigBlocks::enabled() && bytes >= detail::BigBlocks::kMin && detail::BigBlocks::instance().give(p, bytes))
+      return;
+    ::operator delete(p);
+  }
   template <class U>
   void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
     ::new (static_cast<void*>(p)) U;

@@ -569,6 +569,7 @@ void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const Sw
     write_file_atomic(partial, text);
   }
   keep_freed_memory();  // every case allocates the same tensors again: reuse the pages (core/memory.hpp)
+  const KeepBigBlocks keep_big_blocks;  // the same for blocks of 32 MiB and more
   one_malloc_arena();
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
