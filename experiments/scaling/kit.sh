@@ -30,7 +30,8 @@ machine_info() {
 # touch of each guest page is a fault taken by the host as well, and a run at many threads or jobs touches
 # several GiB that a one-thread run never does (round 12 on the GPU machine's host: the four paper sweeps at
 # 16 jobs took 1.03–1.38x longer the first time after the machine started than the second; docs/speed.md).
-# At most a quarter of the available memory. WARMUP=0 skips it; a tmpfs too small for GIB, or none, is reported and skipped.
+# At most a quarter of the available memory. WARMUP=0 skips it; a tmpfs too small for GIB, or none, is
+# reported and skipped.
 warm_memory() {
   local gib=$1 n i pids=()
   [[ ${WARMUP:-1} == 0 ]] && return 0
@@ -44,11 +45,14 @@ warm_memory() {
     return 0
   fi
   n=$(nproc)
+  local files=/dev/shm/pasa-warm.$$  # this process's own files, removed also when it is interrupted
+  trap 'rm -f "$files".*; exit 130' INT TERM
   for ((i = 0; i < n; ++i)); do
-    dd if=/dev/zero of=/dev/shm/pasa-warm.$i bs=1M count=$((gib * 1024 / n)) status=none &
+    dd if=/dev/zero of="$files.$i" bs=1M count=$((gib * 1024 / n)) status=none &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || true; done
-  rm -f /dev/shm/pasa-warm.*
+  rm -f "$files".*
+  trap - INT TERM
   echo "warm-up: $gib GiB written and freed in /dev/shm on $n cores"
 }
