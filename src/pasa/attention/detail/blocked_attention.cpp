@@ -179,7 +179,6 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   }
   qk = GemmSpec{q.format, k.format, stage(Stage::qk_acc), stage(Stage::s), alloc.gemm_of(GemmId::qk)};
   pv = GemmSpec{stage(Stage::p).format, v.format, stage(Stage::pv_acc), stage(Stage::pv), alloc.gemm_of(GemmId::pv)};
-  if (gemm_uses_floats(qk)) to_floats(q.data, q_f32, setup_threads_);
   scale = round_to(Stage::scale, in.effective_scale(), &setup_rng_);
   masked = in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty();
   // [IFA]: the constant the select writes into masked scores, held in the score (scale) format (drawn after
@@ -206,7 +205,7 @@ void Run::set_keys_t_format(const Format& f) {
   keys_f32.clear();
   if (float_qk) keys_f32.resize(size);
   else if (gemm_uses_floats(qk)) keys_t_f32.resize(size);
-  else keys_t.assign(size, 0.0);
+  else keys_t.resize(size);
   if (float_pv && v_panels.empty()) {  // V packed once, as fused_pv's GEMM reads it
     const std::size_t P = (D + 31) / 32;
     v_panels.resize(B * Nkv * P * 32 * Skv);
@@ -223,6 +222,9 @@ void Run::set_keys_t_format(const Format& f) {
     });
   }
   if (!float_pv && gemm_uses_floats(pv) && !tiles && v_f32.empty()) to_floats(v.data, v_f32, setup_threads_);
+  // Q as floats for the general path's float GEMMs; the fused path's own kernel converts an item's rows as it
+  // packs them (fused_begin_item), which spares the run a pass over Q and a copy of it.
+  if (!float_qk && gemm_uses_floats(qk) && q_f32.empty()) to_floats(q.data, q_f32, setup_threads_);
 }
 
 void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {

@@ -83,11 +83,11 @@ struct Run {
   const Tensor& k;            // when they already hold those formats)
   const Tensor& v;
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
-  std::vector<double> keys_t;      // per (B, Nkv): each s2-key block j0 as D × n at j0·D (or in keys_t_f32)
+  uninit_vector<double> keys_t;    // per (B, Nkv): each s2-key block j0 as D × n at j0·D (or in keys_t_f32)
   Format keys_t_format;            // the format keys_t's values belong to (k, or k_shift)
   uninit_vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
-                                                  // kernels (else empty; keys_t_f32 and v_f32 also empty with
-                                                  // float_tiles)
+                                                  // kernels (else empty; keys_t_f32 and q_f32 also empty with
+                                                  // float_qk, v_f32 with float_pv)
   uninit_vector<float> keys_f32;   // with float_tiles: the keys as floats, row-major per (B, Nkv) (Skv × D)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;

@@ -327,8 +327,14 @@ void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
         for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = 0.0f;
         continue;
       }
-      const float* q = run.q_f32.data() + ((it.b * run.Nq + it.head_of(k)) * run.Sq + it.row_of(k)) * D;
-      for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
+      const std::size_t at = ((it.b * run.Nq + it.head_of(k)) * run.Sq + it.row_of(k)) * D;
+      if (!run.q_f32.empty()) {
+        const float* q = run.q_f32.data() + at;
+        for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
+      } else {  // (exact: Q's values are of the q format, which the float kernel's operands hold)
+        const double* q = run.q.data.data() + at;
+        for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = static_cast<float>(q[t]);
+      }
     }
 }
 
