@@ -25,8 +25,9 @@
 #              "attention golden decode ceiling": which parts to run, e.g. to split the run in two calls),
 #              CEILING_REPS (repetitions of each ceiling copy, default 3), WARMUP (default 1: first write
 #              and free WARMUP_GIB, default 16, GiB of memory, kit.sh's warm_memory; 0: none).
-# About 8 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each, the
-# ceiling 2 minutes).
+# About 9 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each, the
+# tensor-core rows 15-30 s each, timed alternately with their ordered twins, the ceiling 2 minutes);
+# THREADS="1 16" REPS=2 PARTS="attention golden decode": 3 minutes (round 13).
 set -euo pipefail
 source "$(dirname "$0")/kit.sh"
 
