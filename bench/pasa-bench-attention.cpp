@@ -309,8 +309,8 @@ int main(int argc, char** argv) {
     for (const auto& kr : kernels) {
       // A tensor-core row is timed alternately with its ordered twin, `reps` rounds of twin, model, model,
       // twin, and its ratio is best(twin) / best(model) over those calls: a shared host's speed drifts by tens
-      // of percent within minutes (round 13: the same kernel 1.55 s, then 2.25 s four minutes later), which a
-      // ratio of two timings taken minutes apart would carry. (Each kernel twice in a row: the second call
+      // of percent within minutes (the same kernel 1.5x slower four minutes later on the 16-core host), which
+      // a ratio of two timings taken minutes apart would carry. (Each kernel twice in a row: the second call
       // finds the big blocks the first freed, KeepBigBlocks; after the other kernel they are another size.)
       double t = 0, twin_t = 0, twin_c = 0;
       if (kr.ordered_twin < 0) {

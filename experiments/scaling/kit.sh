@@ -28,8 +28,8 @@ machine_info() {
 # warm_memory GIB: writes GIB GiB of zeros into /dev/shm on every core and removes them, so that the guest
 # pages the timed runs will get are already backed by the hypervisor. In a freshly started VM the first
 # touch of each guest page is a fault taken by the host as well, and a run at many threads or jobs touches
-# several GiB that a one-thread run never does (round 12 on the GPU machine's host: the four paper sweeps at
-# 16 jobs took 1.03–1.38x longer the first time after the machine started than the second; docs/speed.md).
+# several GiB that a one-thread run never does (on the GPU machine's host the four paper sweeps at 16 jobs
+# took 1.03–1.38x longer the first time after the machine started than the second; docs/speed.md).
 # At most a quarter of the available memory. WARMUP=0 skips it; a tmpfs too small for GIB, or none, is
 # reported and skipped.
 warm_memory() {

@@ -27,7 +27,7 @@
 #              and free WARMUP_GIB, default 16, GiB of memory, kit.sh's warm_memory; 0: none).
 # About 9 minutes on a 16-core host (the golden at 1 thread is 40 s, the every-op models 10-20 s each, the
 # tensor-core rows 15-30 s each, timed alternately with their ordered twins, the ceiling 2 minutes);
-# THREADS="1 16" REPS=2 PARTS="attention golden decode": 3 minutes (round 13).
+# THREADS="1 16" REPS=2 PARTS="attention golden decode": 3 minutes.
 set -euo pipefail
 source "$(dirname "$0")/kit.sh"
 
