@@ -26,6 +26,7 @@
 #include "pasa/io/metrics_json.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/io/npy.hpp"
+#include "pasa/io/output_file.hpp"
 #include "pasa/io/user_tensors.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/study/range_stats.hpp"
@@ -102,6 +103,8 @@ struct ProblemOptions {
   }
 };
 
+using OutputPaths = std::vector<std::pair<std::string, std::filesystem::path>>;
+
 // What is measured and written.
 struct OutputOptions {
   bool json = false;
@@ -137,6 +140,15 @@ struct Inputs {
 };
 
 std::string shape_text(const ProblemSpec& p) {
+  if (p.paged) {  // the cache, which num_blocks and the block tables size, not the batch's longest row
+    const PagedLayout l = resolved(*p.paged, p.seed);
+    std::size_t blocks = l.num_blocks;
+    for (const PagedSequenceSpec& s : l.seqs)
+      for (std::size_t b : s.block_table) blocks = std::max(blocks, b + 1);
+    return fmt::format("paged KV cache of {} blocks x {} tokens x {} KV heads x D {} ({} sequences, {} query rows; "
+                       "/num_blocks and /sequences/*/block_table size it)",
+                       blocks, l.block_size, p.Nkv, p.D, l.seqs.size(), l.tokens());
+  }
   return fmt::format("Q ({}, {}, {}, {}), K/V ({}, {}, {}, {})", p.B, p.Nq, p.Sq, p.D, p.B, p.Nkv, p.Skv, p.D);
 }
 
@@ -223,8 +235,10 @@ ProblemSpec problem_spec(const CLI::App& app, const ProblemOptions& po) {
 
 // Generated inputs (a problem JSON or the generator options): checked, sized, then generated.
 Inputs generated_inputs(const CLI::App& app, const ProblemOptions& po, const AlgorithmSpec& algo,
-                        const std::string& algo_source, const GoldenOptions& gopt, std::size_t memory_limit) {
+                        const std::string& algo_source, const GoldenOptions& gopt, std::size_t memory_limit,
+                        const OutputPaths& outputs) {
   ProblemSpec spec = problem_spec(app, po);
+  check_output_paths(outputs, problem_input_files(spec, po.problem_file));  // a problem's .npy and capture files
   if (po.allow_nonfinite) spec.allow_nonfinite = true;
   validate(spec);
   if (spec.paged) {
@@ -379,12 +393,21 @@ int main(int argc, char** argv) {
   try {
     // Everything is checked before anything is computed or written: the algorithm, the outputs, the size.
     const AlgorithmSpec algo = ao.spec(app);
-    check_output_paths({{"--out-npy", oo.out_npy}, {"--golden-npy", oo.golden_npy}});
+    const OutputPaths outputs = {{"--out-npy", oo.out_npy}, {"--golden-npy", oo.golden_npy}};
+    check_output_paths(outputs, {{"--problem", po.problem_file}, {"--q", po.q_file}, {"--k", po.k_file},
+                                 {"--v", po.v_file}, {"--pse", po.pse_file}, {"--select", po.select_file},
+                                 {"--kv-len", po.kv_len_file}, {"--algo-json", ao.json_file}});
+    if (app.count("--scale") > 0 && !(po.scale > 0))
+      throw InputError(fmt::format("--scale {}: must be > 0; omit it for 1/sqrt(D)", po.scale));
+    if (!po.input_format.empty() && po.q_file.empty())
+      throw InputError("--input-format " + po.input_format +
+                       ": applies to the .npy inputs of --q/--k/--v only; without them use --format (generated "
+                       "inputs) or the problem's \"format\"");
     const std::size_t memory_limit = pasa_apps::max_memory_bytes(oo.max_memory);
     GoldenOptions gopt;
     gopt.threads = oo.threads;
     gopt.precision_bits = oo.precision_bits;
-    const Inputs inputs = po.q_file.empty() ? generated_inputs(app, po, algo, ao.source(), gopt, memory_limit)
+    const Inputs inputs = po.q_file.empty() ? generated_inputs(app, po, algo, ao.source(), gopt, memory_limit, outputs)
                                             : npy_inputs(po, algo, ao.source(), gopt, memory_limit);
     const Format score_format = format_by_name(oo.score_format);
     const Results r = run_and_measure(inputs, algo, gopt, score_format, oo.ranges);

@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
     // Everything checked before the golden is computed: the algorithm against the problem, outputs, memory
     // (inputs, golden, two runs).
     pasa_apps::validate_case_from(problem, spec, ao.source());
-    pasa::check_output_paths({{"--csv", csv_path}, {"--json", json_path}});
+    auto inputs = pasa::problem_input_files(problem, problem_path);
+    inputs.insert(inputs.begin(), {{"--problem", problem_path}, {"--algo-json", ao.json_file}});
+    pasa::check_output_paths({{"--csv", csv_path}, {"--json", json_path}}, inputs);
     pasa::GoldenOptions gcheck;
     gcheck.threads = threads;
     pasa::check_memory(pasa::case_memory_bytes(problem, {spec, spec}, gcheck, true),

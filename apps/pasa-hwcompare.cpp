@@ -60,7 +60,14 @@ int main(int argc, char** argv) {
   pasa_apps::add_version(app, "pasa-hwcompare");
   PASA_CLI_PARSE(app, argc, argv);
   try {
-    pasa::check_output_paths({{"--out", att->parsed() ? a_out : c_out}});  // before any comparison runs
+    // Before any comparison runs; the output may not replace an input (a .npy or manifest of the GPU's
+    // folder, a config, a GEMM operand).
+    std::vector<std::pair<std::string, std::filesystem::path>> inputs = {
+        {"--a", gopt.a}, {"--b", gopt.b}, {"--c", gopt.c}};
+    for (const auto& [option, dir] : {std::pair<std::string, std::filesystem::path>{"--gpu-dir", aopt.gpu_dir},
+                                      {"--gpu-dir", copt.gpu_dir}, {"--configs", aopt.configs_dir}})
+      for (const std::filesystem::path& f : pasa::files_in(dir, 2)) inputs.emplace_back(option, f);
+    pasa::check_output_paths({{"--out", att->parsed() ? a_out : c_out}}, inputs);
     aopt.max_memory = gopt.max_memory = max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory");
     if (gm->parsed()) {
       gopt.a_format = pasa::format_by_name(a_fmt);

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       throw pasa::InputError(fmt::format("--bits-output: format {} has {} storage bits; at most 16 fit a .npy "
                                          "uint16 (use --output for the values)", f.name, f.storage_bits()));
 
-    pasa::check_output_paths({{"--output", output}, {"--bits-output", bits_output}});
+    pasa::check_output_paths({{"--output", output}, {"--bits-output", bits_output}}, {{"--input", input}});
     std::vector<double> xs;
     std::vector<std::size_t> shape;
     if (!input.empty()) {

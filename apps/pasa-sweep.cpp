@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "[pasa-sweep] %s: %zu grid points x %zu seeds x %zu algorithms = %zu cases%s\n", cfg.name.c_str(),
                  cfg.grid_points(), cfg.seeds.size(), cfg.algorithms.size(), cfg.case_count(),
                  opt.shard_count > 1 ? fmt::format(" (shard {}/{})", opt.shard_index, opt.shard_count).c_str() : "");
+    if (range_heads > 0)
+      pasa::check_not_an_input("--ranges: the table",
+                               std::filesystem::path(out.empty() ? cfg.out_dir : out) / "ranges.csv",
+                               pasa::sweep_input_files(cfg));
     // The ranges first (no attention: quick), so that inputs they refuse (masks) stop the run before it starts.
     const pasa::RangeTable ranges = range_heads > 0 ? pasa::sweep_ranges(cfg, range_heads, threads) : pasa::RangeTable{};
     const pasa::SweepReport r = pasa::run_sweep(cfg, pasa::library_backend(), opt);

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 
@@ -79,7 +80,16 @@ int main(int argc, char** argv) {
   ps.D = D;
   ps.seed = 1;
   ps.q = ps.k = ps.v = TensorGen{GenKind::uniform, 0, 1};
-  validate(ps);
+  try {  // the problem's checks name JSON places; here the options gave the values
+    validate(ps);
+  } catch (const InputError& e) {
+    std::string m = e.what();
+    for (const auto& [place, option] : {std::pair<std::string, std::string>{"/shape/Nkv", "--kv-heads"},
+                                        {"/shape/Nq", "--heads"}, {"/shape/Skv", "--kv-seq"}, {"/shape/B", "--batch"},
+                                        {"/shape/D", "--dim"}, {"/shape/Sq", "Sq (1)"}})
+      for (std::size_t at; (at = m.find(place)) != std::string::npos;) m.replace(at, place.size(), option);
+    throw InputError("options: " + m);
+  }
   // Size first (core/memory.hpp): the paged cache (K and V as floats, the last block of each sequence
   // padded), Q twice, a (Skv, D) double head per thread, then the kernel's and the golden's own memory
   // (unified_golden_bytes: one (sequence, KV head) part per thread).

@@ -295,12 +295,60 @@ def capture(model, inputs, out_dir, *, adapters=None, layers=None, dtype=None, m
     return index
 
 
+def _layer_file(out_dir, layer, key, where):
+    """A layer's tensor file as read_capture_index (src/pasa/io/capture_folder.cpp) takes it: a plain name
+    inside the folder (no absolute path, no "..", no control characters), a regular file there."""
+    name = layer.get(key) if isinstance(layer, dict) else None
+    if not isinstance(name, str) or not name:
+        raise CaptureError(f"{where}/{key}: missing or not a file name")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise CaptureError(f"{where}/{key}: {name!r} holds a control character")
+    norm = os.path.normpath(name)
+    if os.path.isabs(name) or norm == ".." or norm.startswith(".." + os.sep):
+        raise CaptureError(f"{where}/{key}: '{name}' is not a file name inside the capture folder")
+    path = os.path.join(out_dir, norm)
+    root = os.path.realpath(out_dir)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+        raise CaptureError(f"{where}/{key}: '{name}' leads outside the capture folder (through a link)")
+    if not os.path.isfile(path):
+        raise CaptureError(f"{where}/{key}: {path} is not a regular file")
+    return path
+
+
 def load(out_dir):
-    """A capture folder read back: (index, [{"q", "k", "v"} numpy arrays per layer, in index order])."""
+    """A capture folder read back: (index, [{"q", "k", "v"} numpy arrays per layer, in index order]).
+
+    The index is checked as pasa-attn checks it: file names inside the folder, each array's shape the one the
+    index gives ((B, Nq, Sq, D) for q, (B, Nkv, Skv, D) for k and v), float16/32/64 values; CaptureError
+    otherwise. Arrays are loaded with allow_pickle=False."""
     import numpy as np
-    with open(os.path.join(out_dir, "index.json")) as f:
+    index_file = os.path.join(out_dir, "index.json")
+    with open(index_file) as f:
         index = json.load(f)
-    arrays = [{t: np.load(os.path.join(out_dir, layer[t])) for t in ("q", "k", "v")} for layer in index["layers"]]
+    layers = index.get("layers") if isinstance(index, dict) else None
+    if not isinstance(layers, list) or not layers:
+        raise CaptureError(f"{index_file}:/layers: expected a non-empty list of layers")
+    arrays = []
+    for i, layer in enumerate(layers):
+        where = f"{index_file}:/layers/{i}"
+        shape = layer.get("shape") if isinstance(layer, dict) else None
+        dims = ("B", "Nq", "Nkv", "Sq", "Skv", "D")
+        if not isinstance(shape, dict) or any(not isinstance(shape.get(d), int) or isinstance(shape.get(d), bool)
+                                              or shape.get(d) < 1 for d in dims):
+            raise CaptureError(f"{where}/shape: expected {{B, Nq, Nkv, Sq, Skv, D}}, positive integers")
+        want = {"q": (shape["B"], shape["Nq"], shape["Sq"], shape["D"]),
+                "k": (shape["B"], shape["Nkv"], shape["Skv"], shape["D"]),
+                "v": (shape["B"], shape["Nkv"], shape["Skv"], shape["D"])}
+        got = {}
+        for t in ("q", "k", "v"):
+            path = _layer_file(out_dir, layer, t, where)
+            a = np.load(path, allow_pickle=False)
+            if a.dtype not in (np.float16, np.float32, np.float64):
+                raise CaptureError(f"{path}: {t} dtype {a.dtype} not accepted; a capture holds float16/32/64 values")
+            if tuple(a.shape) != want[t]:
+                raise CaptureError(f"{path}: {t} shape {tuple(a.shape)} differs from the index's {want[t]}")
+            got[t] = a
+        arrays.append(got)
     return index, arrays
 
 

@@ -8,12 +8,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -141,6 +143,15 @@ std::optional<std::size_t> opt_size_arg(const char* name, const py::handle& o) {
   return v ? std::optional<std::size_t>(static_cast<std::size_t>(*v)) : std::nullopt;
 }
 
+// A scale argument: None is the default 1/sqrt(D) (the library's 0); a given scale is finite and > 0, so
+// that scale=0 is not silently the default (issue 37).
+double scale_value(const std::optional<double>& scale) {
+  if (!scale) return 0;
+  if (!std::isfinite(*scale) || *scale <= 0)
+    throw InputError(fmt::format("scale: must be a finite number > 0 (got {}); omit it (None) for 1/sqrt(D)", *scale));
+  return *scale;
+}
+
 // The most threads an argument accepts (the programs' --threads: apps/library_names.hpp).
 constexpr int kMaxThreads = 4096;
 int threads_arg(const py::handle& o) {
@@ -159,35 +170,62 @@ auto named(const char* arg, const std::string& name, ByName by_name) {
 // JSON between Python objects and the library's readers/writers (nlohmann::json), walked directly so that
 // NaN and infinities survive as floats.
 
-json to_json_value(const py::handle& o, const std::string& where) {
+// `open` holds the containers being walked (the path from the root), so that a dict or list holding itself
+// is refused as json.dumps refuses it, and the walk stops at the JSON readers' kMaxJsonDepth: the Python
+// object is walked before parse_json_text could check anything, and an unbounded recursion here overflows
+// the C stack (issue 37: SIGSEGV on d["self"] = d).
+json to_json_value(const py::handle& o, const std::string& where, std::vector<const PyObject*>& open) {
   if (o.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(o) || py::isinstance(o, numpy().attr("bool_"))) return o.cast<bool>();
   if (py::isinstance<py::int_>(o) || py::isinstance(o, numpy().attr("integer"))) {
     const py::int_ i(py::reinterpret_borrow<py::object>(o));
-    if (py::int_(0) > i) return i.cast<std::int64_t>();
+    if (py::int_(0) > i) {
+      if (py::int_(std::numeric_limits<std::int64_t>::min()) > i)
+        throw InputError(fmt::format("{}: integer {} is below -2^63", where, py::str(o).cast<std::string>()));
+      return i.cast<std::int64_t>();
+    }
+    if (i > py::int_(std::numeric_limits<std::uint64_t>::max()))
+      throw InputError(fmt::format("{}: integer {} is above 2^64 - 1", where, py::str(o).cast<std::string>()));
     return i.cast<std::uint64_t>();
   }
   if (py::isinstance<py::float_>(o) || py::isinstance(o, numpy().attr("floating"))) return o.cast<double>();
   if (py::isinstance<py::str>(o)) return o.cast<std::string>();
-  if (py::isinstance<py::dict>(o)) {
-    json j = json::object();
-    for (const auto& [k, v] : o.cast<py::dict>()) {
-      if (!py::isinstance<py::str>(k))
-        throw InputError(fmt::format("{}: key {} is not a string", where, py::repr(k).cast<std::string>()));
-      const std::string key = k.cast<std::string>();
-      j[key] = to_json_value(v, where + "/" + key);
+  const bool is_dict = py::isinstance<py::dict>(o);
+  const bool is_seq = py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o);
+  if (is_dict || is_seq) {
+    if (std::find(open.begin(), open.end(), o.ptr()) != open.end())
+      throw InputError(fmt::format("{}: circular reference (the {} contains itself)", where,
+                                   is_dict ? "dict" : "list"));
+    if (open.size() >= pasa::kMaxJsonDepth)
+      throw InputError(fmt::format("{}...: nested more than {} levels deep", where.substr(0, 60), pasa::kMaxJsonDepth));
+    open.push_back(o.ptr());
+    json j = is_dict ? json::object() : json::array();
+    if (is_dict) {
+      for (const auto& [k, v] : o.cast<py::dict>()) {
+        if (!py::isinstance<py::str>(k))
+          throw InputError(fmt::format("{}: key {} is not a string", where, py::repr(k).cast<std::string>()));
+        const std::string key = k.cast<std::string>();
+        j[key] = to_json_value(v, where + "/" + key, open);
+      }
+    } else {
+      std::size_t i = 0;
+      for (const auto& v : o) j.push_back(to_json_value(v, fmt::format("{}/{}", where, i++), open));
     }
+    open.pop_back();
     return j;
   }
-  if (py::isinstance<py::array>(o)) return to_json_value(o.attr("tolist")(), where);
-  if (py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o)) {
-    json j = json::array();
-    std::size_t i = 0;
-    for (const auto& v : o) j.push_back(to_json_value(v, fmt::format("{}/{}", where, i++)));
-    return j;
+  if (py::isinstance<py::array>(o)) {
+    if (py::cast<py::array>(o).ndim() > static_cast<py::ssize_t>(pasa::kMaxJsonDepth))
+      throw InputError(fmt::format("{}: nested more than {} levels deep", where, pasa::kMaxJsonDepth));
+    return to_json_value(o.attr("tolist")(), where, open);
   }
   throw InputError(fmt::format("{}: {} cannot be written as JSON", where,
                                py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>()));
+}
+
+json to_json_value(const py::handle& o, const std::string& where) {
+  std::vector<const PyObject*> open;
+  return to_json_value(o, where, open);
 }
 
 // A dict, or its JSON text; `what` names it in messages ("problem", "config").
@@ -292,6 +330,10 @@ struct TensorArg {
                                    "(bit patterns of the format given as format=), and ml_dtypes' bfloat16, "
                                    "float8_e4m3fn and float8_e5m2", where, dtype_name(array)));
     for (py::ssize_t i = 0; i < array.ndim(); ++i) shape.push_back(static_cast<std::size_t>(array.shape(i)));
+  }
+  // What tensor() gives, from the dtype and shape alone.
+  pasa::TensorHeader header(const pasa::Format* format) const {
+    return pasa::tensor_header(dtype, shape, format, where);
   }
   // Without the GIL: the array is held by this object.
   pasa::Tensor tensor(const pasa::Format* format) const {
@@ -796,14 +838,14 @@ pasa::AlgorithmSpec algorithm_spec(const char* function, const py::object& spec,
 py::tuple attention(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& algorithm,
                     const py::object& alloc, const std::optional<double>& beta, const py::object& s1,
                     const py::object& s2, const py::object& seed, const py::object& spec,
-                    const std::optional<std::string>& format, double scale, bool causal,
+                    const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
                     const py::object& kv_len, const py::object& mask, const py::object& pse,
                     const py::object& select, double select_value,
                     bool allow_nonfinite, const py::object& threads) {
   const pasa::AlgorithmSpec algo =
       algorithm_spec("pasa.attention", spec, algorithm, alloc, beta, opt_size_arg("s1", s1), opt_size_arg("s2", s2),
                      opt_int_arg("seed", seed), "fa2", "fa_fp16_fp32");
-  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
   arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   pasa::Shape shape;
@@ -835,10 +877,10 @@ py::dict golden_dict(pasa::Golden&& g, const pasa::Shape& shape, std::size_t ran
 }
 
 py::dict golden(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& format,
-                double scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
+                const std::optional<double>& scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
                 const py::object& select, double select_value, bool allow_nonfinite,
                 const py::object& precision_bits, bool fast, const py::object& threads) {
-  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
   arrays.decode(pse, select, select_value, allow_nonfinite);
   const pasa::GoldenOptions opt = golden_options(precision_bits, fast, threads);
   pasa::Shape shape;
@@ -851,11 +893,11 @@ py::dict golden(const py::object& q, const py::object& k, const py::object& v, c
 }
 
 py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, const py::object& v,
-                                     const std::optional<std::string>& format, double scale, bool causal,
+                                     const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
                                      const py::object& kv_len, const py::object& mask, const py::object& pse,
                                      const py::object& select, double select_value, bool allow_nonfinite,
                                      const py::object& threads) {
-  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
   arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   pasa::Tensor b = interruptible([&] { return pasa::uniform_baseline(arrays.inputs(), t); });
@@ -863,12 +905,12 @@ py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, c
 }
 
 py::dict score_stats(const py::object& q, const py::object& k, const py::object& v, const std::string& score_format,
-                     const std::optional<std::string>& format, double scale, bool causal,
+                     const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
                      const py::object& kv_len, const py::object& mask, const py::object& pse,
                      const py::object& select, double select_value, bool allow_nonfinite,
                      const py::object& threads) {
   const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
-  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
   arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   const pasa::ScoreStats st = interruptible([&] { return pasa::score_stats(arrays.inputs(), sf, t); });
@@ -877,10 +919,10 @@ py::dict score_stats(const py::object& q, const py::object& k, const py::object&
 
 py::list range_stats(const py::object& q, const py::object& k, const py::object& v, double beta, std::size_t s2,
                      const std::string& score_format, std::size_t heads, const std::optional<std::string>& format,
-                     double scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
+                     const std::optional<double>& scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
                      const py::object& select, double select_value, bool allow_nonfinite, const py::object& threads) {
   const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
-  InputArrays arrays(q, k, v, format, scale, causal, kv_len, mask);
+  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
   arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   const auto r = interruptible([&] { return pasa::range_stats(arrays.inputs(), beta, s2, sf, heads, t); });
@@ -975,11 +1017,11 @@ py::tuple unified_attention_py(const py::object& q, const py::object& k, const p
                                const std::optional<std::string>& algorithm, const py::object& alloc,
                                const std::optional<double>& beta, const py::object& s1, const py::object& s2,
                                const py::object& seed, const py::object& spec, const std::optional<std::string>& format,
-                               double scale, const py::object& threads) {
+                               const std::optional<double>& scale, const py::object& threads) {
   const pasa::AlgorithmSpec algo =
       algorithm_spec("pasa.unified_attention", spec, algorithm, alloc, beta, opt_size_arg("s1", s1),
                      opt_size_arg("s2", s2), opt_int_arg("seed", seed), "fa2", "fa_fp16_fp32");
-  const PagedArrays arrays(q, k, v, sequences, format, scale);
+  const PagedArrays arrays(q, k, v, sequences, format, scale_value(scale));
   const int t = threads_arg(threads);
   pasa::Shape shape;
   pasa::AttentionOutput out = interruptible([&] {
@@ -991,9 +1033,9 @@ py::tuple unified_attention_py(const py::object& q, const py::object& k, const p
 }
 
 py::dict unified_golden_py(const py::object& q, const py::object& k, const py::object& v, const py::object& sequences,
-                           const std::optional<std::string>& format, double scale, const py::object& precision_bits,
+                           const std::optional<std::string>& format, const std::optional<double>& scale, const py::object& precision_bits,
                            bool fast, const py::object& threads) {
-  const PagedArrays arrays(q, k, v, sequences, format, scale);
+  const PagedArrays arrays(q, k, v, sequences, format, scale_value(scale));
   const pasa::GoldenOptions opt = golden_options(precision_bits, fast, threads);
   pasa::Shape shape;
   pasa::Golden g = interruptible([&] {
@@ -1006,18 +1048,18 @@ py::dict unified_golden_py(const py::object& q, const py::object& k, const py::o
 
 py::array_t<double> unified_baseline_py(const py::object& q, const py::object& k, const py::object& v,
                                         const py::object& sequences, const std::optional<std::string>& format,
-                                        double scale, const py::object& threads) {
-  const PagedArrays arrays(q, k, v, sequences, format, scale);
+                                        const std::optional<double>& scale, const py::object& threads) {
+  const PagedArrays arrays(q, k, v, sequences, format, scale_value(scale));
   const int t = threads_arg(threads);
   pasa::Tensor b = interruptible([&] { return pasa::unified_baseline(arrays.batch(), t); });
   return tensor_out(std::move(b), 4);
 }
 
 py::dict unified_score_stats_py(const py::object& q, const py::object& k, const py::object& v, const py::object& sequences,
-                                const std::string& score_format, const std::optional<std::string>& format, double scale,
+                                const std::string& score_format, const std::optional<std::string>& format, const std::optional<double>& scale,
                                 const py::object& threads) {
   const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
-  const PagedArrays arrays(q, k, v, sequences, format, scale);
+  const PagedArrays arrays(q, k, v, sequences, format, scale_value(scale));
   const int t = threads_arg(threads);
   const pasa::ScoreStats st = interruptible([&] { return pasa::unified_score_stats(arrays.batch(), sf, t); });
   return numbers_as_floats(pasa::to_json(st));
@@ -1047,7 +1089,7 @@ py::dict generate_paged_py(const pasa::ProblemSpec& spec, int t) {
   }
   d["sequences"] = seqs;
   d["format"] = spec.format;
-  d["scale"] = pb.scale;
+  d["scale"] = pb.scale == 0 ? py::object(py::none()) : py::float_(pb.scale);  // (None: 1/sqrt(D))
   return d;
 }
 
@@ -1068,7 +1110,7 @@ py::dict generate(const py::object& problem, const py::object& threads) {
   d["k"] = tensor_out(std::move(in.k), 4);
   d["v"] = tensor_out(std::move(in.v), 4);
   d["format"] = spec.format;
-  d["scale"] = in.scale;
+  d["scale"] = in.scale == 0 ? py::object(py::none()) : py::float_(in.scale);  // (None: 1/sqrt(D))
   d["causal"] = in.mask.causal;
   d["kv_len"] = in.mask.kv_len.empty() ? py::object(py::none()) : py::cast(in.mask.kv_len);
   // The decode inputs too (dropping them gave attention(**inputs) another problem than pasa-attn's).
@@ -1105,15 +1147,17 @@ py::array_t<double> gemm_values(const py::object& a, const py::object& b, const 
   const std::string model_text = py::isinstance<py::str>(model) ? model.cast<std::string>()
                                                                  : json_argument(model, "model").dump();
   std::vector<double> c;
-  pasa::Shape sa, sb;
+  // Shapes, formats, model and size from the arrays' headers before any element is converted.
+  const pasa::TensorHeader ha = ta.header(fa.get()), hb = tb.header(fb.get());
+  const pasa::Shape sa = ha.shape, sb = hb.shape;
+  if (sa.N != sb.N || sa.D != sb.S)
+    throw InputError(fmt::format("a, b: shapes {} x {} x {} and {} x {} x {} are not (batch, M, K) and (batch, K, N)",
+                                 sa.N, sa.S, sa.D, sb.N, sb.S, sb.D));
+  const pasa::GemmSpec spec{ha.format, hb.format, sacc, sout, pasa::gemm_model_by_name(model_text, ha.format, "model")};
+  pasa::check_batched_gemm(spec, sa.N, sa.S, sb.D, sa.D, 0, 0, "model " + model_text);
   {
     py::gil_scoped_release nogil;
     const pasa::Tensor A = ta.tensor(fa.get()), B = tb.tensor(fb.get());
-    sa = A.shape, sb = B.shape;
-    if (sa.N != sb.N || sa.D != sb.S)
-      throw InputError(fmt::format("a, b: shapes {} x {} x {} and {} x {} x {} are not (batch, M, K) and (batch, K, N)",
-                                   sa.N, sa.S, sa.D, sb.N, sb.S, sb.D));
-    const pasa::GemmSpec spec{A.format, B.format, sacc, sout, pasa::gemm_model_by_name(model_text, A.format, "model")};
     c = pasa::batched_gemm(spec, sa.N, sa.S, sb.D, sa.D, A.data, B.data);
   }
   std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(sa.S), static_cast<py::ssize_t>(sb.D)};
@@ -1140,7 +1184,7 @@ py::object solve_beta(const py::object& beta0, const py::object& n_arg, const st
 }
 
 py::dict attribute(const py::object& problem, const py::object& q, const py::object& k, const py::object& v,
-                   const std::optional<std::string>& format, double scale, bool causal,
+                   const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
                    const py::object& kv_len, const py::object& mask, const py::object& pse,
                    const py::object& select, double select_value, bool allow_nonfinite,
                    const std::optional<std::string>& algorithm, const py::object& alloc, const std::optional<double>& beta,
@@ -1156,7 +1200,7 @@ py::dict attribute(const py::object& problem, const py::object& q, const py::obj
   std::optional<pasa::ProblemSpec> pspec;
   std::optional<InputArrays> arrays;
   if (!problem.is_none()) pspec = pasa::problem_from_json(json_argument(problem, "problem"), "problem:");
-  else arrays.emplace(q, k, v, format, scale, causal, kv_len, mask).decode(pse, select, select_value, allow_nonfinite);
+  else arrays.emplace(q, k, v, format, scale_value(scale), causal, kv_len, mask).decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
   std::optional<pasa::InvarianceView> view;
   const std::vector<pasa::StageShare> rows = interruptible([&] {
@@ -1324,12 +1368,12 @@ The result can be edited and passed back as alloc= to attention().)doc");
 
   m.def("attention", &attention, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("algorithm") = py::none(),
         arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
-        arg("seed") = py::none(), arg("spec") = py::none(), arg("format") = py::none(), arg("scale") = 0.0,
+        arg("seed") = py::none(), arg("spec") = py::none(), arg("format") = py::none(), arg("scale") = py::none(),
         arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("pse") = py::none(),
         arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false,
         arg("threads") = py::none(),
         R"doc(attention(q, k, v, *, algorithm="fa2", alloc="fa_fp16_fp32", beta=0.984497, s1=128, s2=128, seed=0,
-          spec=None, format=None, scale=0, causal=False, kv_len=None, mask=None, pse=None, select=None,
+          spec=None, format=None, scale=None, causal=False, kv_len=None, mask=None, pse=None, select=None,
           select_value=-1e12, allow_nonfinite=False, threads=None) -> (out, lse)
 
 Run one blocked attention algorithm under a precision allocation, as pasa-attn does on .npy inputs.
@@ -1344,7 +1388,7 @@ beta, s1, s2, seed: PASA's shift coefficient, the query and key/value block size
    rounding stream.
 spec: instead of the five arguments above, a whole algorithm description (dict or JSON text, the form of
    pasa-attn --algo-json: {"name", "alloc", "s1", "s2", "seed", "pasa": {...}}).
-scale: the softmax scale (0: 1/sqrt(D)). causal: causal mask aligned to the end. kv_len: valid keys per
+scale: the softmax scale, > 0 (None: 1/sqrt(D)). causal: causal mask aligned to the end. kv_len: valid keys per
    batch (a list or an integer array (B,)). mask: a boolean (B, Sq, Skv) array, True = visible.
 pse: a position bias [IFA] (B or 1, Nq, Sq, Skv), float values added exactly to the scaled scores.
 select: [IFA]'s atten_mask, boolean (B, Sq, Skv) or (B, Nq, Sq, Skv) with the same mask for every head,
@@ -1357,10 +1401,10 @@ Returns out (float64, q's shape with D; values of the allocation's "out" format)
 without D; natural log, -inf for rows that see no key).)doc");
 
   m.def("golden", &golden, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
-        arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
+        arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
         arg("pse") = py::none(), arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value,
         arg("allow_nonfinite") = false, arg("precision_bits") = 128, arg("fast") = true, arg("threads") = py::none(),
-        R"doc(golden(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, pse=None, select=None,
+        R"doc(golden(q, k, v, *, format=None, scale=None, causal=False, kv_len=None, mask=None, pse=None, select=None,
        select_value=-1e12, allow_nonfinite=False, precision_bits=128, fast=True, threads=None) -> dict
 
 The MPFR-certified attention of the exact input values (arguments as in attention()), rounded to float64 only
@@ -1370,20 +1414,20 @@ element within 2^-guaranteed_bits, relative to the weighted mean of |V|; >= 54: 
 posteriori bound, MPFR where the bound is too weak. Inputs must be finite.)doc");
 
   m.def("uniform_baseline", &uniform_baseline, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
-        arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
+        arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
         arg("pse") = py::none(), arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value,
         arg("allow_nonfinite") = false, arg("threads") = py::none(),
-        R"doc(uniform_baseline(q, k, v, *, format=None, scale=0, causal=False, kv_len=None, mask=None, pse=None,
+        R"doc(uniform_baseline(q, k, v, *, format=None, scale=None, causal=False, kv_len=None, mask=None, pse=None,
                  select=None, select_value=-1e12, allow_nonfinite=False, threads=None)
 
 The output that ignores the scores: every row the mean of V over the keys it sees (float64, q's shape).
 Passed to metrics() as baseline= it gives the skill score.)doc");
 
   m.def("score_stats", &score_stats, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("score_format") = "fp16",
-        arg("format") = py::none(), arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(),
+        arg("format") = py::none(), arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(),
         arg("mask") = py::none(), arg("pse") = py::none(), arg("select") = py::none(),
         arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false, arg("threads") = py::none(),
-        R"doc(score_stats(q, k, v, *, score_format="fp16", format=None, scale=0, causal=False, kv_len=None, mask=None,
+        R"doc(score_stats(q, k, v, *, score_format="fp16", format=None, scale=None, causal=False, kv_len=None, mask=None,
             pse=None, select=None, select_value=-1e12, allow_nonfinite=False, threads=None) -> dict
 
 Range of the exact scores QKᵀ and scale·QKᵀ over the visible entries, and how many exceed score_format's
@@ -1391,10 +1435,10 @@ largest finite value or round to inf/NaN in it (FA-FP16/FP32's overflow), as pas
 
   m.def("range_stats", &range_stats, arg("q"), arg("k"), arg("v"), py::kw_only(),
         arg("beta") = pasa::PasaOptions{}.beta, arg("s2") = 128, arg("score_format") = "fp16", arg("heads") = 0,
-        arg("format") = py::none(), arg("scale") = 0.0, arg("causal") = false, arg("kv_len") = py::none(),
+        arg("format") = py::none(), arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(),
         arg("mask") = py::none(), arg("pse") = py::none(), arg("select") = py::none(),
         arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false, arg("threads") = py::none(),
-        R"doc(range_stats(q, k, v, *, beta=0.984497, s2=128, score_format="fp16", heads=0, format=None, scale=0,
+        R"doc(range_stats(q, k, v, *, beta=0.984497, s2=128, score_format="fp16", heads=0, format=None, scale=None,
             causal=False, kv_len=None, mask=None, pse=None, select=None, select_value=-1e12, allow_nonfinite=False,
             threads=None) -> list
 
@@ -1432,9 +1476,9 @@ A paged problem ({"kind": "paged", "block_size", "sequences": [...], ...}, docs/
   m.def("unified_attention", &unified_attention_py, arg("q"), arg("k_cache"), arg("v_cache"), arg("sequences"),
         py::kw_only(), arg("algorithm") = py::none(), arg("alloc") = py::none(), arg("beta") = py::none(),
         arg("s1") = py::none(), arg("s2") = py::none(), arg("seed") = py::none(), arg("spec") = py::none(),
-        arg("format") = py::none(), arg("scale") = 0.0, arg("threads") = py::none(),
+        arg("format") = py::none(), arg("scale") = py::none(), arg("threads") = py::none(),
         R"doc(unified_attention(q, k_cache, v_cache, sequences, *, algorithm="fa2", alloc="fa_fp16_fp32", beta=0.984497,
-                  s1=128, s2=128, seed=0, spec=None, format=None, scale=0, threads=None) -> (out, lse)
+                  s1=128, s2=128, seed=0, spec=None, format=None, scale=None, threads=None) -> (out, lse)
 
 Unified attention ([UA]) over a paged KV cache, as pasa-attn runs a "kind": "paged" problem (docs/decode.md):
 a batch of sequences, each with q_len new tokens at the end of ctx_len tokens held in the cache blocks its
@@ -1448,25 +1492,25 @@ algorithm, alloc, beta, s1, s2, seed, spec: as attention(); the algorithm must b
 Returns out (float64 (1, Nq, Σ q_len, D), values of the allocation's "out" format) and lse (1, Nq, Σ q_len).)doc");
 
   m.def("unified_golden", &unified_golden_py, arg("q"), arg("k_cache"), arg("v_cache"), arg("sequences"),
-        py::kw_only(), arg("format") = py::none(), arg("scale") = 0.0, arg("precision_bits") = 128,
+        py::kw_only(), arg("format") = py::none(), arg("scale") = py::none(), arg("precision_bits") = 128,
         arg("fast") = true, arg("threads") = py::none(),
-        R"doc(unified_golden(q, k_cache, v_cache, sequences, *, format=None, scale=0, precision_bits=128, fast=True,
+        R"doc(unified_golden(q, k_cache, v_cache, sequences, *, format=None, scale=None, precision_bits=128, fast=True,
                threads=None) -> dict
 
 The MPFR golden of unified_attention()'s batch (arguments as there): every sequence's golden on its gathered
 dense inputs, concatenated. Returns the dict golden() returns (guaranteed_bits: the worst sequence's).)doc");
 
   m.def("unified_baseline", &unified_baseline_py, arg("q"), arg("k_cache"), arg("v_cache"), arg("sequences"),
-        py::kw_only(), arg("format") = py::none(), arg("scale") = 0.0, arg("threads") = py::none(),
-        R"doc(unified_baseline(q, k_cache, v_cache, sequences, *, format=None, scale=0, threads=None)
+        py::kw_only(), arg("format") = py::none(), arg("scale") = py::none(), arg("threads") = py::none(),
+        R"doc(unified_baseline(q, k_cache, v_cache, sequences, *, format=None, scale=None, threads=None)
 
 uniform_baseline() of unified_attention()'s batch: every new token's row the mean of V over the keys it
 sees (float64, q's shape); metrics(out, golden, baseline) then gives pasa-attn's metrics.)doc");
 
   m.def("unified_score_stats", &unified_score_stats_py, arg("q"), arg("k_cache"), arg("v_cache"), arg("sequences"),
-        py::kw_only(), arg("score_format") = "fp16", arg("format") = py::none(), arg("scale") = 0.0,
+        py::kw_only(), arg("score_format") = "fp16", arg("format") = py::none(), arg("scale") = py::none(),
         arg("threads") = py::none(),
-        R"doc(unified_score_stats(q, k_cache, v_cache, sequences, *, score_format="fp16", format=None, scale=0,
+        R"doc(unified_score_stats(q, k_cache, v_cache, sequences, *, score_format="fp16", format=None, scale=None,
                     threads=None) -> dict
 
 score_stats() of unified_attention()'s batch (over every sequence's visible scores), as pasa-attn prints
@@ -1499,13 +1543,13 @@ pasa-beta computes it: {"beta0", "inva0", "inva_r0", "rel_err0", "beta", "inva",
 entries of M/sqrt(D) (Eq. 10). solve_beta(table3_initial_betas()) is the paper's Table 3.)doc");
 
   m.def("attribute", &attribute, arg("problem") = py::none(), py::kw_only(), arg("q") = py::none(),
-        arg("k") = py::none(), arg("v") = py::none(), arg("format") = py::none(), arg("scale") = 0.0,
+        arg("k") = py::none(), arg("v") = py::none(), arg("format") = py::none(), arg("scale") = py::none(),
         arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("pse") = py::none(),
         arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false,
         arg("algorithm") = py::none(),
         arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
         arg("seed") = py::none(), arg("spec") = py::none(), arg("invariance") = false, arg("threads") = py::none(),
-        R"doc(attribute(problem=None, *, q=None, k=None, v=None, format=None, scale=0, causal=False, kv_len=None,
+        R"doc(attribute(problem=None, *, q=None, k=None, v=None, format=None, scale=None, causal=False, kv_len=None,
           mask=None, pse=None, select=None, select_value=-1e12, allow_nonfinite=False, algorithm="pasa", alloc="pasa_fp16", beta=0.984497, s1=128, s2=128, seed=0, spec=None,
           invariance=False, threads=None) -> dict
 

@@ -21,7 +21,7 @@ __doc__ = _pasa.__doc__
 # Arguments that name a format (any function's, and format_info's `name`): a dtype given there is passed on
 # by its name.
 _FORMAT_ARGUMENTS = frozenset({"format", "score_format"})
-_FORMAT_ARGUMENTS_OF = {"format_info": frozenset({"name"})}
+_FORMAT_ARGUMENTS_OF = {"format_info": frozenset({"name"}), "gemm": frozenset({"a_format", "b_format", "acc", "out"})}
 
 
 def _format_name(value):

@@ -33,25 +33,25 @@ def allocation(alloc: Allocation) -> dict[str, Any]: ...
 def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, algorithm: str | None = "fa2",
               alloc: Allocation | None = "fa_fp16_fp32", beta: float | None = 0.984497, s1: int | None = 128,
               s2: int | None = 128, seed: int | None = 0, spec: dict[str, Any] | str | None = None,
-              format: Format | None = None, scale: float = 0, causal: bool = False,
+              format: Format | None = None, scale: float | None = None, causal: bool = False,
               kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None, pse: ArrayLike | None = None,
               select: ArrayLike | None = None, select_value: float = -1e12, allow_nonfinite: bool = False,
               threads: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
-def golden(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, format: Format | None = None, scale: float = 0,
+def golden(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, format: Format | None = None, scale: float | None = None,
            causal: bool = False, kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
            pse: ArrayLike | None = None, select: ArrayLike | None = None, select_value: float = -1e12,
            allow_nonfinite: bool = False, precision_bits: int = 128, fast: bool = True, threads: int | None = None) -> dict[str, Any]: ...
-def uniform_baseline(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, format: Format | None = None, scale: float = 0,
+def uniform_baseline(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, format: Format | None = None, scale: float | None = None,
                      causal: bool = False, kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
                      pse: ArrayLike | None = None, select: ArrayLike | None = None, select_value: float = -1e12,
                      allow_nonfinite: bool = False, threads: int | None = None) -> npt.NDArray[np.float64]: ...
 def score_stats(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, score_format: Format = "fp16",
-                format: Format | None = None, scale: float = 0, causal: bool = False,
+                format: Format | None = None, scale: float | None = None, causal: bool = False,
                 kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
                 pse: ArrayLike | None = None, select: ArrayLike | None = None, select_value: float = -1e12,
                 allow_nonfinite: bool = False, threads: int | None = None) -> dict[str, Any]: ...
 def range_stats(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, beta: float = 0.984497, s2: int = 128,
-                score_format: Format = "fp16", heads: int = 0, format: Format | None = None, scale: float = 0,
+                score_format: Format = "fp16", heads: int = 0, format: Format | None = None, scale: float | None = None,
                 causal: bool = False, kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
                 pse: ArrayLike | None = None, select: ArrayLike | None = None, select_value: float = -1e12,
                 allow_nonfinite: bool = False, threads: int | None = None) -> list[dict[str, Any]]: ...
@@ -61,15 +61,15 @@ def unified_attention(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike, sequ
                       algorithm: str | None = "fa2", alloc: Allocation | None = "fa_fp16_fp32",
                       beta: float | None = 0.984497, s1: int | None = 128, s2: int | None = 128,
                       seed: int | None = 0, spec: dict[str, Any] | str | None = None, format: Format | None = None,
-                      scale: float = 0, threads: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+                      scale: float | None = None, threads: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
 def unified_golden(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike, sequences: Sequence[dict[str, Any]], *,
-                   format: Format | None = None, scale: float = 0, precision_bits: int = 128, fast: bool = True,
+                   format: Format | None = None, scale: float | None = None, precision_bits: int = 128, fast: bool = True,
                    threads: int | None = None) -> dict[str, Any]: ...
 def unified_baseline(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike, sequences: Sequence[dict[str, Any]], *,
-                     format: Format | None = None, scale: float = 0,
+                     format: Format | None = None, scale: float | None = None,
                      threads: int | None = None) -> npt.NDArray[np.float64]: ...
 def unified_score_stats(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike, sequences: Sequence[dict[str, Any]], *,
-                        score_format: Format = "fp16", format: Format | None = None, scale: float = 0,
+                        score_format: Format = "fp16", format: Format | None = None, scale: float | None = None,
                         threads: int | None = None) -> dict[str, Any]: ...
 def gemm(a: ArrayLike, b: ArrayLike, *, a_format: Format | None = None, b_format: Format | None = None,
          acc: Format = "fp32", out: Format = "fp32", model: str | dict[str, Any] = "ordered") -> npt.NDArray[np.float64]: ...
@@ -78,7 +78,7 @@ def solve_beta(beta0: float | Sequence[float], *, n: int = 128, format: Format =
                tol: float = 1e-8, max_iter: int = 1000) -> dict[str, Any] | list[dict[str, Any]]: ...
 def attribute(problem: dict[str, Any] | str | None = None, *, q: ArrayLike | None = None,
               k: ArrayLike | None = None, v: ArrayLike | None = None, format: Format | None = None,
-              scale: float = 0, causal: bool = False, kv_len: Sequence[int] | None = None,
+              scale: float | None = None, causal: bool = False, kv_len: Sequence[int] | None = None,
               mask: ArrayLike | None = None, pse: ArrayLike | None = None, select: ArrayLike | None = None,
               select_value: float = -1e12, allow_nonfinite: bool = False, algorithm: str | None = "pasa", alloc: Allocation | None = "pasa_fp16",
               beta: float | None = 0.984497, s1: int | None = 128, s2: int | None = 128, seed: int | None = 0,

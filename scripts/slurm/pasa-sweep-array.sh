@@ -10,10 +10,17 @@
 #SBATCH --job-name=pasa-sweep
 #SBATCH --output=slurm-%A_%a.out
 set -euo pipefail
-if (($# != 3)); then
+usage() {
   echo "usage: sbatch --array=0-(N-1) [--cpus-per-task=T] $0 CONFIG OUT_DIR N" >&2
+  [ -n "${1:-}" ] && echo "$0: $1" >&2
   exit 2
-fi
+}
+(($# == 3)) || usage
 config=$1 out=$2 shards=$3
+[ -n "${SLURM_ARRAY_TASK_ID:-}" ] || usage "SLURM_ARRAY_TASK_ID is not set: run it as a task of a job array (sbatch --array)"
+# A CONFIG or OUT_DIR that starts with '-' would be read as an option (--print-default runs nothing, exit 0).
+case $config in -*) usage "CONFIG '$config' starts with '-': name it ./$config";; esac
+case $out in -*) usage "OUT_DIR '$out' starts with '-': name it ./$out";; esac
+[ -f "$config" ] || usage "CONFIG '$config' is not a file"
 exec ./build/pasa-sweep "$config" --out "$out/shard-$SLURM_ARRAY_TASK_ID" --threads "${SLURM_CPUS_PER_TASK:-1}" \
   --shard "$SLURM_ARRAY_TASK_ID/$shards" --resume

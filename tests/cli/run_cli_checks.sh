@@ -220,6 +220,60 @@ expect 2 "--out nodir/a.csv: the folder .*nodir does not exist" pasa-hwcompare a
 expect 2 "no-such-hw.csv: cannot open for reading" pasa-tables --repo "$repo" --out tables-out --hardware no-such-hw.csv
 absent tables-out
 
+# Issue 37: an output never replaces an input (the same name, a symlink, a hard link), refused before any
+# work with the input left as it was; non-regular inputs refused at once (a FIFO's open() would block
+# forever, /dev/zero never ends); --input-format without .npy inputs; scale 0; pasa-gemm's model and size.
+python3 - <<'P'
+import struct
+def npy(name, shape, vals, code="<f8"):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (code, ", ".join(map(str, shape)) + ("," if len(shape) == 1 else ""))
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    open(name, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + struct.pack("<%dd" % len(vals), *vals))
+npy("q37.npy", (8, 4), [0.5 + i / 64 for i in range(32)])
+npy("k37.npy", (8, 4), [0.25 - i / 64 for i in range(32)])
+npy("v37.npy", (8, 4), [1.0 + i / 32 for i in range(32)])
+npy("b37.npy", (4, 8), [1.0 - i / 32 for i in range(32)])
+npy("wide_a.npy", (40000, 1), [0.0] * 40000)
+npy("wide_b.npy", (1, 40000), [0.0] * 40000)
+P
+qkv37=(--q q37.npy --k k37.npy --v v37.npy)
+cp q37.npy q37.orig && ln -sf q37.npy q37.link && ln -f q37.npy q37.hard
+for o in q37.npy q37.link q37.hard ./q37.npy; do
+  expect 2 "--out-npy $o: is the same file as the input --q q37.npy" pasa-attn "${qkv37[@]}" --out-npy "$o"
+  expect 2 "--golden-npy $o: is the same file as the input --q" pasa-attn "${qkv37[@]}" --golden-npy "$o"
+  expect 2 "--out $o: is the same file as the input --a q37.npy" pasa-gemm --a q37.npy --b k37.npy --out "$o"
+done
+expect 2 "--out-npy v37.npy: is the same file as the input --v" pasa-attn "${qkv37[@]}" --out-npy v37.npy
+expect 2 "--output q37.npy: is the same file as the input --input" pasa-round --format fp16 -i q37.npy -o q37.npy
+cmp -s q37.npy q37.orig || { echo "FAIL: q37.npy changed"; failures=$((failures + 1)); }
+printf '{"shape": {"B": 1, "Nq": 1, "Sq": 8, "D": 4}, "kv_len": {"npy": "kvl.npy"}}\n' >p37.json
+python3 -c 'import struct; h="{'"'"'descr'"'"': '"'"'<i8'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1,), }"; h+=" "*((64-(10+len(h)+1)%64)%64)+"\n"; open("kvl.npy","wb").write(b"\x93NUMPY\x01\x00"+struct.pack("<H",len(h))+h.encode()+struct.pack("<q",5))'
+expect 2 "--out-npy kvl.npy: is the same file as the input p37.json:/kv_len/npy" pasa-attn --problem p37.json --out-npy kvl.npy
+expect 2 "--json p37.json: is the same file as the input --problem" pasa-attribute --problem p37.json --json p37.json
+mkfifo in.fifo
+expect 2 "in.fifo: is a FIFO .*regular files only" pasa-attn --q in.fifo --k k37.npy --v v37.npy
+expect 2 "in.fifo: is a FIFO" pasa-attn "${small[@]}" --pse in.fifo
+expect 2 "in.fifo: is a FIFO" pasa-attn --problem in.fifo
+expect 2 "in.fifo: is a FIFO" pasa-sweep in.fifo
+expect 2 "/dev/zero: is a character device" pasa-attn --problem /dev/zero
+expect 2 "/dev/zero: is a character device" pasa-gemm --a /dev/zero --b k37.npy --out c37.npy
+expect 2 "no-such.npy: cannot open for reading: No such file or directory" pasa-attn --q no-such.npy --k k37.npy --v v37.npy
+ln -sf loop1 loop2 && ln -sf loop2 loop1
+expect 2 "loop1: cannot open for reading: Too many levels of symbolic links" pasa-attn --problem loop1
+expect 2 "--input-format bf16: applies to the .npy inputs" pasa-attn "${small[@]}" --input-format bf16
+expect 2 "--scale 0: must be > 0" pasa-attn "${small[@]}" --scale 0
+printf '{"shape": {"B": 1, "Nq": 1, "Sq": 8, "D": 4}, "scale": 0}\n' >s0.json
+expect 2 "s0.json:/scale: must be > 0 \\(got 0\\); omit it" pasa-attn --problem s0.json
+expect 2 "--model h100: a tensor-core model takes operands of at most 26 bits.*B is fp64" \
+  pasa-gemm --a q37.npy --b b37.npy --a-format fp16 --b-format fp64 --out c37.npy --model h100
+expect 2 "--model h100_fp16: a tensor-core model .*A is fp64" pasa-gemm --a q37.npy --b b37.npy --out c37.npy --model h100_fp16
+expect 2 "this GEMM needs about .*GiB of memory .*C \\(1 x 40000 x 40000\\).*--max-memory" \
+  pasa-gemm --a wide_a.npy --b wide_b.npy --out c37.npy --max-memory 1G
+absent c37.npy
+long_name=$(printf 'o%.0s' $(seq 1 250)).npy  # 254 bytes: a legal name, with a temporary file beside it
+expect 0 "rmse" pasa-attn "${small[@]}" --out-npy "$long_name"
+is_kind -s "$long_name"
+
 # Out of memory after the size check passed (here: --max-memory above what `ulimit -v` leaves; in the wild,
 # an estimate that was low): its own exit status 4 and a message naming --max-memory, not exit 3.
 # Not under AddressSanitizer (PASA_SANITIZED, set by CMake): it cannot start under `ulimit -v` (its shadow

@@ -43,7 +43,7 @@ def test_same_as_pasa_attn_on_npy_inputs(tmp_path, rng, algorithm, alloc, x0, ex
     arrays = half_inputs(rng, x0)
     o_cli, g_cli, j = cli_attention(tmp_path, arrays, "--algorithm", algorithm, "--alloc", alloc, *extra)
     opts = dict(zip(["s1", "s2", "beta"], [e for e in extra[1::2]])) if "--s1" in extra else {}
-    mask = dict(causal="--causal" in extra, scale=extra[1] if "--scale" in extra else 0)
+    mask = dict(causal="--causal" in extra, scale=extra[1] if "--scale" in extra else None)
     out, lse = pasa.attention(*arrays, algorithm=algorithm, alloc=alloc, threads=2, **opts, **mask)
     assert out.shape == (2, 200, 64) and lse.shape == (2, 200) and out.dtype == np.float64
     assert_same_bits(out, o_cli.reshape(out.shape))

@@ -157,7 +157,7 @@ TEST_CASE("sweep: an interrupted run resumes to the same table", "[sweep]") {
 
   // Without --resume the folder is refused; with it only the 36 - 8 missing rows run.
   FakeBackend resumed;
-  CHECK_THROWS_WITH(run_sweep(cfg, resumed.backend(), opt2), Catch::Contains("pass --resume"));
+  CHECK_THROWS_WITH(run_sweep(cfg, resumed.backend(), opt2), Catch::Contains("pasa-sweep --resume"));
   opt2.resume = true;
   const SweepReport r = run_sweep(cfg, resumed.backend(), opt2);
   CHECK(r.cases_reused == 8);

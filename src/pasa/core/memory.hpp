@@ -211,8 +211,8 @@ inline void check_memory(std::size_t need, std::size_t limit, const std::string&
   const std::size_t have =
       given ? limit : sat_add(available_memory_bytes(), detail::BigBlocks::instance().kept_bytes());
   if (need <= have) return;
-  throw InputError(fmt::format("{} needs about {} of memory ({}); {} {}: make the problem smaller{}", what,
-                               bytes_text(need), detail, bytes_text(have),
+  throw InputError(fmt::format("{} needs {} of memory ({}); {} {}: make the problem smaller{}", what,
+                               need == kTooLarge ? bytes_text(need) : "about " + bytes_text(need), detail, bytes_text(have),
                                given ? "allowed by --max-memory" : "available (MemAvailable in /proc/meminfo)",
                                given ? " or raise --max-memory" : ", or pass --max-memory to override the check"));
 }

@@ -1,5 +1,7 @@
 #include "pasa/io/capture_folder.hpp"
+#include "pasa/io/input_file.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -38,7 +40,11 @@ auto at(const std::string& where, F&& f) -> decltype(f()) {
 // moved and copied as a whole).
 fs::path layer_file(const nlohmann::json& l, const char* key, const std::string& path, const fs::path& dir) {
   if (!l.contains(key)) json_fail(path, fmt::format("missing \"{}\" (the tensor's .npy file)", key));
-  const fs::path f = as_string(l.at(key), path + "/" + key);
+  const std::string name = as_string(l.at(key), path + "/" + key);
+  // A NUL would end the name the system opens early (another file), so control characters are refused.
+  if (std::any_of(name.begin(), name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 32 || ch == 127; }))
+    json_fail(path + "/" + key, "the file name holds a control character");
+  const fs::path f = name;
   if (f.empty() || f.is_absolute() || f.lexically_normal().string().starts_with(".."))
     json_fail(path + "/" + key, fmt::format("'{}' is not a file name inside the capture folder", f.string()));
   return (dir / f).lexically_normal();
@@ -164,7 +170,7 @@ CapturedQKV load_capture(const CaptureIndex& idx, const CaptureSelection& sel, c
       const NpyArray h = read_npy_header(f);
       const std::size_t item = npy_itemsize(h.dtype), plane = S * l.D;
       const std::size_t offset = fs::file_size(f) - l.B * N * plane * item;
-      std::ifstream in(f, std::ios::binary);
+      std::ifstream in = open_input_file(f);
       Tensor t({l.B, nh, S, l.D}, fmt);
       std::vector<unsigned char> bytes(nh * plane * item);
       for (std::size_t b = 0; b < l.B; ++b) {

@@ -138,7 +138,7 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& where) 
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path) {
-  std::ifstream f = open_input_file(path);
+  std::ifstream f = open_input_file(path, kMaxJsonFileBytes);
   const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) throw InputError(fmt::format("{}: read error", path.string()));
   return parse_json_text(text, path.string());
@@ -174,6 +174,9 @@ void check_keys(const nlohmann::json& j, const std::vector<std::string>& allowed
 
 std::string json_type_text(const nlohmann::json& v) {
   if (v.is_number_integer()) return "integer " + v.dump();
+  // nlohmann dumps a non-finite double as "null"; such values reach here from Python (pasa.generate(x0=inf)).
+  if (v.is_number_float() && !std::isfinite(v.get<double>()))
+    return std::string("number ") + (std::isnan(v.get<double>()) ? "nan" : v.get<double>() > 0 ? "inf" : "-inf");
   if (v.is_number()) return "number " + v.dump();
   if (v.is_object() || v.is_array() || v.is_null()) return v.type_name();
   return std::string(v.type_name()) + " " + v.dump();

@@ -249,13 +249,7 @@ NpyArray read_header(std::ifstream& in, const std::filesystem::path& file, std::
 // The header first (its shape checked against the file's size), then the data straight into the array's
 // buffer: the file's bytes are held once, and a malformed or mis-sized file is refused before any is read.
 NpyArray read_npy(const std::filesystem::path& file) {
-  std::ifstream in = open_input_file(file);
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec)) {  // a pipe (--q <(...)): no size to check first
-    std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
-    return parse_npy(buf, file);
-  }
+  std::ifstream in = open_input_file(file);  // (a regular file: its size is checked against the header)
   std::size_t offset = 0;
   NpyArray a = read_header(in, file, offset);
   std::size_t n = 0;

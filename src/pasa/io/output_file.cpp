@@ -83,9 +83,14 @@ std::atomic<unsigned> temp_counter{0};
 // The temporary file beside `t.path`, written and fsync'ed (with the permission bits of the file it
 // replaces); removed again on failure.
 fs::path write_temporary(const OutputTarget& t, const fs::path& given, std::string_view content) {
-  const fs::path tmp = t.path.string() + fmt::format(".tmp{}.{}", ::getpid(), temp_counter++);
+  // A short name of its own (not the target's name plus a suffix), so that a target name of the longest
+  // legal length (255 bytes) still has a temporary file beside it.
+  const fs::path dir = t.path.has_parent_path() ? t.path.parent_path() : fs::path(".");
+  const fs::path tmp = dir / fmt::format(".pasa-{}-{}.tmp", ::getpid(), temp_counter++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw InputError(given.string() + ": cannot create " + tmp.string() + ": " + std::strerror(errno));
+  if (fd < 0)
+    throw InputError(fmt::format("{}: cannot create a temporary file in {}: {}", given.string(), dir.string(),
+                                 std::strerror(errno)));
   try {
     struct stat old {};
     if (t.exists && ::stat(t.path.c_str(), &old) == 0) (void)::fchmod(fd, old.st_mode & 07777);
@@ -163,12 +168,28 @@ void write_files_atomic(const std::vector<std::pair<fs::path, std::string>>& fil
   }
 }
 
-void check_output_paths(const std::vector<std::pair<std::string, fs::path>>& outputs) {
+void check_not_an_input(const std::string& option, const fs::path& output,
+                        const std::vector<std::pair<std::string, fs::path>>& inputs, const fs::path& shown) {
+  std::error_code ec;
+  if (output.empty() || !fs::exists(output, ec)) return;  // a new file cannot be an input
+  for (const auto& [place, in] : inputs) {
+    if (in.empty()) continue;
+    std::error_code e2;
+    if (fs::equivalent(output, in, e2))  // the same device and inode: symlinks followed, hard links caught
+      throw InputError(fmt::format("{} {}: is the same file as the input {} {}; an output never replaces an "
+                                   "input: give it another name",
+                                   option, (shown.empty() ? output : shown).string(), place, in.string()));
+  }
+}
+
+void check_output_paths(const std::vector<std::pair<std::string, fs::path>>& outputs,
+                        const std::vector<std::pair<std::string, fs::path>>& inputs) {
   std::vector<std::pair<std::string, fs::path>> seen;
   for (const auto& [option, path] : outputs) {
     if (path.empty()) continue;
     const OutputTarget t = output_target(path, option);
     if (t.write_through) continue;  // /dev/null, a FIFO: nothing is created beside it (two may name it)
+    if (t.exists) check_not_an_input(option, t.path, inputs, path);
     std::error_code ec;
     const fs::path full = fs::weakly_canonical(fs::absolute(t.path, ec), ec);
     const fs::path dir = full.parent_path();
@@ -188,6 +209,19 @@ void check_output_paths(const std::vector<std::pair<std::string, fs::path>>& out
                                      path.string()));
     seen.emplace_back(option, full);
   }
+}
+
+std::vector<fs::path> files_in(const fs::path& dir, int depth) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return out;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (it.depth() >= depth) it.disable_recursion_pending();
+    std::error_code e2;
+    if (it->is_regular_file(e2)) out.push_back(it->path());
+  }
+  return out;
 }
 
 AppendFile::AppendFile(const fs::path& path) : path_(path) {

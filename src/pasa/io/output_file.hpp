@@ -39,8 +39,21 @@ void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::
 // The output files of one command, checked before any work is done: each non-empty path names a device,
 // FIFO or socket (accepted as they are), or a file (not a folder) in an existing, writable folder (that of
 // the real file behind a symlink), and no two name the same file. `outputs` pairs the option that gave a
-// path ("--csv") with the path; InputError names the option and the path.
-void check_output_paths(const std::vector<std::pair<std::string, std::filesystem::path>>& outputs);
+// path ("--csv") with the path; InputError names the option and the path. No output may be the same file as
+// one of `inputs` (the option or JSON place that named it, and its path): through symlinks and hard links
+// too, since an output is renamed over its real file and an input of the same shape would be lost unseen.
+void check_output_paths(const std::vector<std::pair<std::string, std::filesystem::path>>& outputs,
+                        const std::vector<std::pair<std::string, std::filesystem::path>>& inputs = {});
+// The check against inputs alone, for writers whose outputs are fixed names in a folder (sweeps): throws
+// when an existing `output` is the same file as an input.
+// `shown` (default: output) is the name the message gives it.
+void check_not_an_input(const std::string& option, const std::filesystem::path& output,
+                        const std::vector<std::pair<std::string, std::filesystem::path>>& inputs,
+                        const std::filesystem::path& shown = {});
+
+// The regular files in `dir` and its folders down to `depth` levels (an empty or missing dir: none), for
+// the check above when a whole folder is an input (a GPU capture, a config folder).
+std::vector<std::filesystem::path> files_in(const std::filesystem::path& dir, int depth);
 
 // Append-only file: each append() is one write(2) followed by fsync, so a crash loses at most the row
 // being written (which then shows up as a torn last line).

@@ -101,7 +101,7 @@ void read_paged(const nlohmann::json& j, const std::string& root, ProblemSpec& p
         json_fail(root + "/shape/" + k, "not with \"kind\": \"paged\": the sequences' q_len and ctx_len give the lengths");
   PagedLayout l;
   read_size(j, "block_size", root, l.block_size);
-  read_size(j, "num_blocks", root, l.num_blocks);
+  read_size(j, "num_blocks", root, l.num_blocks, 1);  // (omitted: as many as the tables need; 0 is refused)
   if (!j.contains("sequences")) json_fail(root, "missing \"sequences\" (a paged problem's list of sequences)");
   const nlohmann::json& seqs = j.at("sequences");
   const std::string sp = root + "/sequences";
@@ -162,6 +162,10 @@ ProblemSpec problem_from_json(const nlohmann::json& j, const std::string& json_p
   }
   read_string(j, "format", root, p.format);
   read_number(j, "scale", root, p.scale);
+  // 0 was once read as "the default", so a sweep row labelled "scale": 0 held 1/sqrt(D) results: a scale is
+  // given > 0 or omitted.
+  if (j.contains("scale") && !(p.scale > 0))
+    json_fail(root + "/scale", fmt::format("must be > 0 (got {}); omit it for 1/sqrt(D)", p.scale));
   read_bool(j, "causal", root, p.causal);
   read_u64(j, "seed", root, p.seed);
   read_bool(j, "allow_nonfinite", root, p.allow_nonfinite);
@@ -229,7 +233,6 @@ nlohmann::json to_json(const ProblemSpec& p) {
     j = {{"kind", "paged"},
          {"shape", {{"Nq", p.Nq}, {"Nkv", p.Nkv}, {"D", p.D}}},
          {"format", p.format},
-         {"scale", p.scale},
          {"seed", p.seed},
          {"q", to_json(p.q)},
          {"k", to_json(p.k)},
@@ -243,6 +246,7 @@ nlohmann::json to_json(const ProblemSpec& p) {
       if (!s.block_table.empty()) q["block_table"] = s.block_table;
       j["sequences"].push_back(std::move(q));
     }
+    if (p.scale != 0) j["scale"] = p.scale;  // (0: the default 1/sqrt(D), omitted)
     return j;
   }
   if (!p.capture.dir.empty()) {  // the capture gives shape, scale, causal and the tensors
@@ -252,13 +256,13 @@ nlohmann::json to_json(const ProblemSpec& p) {
   } else {
     j = {{"shape", {{"B", p.B}, {"Nq", p.Nq}, {"Nkv", p.Nkv}, {"Sq", p.Sq}, {"Skv", p.Skv}, {"D", p.D}}},
          {"format", p.format},
-         {"scale", p.scale},
          {"causal", p.causal},
          {"seed", p.seed},
          {"q", to_json(p.q)},
          {"k", to_json(p.k)},
          {"v", to_json(p.v)}};
   }
+  if (p.scale != 0 && p.capture.dir.empty()) j["scale"] = p.scale;  // (0: the default 1/sqrt(D), omitted)
   if (!p.kv_len_file.empty()) j["kv_len"] = {{"npy", p.kv_len_file}};
   else if (!p.kv_len.empty()) j["kv_len"] = p.kv_len;
   if (p.pse_user) j["pse"] = {{"npy", p.pse_file}};
@@ -268,6 +272,28 @@ nlohmann::json to_json(const ProblemSpec& p) {
     j["select"] = {{"p", p.select_p}, {"value", p.select_value}};
   if (p.allow_nonfinite) j["allow_nonfinite"] = true;
   return j;
+}
+
+}  // namespace pasa
+
+namespace pasa {
+
+std::vector<std::pair<std::string, std::filesystem::path>> problem_input_files(const ProblemSpec& p,
+                                                                               const std::string& json_path) {
+  std::vector<std::pair<std::string, std::filesystem::path>> out;
+  const std::string root = json_path.empty() || json_path.back() == ':' ? json_path : json_path + ":";
+  if (!p.pse_file.empty()) out.emplace_back(root + "/pse/npy", p.pse_file);
+  if (!p.select_file.empty()) out.emplace_back(root + "/select/npy", p.select_file);
+  if (!p.kv_len_file.empty()) out.emplace_back(root + "/kv_len/npy", p.kv_len_file);
+  if (!p.capture.dir.empty()) {
+    const std::filesystem::path dir(p.capture.dir);
+    out.emplace_back(root + "/capture/dir", dir / "index.json");
+    const CaptureIndex idx = read_capture_index(dir, json_where(root + "/capture/dir"));
+    for (std::size_t i = 0; i < idx.layers.size(); ++i)
+      for (const auto* f : {&idx.layers[i].q, &idx.layers[i].k, &idx.layers[i].v})
+        out.emplace_back(fmt::format("{}/capture (layer {})", root, i), *f);
+  }
+  return out;
 }
 
 }  // namespace pasa

@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -35,5 +37,9 @@ ProblemSpec problem_from_json(const nlohmann::json&, const std::string& json_pat
                               const std::filesystem::path& base_dir = {});
 nlohmann::json to_json(const ProblemSpec&);   // explicit per-tensor form (user tensors as {"npy": resolved file}); problem_from_json reads it back
 nlohmann::json to_json(const TensorGen&);
+// The files a problem was read from, each with the JSON place that named it (for check_output_paths: no
+// output may replace one): the user tensors' .npy files and a capture folder's index.json and layer files.
+std::vector<std::pair<std::string, std::filesystem::path>> problem_input_files(const ProblemSpec&,
+                                                                               const std::string& json_path);
 
 }  // namespace pasa

@@ -12,8 +12,6 @@
 
 namespace pasa {
 
-namespace {
-
 // The (B, N, S, D) shape and the format of a tensor read from an array of this dtype and shape (load_tensor's
 // rules), before its data are decoded.
 TensorHeader tensor_header(NpyDtype dtype, const std::vector<std::size_t>& d, const Format* format, const std::string& where) {
@@ -36,8 +34,6 @@ TensorHeader tensor_header(NpyDtype dtype, const std::vector<std::size_t>& d, co
   else h.format = format_by_name(dtype == NpyDtype::f16 ? "fp16" : dtype == NpyDtype::f32 ? "fp32" : "fp64");
   return h;
 }
-
-}  // namespace
 
 TensorHeader read_tensor_header(const std::filesystem::path& path, const Format* format) {
   const NpyArray a = read_npy_header(path);

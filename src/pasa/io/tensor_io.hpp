@@ -30,6 +30,9 @@ struct TensorHeader {
   std::size_t data_bytes = 0;
 };
 TensorHeader read_tensor_header(const std::filesystem::path&, const Format* format = nullptr);
+// The same for an array of this dtype and shape (the Python module's), `where` naming it in messages.
+TensorHeader tensor_header(NpyDtype dtype, const std::vector<std::size_t>& shape, const Format* format,
+                           const std::string& where);
 // The headers of Q, K and V files, each checked as load_tensor checks it and the three shapes against each
 // other (validate_shapes: B, D, K = V, N_q % N_kv), before a byte of data is read: a mismatch is refused at
 // once however large the files are. Errors name the files and their shapes.

@@ -1,4 +1,5 @@
 #include "pasa/study/hardware_compare.hpp"
+#include "pasa/io/input_file.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -271,6 +272,26 @@ HwGemmResult compare_gemm(const HwGemmOptions& o) {
   return r;
 }
 
+void check_batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                        std::size_t buffer_bytes, std::size_t max_memory, const std::string& model_where) {
+  if (spec.model.kind == GemmKind::tensor_core) {
+    for (const auto& [what, f] : {std::pair<const char*, const Format*>{"A", &spec.a_format}, {"B", &spec.b_format}})
+      if (f->p > kTensorCoreMaxOperandBits)
+        throw InputError(fmt::format("{}: a tensor-core model takes operands of at most {} bits (the matrix engines' "
+                                     "widest is tf32's 11); {} is {} ({} bits): use ordered, chunked or every_op",
+                                     model_where, kTensorCoreMaxOperandBits, what, f->name, f->p));
+    const TensorCore& tc = spec.model.tc;
+    for (RoundMode r : {spec.acc.round.mode, tc.block_round})
+      if (r == RoundMode::stochastic || r == RoundMode::odd)
+        throw InputError(fmt::format("{}: a tensor-core model rounds with rne, rz, ru or rd, not {}", model_where,
+                                     round_mode_name(r)));
+  }
+  const std::size_t doubles = sat_add(sat_mul(batch, sat_add(sat_mul(m, k), sat_mul(k, n))), sat_mul(2, sat_mul(batch, sat_mul(m, n))));
+  check_memory(sat_add(sat_mul(doubles, sizeof(double)), buffer_bytes), max_memory, "this GEMM",
+               fmt::format("A ({} x {} x {}), B ({} x {} x {}) and C ({} x {} x {}) as doubles", batch, m, k, batch, k,
+                           n, batch, m, n));
+}
+
 std::vector<double> batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
                                  std::span<const double> A, std::span<const double> B) {
   if (A.size() != batch * m * k || B.size() != batch * k * n)
@@ -353,13 +374,12 @@ std::vector<HwConversionRow> compare_conversions(const HwConversionOptions& opt)
   for (const char* name : {"fp16", "bf16", "fp8_e4m3", "fp8_e5m2"}) {
     const fs::path file = opt.gpu_dir / fmt::format("conv_{}.bin", name);
     if (!fs::exists(file)) continue;
+    std::ifstream in = open_input_file(file);  // (first: a FIFO or device is refused before its size is asked)
     const Format f = format_by_name(name);
     const std::size_t width = static_cast<std::size_t>(f.storage_bits()) / 8;
     if (fs::file_size(file) != count * width)
       throw InputError(fmt::format("{}: {} bytes, expected {} ({} results of {} bytes)", file.string(),
                                    fs::file_size(file), count * width, count, width));
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot open", file.string()));
     HwConversionRow row;
     row.format = name;
     row.first = first;

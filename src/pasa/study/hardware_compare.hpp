@@ -71,6 +71,13 @@ std::string hw_attention_csv(const std::vector<HwAttentionRow>&);
 // C = A·B under a GEMM model, for the front ends (pasa-gemm, pasa.gemm): `batch` products of row-major
 // A (m × k) and B (k × n) (consecutive in A and B), their values those of spec.a_format / spec.b_format;
 // returns C (batch × m × n), values of spec.out. The same bits as gemm() (attention/gemm.hpp) per product.
+// What batched_gemm needs checked before any operand is read, so that a front end refuses at once with the
+// figures: the model against the operands (a tensor-core model takes operands of at most
+// kTensorCoreMaxOperandBits bits and rne, rz, ru or rd; `model_where` names the model's option) and the
+// memory: the operands and C as doubles, C's .npy bytes and the caller's `buffer_bytes` (operand bytes held
+// while decoded), against `max_memory` (0: what the machine has available).
+void check_batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                        std::size_t buffer_bytes, std::size_t max_memory, const std::string& model_where);
 std::vector<double> batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
                                  std::span<const double> A, std::span<const double> B);
 // The tensor-core model an H100 applies to inputs of this format, as the "_h100" presets choose it

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/core/error.hpp"
@@ -112,7 +114,13 @@ RangeTable sweep_ranges(const SweepConfig& cfg, std::size_t heads, int threads) 
   const Format sf = format_by_name(cfg.score_format);
   for (std::size_t i = 0; i < cfg.problem_count(); ++i) {
     const PlannedProblem pp = plan_problem(cfg, i);
-    const AttentionInputs in = generate_inputs(problem_from_json(pp.problem, "/problem"), threads);
+    const std::string where = cfg.source + ":/problem";
+    const ProblemSpec spec = problem_from_json(pp.problem, where);
+    if (spec.paged)
+      throw InputError(fmt::format("ranges ({}): range statistics are for dense problems, and {} is a paged one "
+                                   "(\"kind\": \"paged\"); run the sweep without ranges",
+                                   describe(cfg, pp), where));
+    const AttentionInputs in = generate_inputs(spec, threads);
     for (const HeadRanges& r : range_stats(in, beta, s2, sf, heads, threads)) {
       CsvRow row = {std::to_string(pp.index), std::to_string(pp.grid_index), std::to_string(pp.seed)};
       for (const auto& v : pp.grid_values) row.push_back(v.is_string() ? v.get<std::string>() : v.dump());

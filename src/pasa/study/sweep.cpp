@@ -103,6 +103,20 @@ std::string plan_mismatch(const SweepConfig& cfg, const CsvRow& header, const Cs
   return "";
 }
 
+// The first metric or timing field of a row read back (--resume, merge) that does not parse as a number,
+// named with its column; empty when all do.
+std::string number_problem(const SweepConfig& cfg, const CsvRow& header, const CsvRow& row) {
+  for (std::size_t c = kFixedLeading + cfg.grid.size(); c < row.size(); ++c) {
+    if (c == row.size() - 4 || c == row.size() - 3) continue;  // the JSON columns (plan_mismatch checks them)
+    try {
+      parse_csv_number(row[c]);
+    } catch (const InputError&) {
+      return fmt::format("column {}: \"{}\" is not a number", header[c], row[c].substr(0, 40));
+    }
+  }
+  return "";
+}
+
 // What is wrong with line `row_text` of a results file read back for --resume (empty: nothing); `id` is
 // set when the row is valid. Checks the field count, the case id (a case of this shard), the identity
 // columns against the plan and that every metric and timing parses as a number.
@@ -123,15 +137,7 @@ std::string resume_row_problem(const SweepConfig& cfg, const CsvRow& header, con
   if ((id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index)
     return fmt::format("case_id {} belongs to another shard than {}/{}", id, opt.shard_index, opt.shard_count);
   if (std::string why = plan_mismatch(cfg, header, row, id); !why.empty()) return why;
-  for (std::size_t c = kFixedLeading + cfg.grid.size(); c < row.size(); ++c) {
-    if (c == row.size() - 4 || c == row.size() - 3) continue;  // the JSON columns, checked above
-    try {
-      parse_csv_number(row[c]);
-    } catch (const InputError&) {
-      return fmt::format("column {}: \"{}\" is not a number", header[c], row[c].substr(0, 40));
-    }
-  }
-  return "";
+  return number_problem(cfg, header, row);
 }
 
 std::string table_text(const CsvRow& header, std::vector<CsvRow> rows) {
@@ -178,7 +184,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 bool make_folder(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw InputError(dir.string() + ": exists and is not a folder; choose another --out folder");
+    throw InputError(dir.string() + ": exists and is not a folder; choose another output folder");
   const bool created = fs::create_directories(dir, ec);
   if (ec) throw InputError(dir.string() + ": cannot create the output folder: " + ec.message());
   return created;
@@ -194,7 +200,7 @@ class FolderLock {
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd_);
       throw InputError(dir.string() + " is in use by another pasa-sweep run (it holds " + file_.string() +
-                       "); wait for it to finish, or choose another --out folder");
+                       "); wait for it to finish, or choose another output folder");
     }
   }
   ~FolderLock() { ::close(fd_); }
@@ -388,11 +394,11 @@ SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const 
 
 void parse_shard(const std::string& text, std::size_t& index, std::size_t& count) {
   const auto slash = text.find('/');
-  if (slash == std::string::npos) throw InputError("--shard: \"" + text + "\" must be I/N, e.g. 0/4");
-  index = parse_index(text.substr(0, slash), "--shard " + text);
-  count = parse_index(text.substr(slash + 1), "--shard " + text);
+  if (slash == std::string::npos) throw InputError("shard \"" + text + "\": must be I/N, e.g. 0/4");
+  index = parse_index(text.substr(0, slash), "shard " + text);
+  count = parse_index(text.substr(slash + 1), "shard " + text);
   if (count == 0 || index >= count)
-    throw InputError("--shard " + text + ": needs 0 <= I < N (shards are numbered from 0)");
+    throw InputError("shard " + text + ": needs 0 <= I < N (shards are numbered from 0)");
 }
 
 std::vector<std::string> csv_header(const SweepConfig& cfg, const SweepBackend& backend) {
@@ -518,7 +524,7 @@ SweepPlan plan_sweep(const SweepConfig& cfg, const SweepOptions& opt, const CsvR
                                file.string(), lines.lines.size() + 1));
     if (lines.lines.empty()) return;
     if (parse_csv_line(lines.lines[0]) != header)
-      throw InputError(file.string() + ": its columns differ from this sweep's; choose another --out folder");
+      throw InputError(file.string() + ": its columns differ from this sweep's; choose another output folder");
     for (std::size_t i = 1; i < lines.lines.size(); ++i) {
       std::size_t id = 0;
       CsvRow row;
@@ -676,10 +682,33 @@ void summarise_sweep(const SweepConfig& cfg, const CsvRow& header, SweepPlan& pl
 
 }  // namespace
 
+std::vector<std::pair<std::string, fs::path>> sweep_input_files(const SweepConfig& cfg) {
+  std::vector<std::pair<std::string, fs::path>> out;
+  std::error_code ec;
+  if (fs::is_regular_file(cfg.source, ec)) out.emplace_back("the config", cfg.source);
+  for (const char* key : {"pse", "select", "kv_len"})  // (load_sweep_config resolved them)
+    if (auto t = cfg.problem.find(key); t != cfg.problem.end() && t->is_object())
+      if (auto n = t->find("npy"); n != t->end() && n->is_string())
+        out.emplace_back(fmt::format("{}:/problem/{}/npy", cfg.source, key), n->get<std::string>());
+  if (auto c = cfg.problem.find("capture"); c != cfg.problem.end() && c->is_object())
+    if (auto d = c->find("dir"); d != c->end() && d->is_string())
+      for (const fs::path& f : files_in(d->get<std::string>(), 1))
+        out.emplace_back(cfg.source + ":/problem/capture/dir", f);
+  return out;
+}
+
 SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt) {
   validate_sweep(cfg, backend, opt);  // nothing is created before this
 
   const fs::path dir = opt.out_dir.empty() ? fs::path(cfg.out_dir) : opt.out_dir;
+  {  // no output replaces an input (an equal config.json is read back, never rewritten)
+    const auto inputs = sweep_input_files(cfg);
+    const fs::path csv = dir / shard_csv_name(cfg, opt.shard_index, opt.shard_count);
+    for (const fs::path& f : {csv, fs::path(csv.string() + ".partial"), dir / cfg.summary_name})
+      check_not_an_input("the sweep's output", f, inputs);
+    for (const auto& in : inputs)
+      if (in.first != "the config") check_not_an_input("the sweep's config copy", dir / "config.json", {in});
+  }
   const bool dir_created = make_folder(dir);
   const FolderLock folder_lock(dir);
   const fs::path config_file = dir / "config.json";
@@ -687,7 +716,7 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
   if (fs::exists(config_file)) {
     if (read_json_file(config_file) != cfg.raw)
       throw InputError(dir.string() + " holds a sweep of a different config (" + config_file.string() +
-                       "); choose another --out folder");
+                       "); choose another output folder");
   } else {
     write_file_atomic(config_file, cfg.raw.dump(2) + "\n");
     config_created = true;
@@ -702,7 +731,7 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
   if (!opt.resume && (fs::exists(report.csv) || fs::exists(partial)))
     throw InputError(dir.string() + " already holds results of this sweep (" +
                      (fs::exists(report.csv) ? report.csv : partial).string() +
-                     "); pass --resume to complete them, or choose another --out folder");
+                     "); resume the sweep (pasa-sweep --resume, pasa.sweep(resume=True)) to complete them, or choose another output folder");
   const bool partial_created = !fs::exists(partial);
   // A failure from here on removes what this run created when it finished no case (so the folder is as it
   // was, or gone); once rows exist, the folder is left for --resume (its config.json matches this config).
@@ -787,6 +816,8 @@ SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_
       const std::size_t id = row_case_id(row, file.string());
       if (id >= cfg.case_count() || !plan_mismatch(cfg, header, row, id).empty())
         throw InputError(fmt::format("merge: {} line {}: case {} does not belong to this config", file.string(), k + 1, id));
+      if (const std::string why = number_problem(cfg, header, row); !why.empty())
+        throw InputError(fmt::format("merge: {} line {}: {}", file.string(), k + 1, why));
       if (!rows.emplace(id, std::move(row)).second) throw InputError(fmt::format("merge: case {} appears twice", id));
     }
   }

@@ -175,6 +175,10 @@ void parse_shard(const std::string& text, std::size_t& index, std::size_t& count
 std::vector<std::string> csv_header(const SweepConfig&, const SweepBackend&);
 std::string shard_csv_name(const SweepConfig&, std::size_t index, std::size_t count);
 
+// The files a sweep reads (its config and the problem's .npy or capture files), each with where it was
+// named: no output of the sweep may be one of them (io/output_file.hpp check_not_an_input).
+std::vector<std::pair<std::string, std::filesystem::path>> sweep_input_files(const SweepConfig&);
+
 // Validates everything (validate_with_backend, the memory estimate against opt.max_memory or MemAvailable)
 // before creating anything; holds an exclusive flock on <out>/.pasa-sweep.lock while it writes, so a second
 // run into the same folder is refused. A run that fails leaves either nothing it created (when no case was
