@@ -12,6 +12,7 @@
 
 #include "library_names.hpp"
 #include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/kernel_recipe.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
@@ -49,7 +50,7 @@ inline CLI::Option* add_problem(CLI::App& app, std::string& path) {
 // option, pasa-attribute's first name). The names listed in the help come from the library's registries,
 // so a new algorithm or preset appears there by itself.
 struct AlgorithmOptions {
-  std::string algorithm, alloc, json_file;
+  std::string algorithm, alloc, json_file, kernel;
   std::size_t s1 = 128, s2 = 128;
   double beta = pasa::PasaOptions{}.beta;
 
@@ -75,6 +76,13 @@ struct AlgorithmOptions {
                                        "algorithm JSON file (name, alloc, s1, s2, options; docs/algorithms.md) instead "
                                        "of the options above");
     for (CLI::Option* x : o) x->excludes(file);
+    CLI::Option* k = app.add_option("--kernel", kernel,
+                                    fmt::format("a kernel recipe ({}; --list-kernels) or its JSON {{\"recipe\": ..., "
+                                                "<schedule fields>}}: the GPU kernel's numerics instead of the options "
+                                                "above",
+                                                fmt::join(pasa::kernel_recipe_names(), ", ")));
+    k->excludes(file);
+    for (CLI::Option* x : o) x->excludes(k);
   }
 
   // The algorithm, through the algorithm JSON reader either way, so that every option is checked as a
@@ -82,6 +90,13 @@ struct AlgorithmOptions {
   // refused rather than ignored).
   pasa::AlgorithmSpec spec(const CLI::App& app) const {
     if (!json_file.empty()) return pasa::algorithm_from_json(pasa::read_json_file(json_file), json_file + ":");
+    if (!kernel.empty()) {
+      const auto first = kernel.find_first_not_of(" \t\r\n");
+      const nlohmann::json k = first != std::string::npos && kernel[first] == '{'
+                                   ? pasa::parse_json_text(kernel, "--kernel")
+                                   : nlohmann::json(kernel);
+      return pasa::algorithm_from_json({{"kernel", k}}, "--kernel:");
+    }
     nlohmann::json j = {{"name", algorithm}, {"alloc", alloc}, {"s1", s1}, {"s2", s2}};
     const pasa::AlgorithmInfo* info = pasa::find_algorithm(algorithm);
     if ((info && info->pasa_options) || app.count("--beta") > 0) j["pasa"] = {{"beta", beta}};

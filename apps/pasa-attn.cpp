@@ -382,11 +382,16 @@ int main(int argc, char** argv) {
   OutputOptions oo;
   oo.add(app, po.allow_nonfinite);
   pasa_apps::add_version(app, "pasa-attn");
-  bool list_algorithms = false;
+  bool list_algorithms = false, list_kernels = false;
   app.add_flag("--list-algorithms", list_algorithms, "print the algorithm registry as a markdown table and exit");
+  app.add_flag("--list-kernels", list_kernels, "print the kernel recipes as a markdown table and exit");
   PASA_CLI_PARSE(app, argc, argv);
   if (list_algorithms) {
     std::fputs(algorithm_table_markdown().c_str(), stdout);
+    return 0;
+  }
+  if (list_kernels) {
+    std::fputs(kernel_table_markdown().c_str(), stdout);
     return 0;
   }
 

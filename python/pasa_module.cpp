@@ -45,6 +45,7 @@
 #include "pasa/io/analysis_report.hpp"
 #include "pasa/io/format_table.hpp"
 #include "pasa/io/json_check.hpp"
+#include "pasa/io/kernel_json.hpp"
 #include "pasa/io/metrics_json.hpp"
 #include "pasa/io/npy.hpp"
 #include "pasa/io/problem_json.hpp"
@@ -841,10 +842,20 @@ py::tuple attention(const py::object& q, const py::object& k, const py::object& 
                     const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
                     const py::object& kv_len, const py::object& mask, const py::object& pse,
                     const py::object& select, double select_value,
-                    bool allow_nonfinite, const py::object& threads) {
+                    bool allow_nonfinite, const py::object& threads, const py::object& kernel) {
+  // kernel=: a recipe's name or {"recipe": name, <schedule fields>} (pasa-attn --kernel), alone: the recipe
+  // fixes what algorithm, alloc, beta, s1, s2, seed and spec would set.
+  if (!kernel.is_none() && (!spec.is_none() || algorithm || !alloc.is_none() || beta || !s1.is_none() ||
+                            !s2.is_none() || !seed.is_none()))
+    throw InputError("kernel: a kernel recipe fixes the algorithm, allocation, blocks and seed; give kernel alone "
+                     "(override its schedule fields with kernel={\"recipe\": ..., ...})");
   const pasa::AlgorithmSpec algo =
-      algorithm_spec("pasa.attention", spec, algorithm, alloc, beta, opt_size_arg("s1", s1), opt_size_arg("s2", s2),
-                     opt_int_arg("seed", seed), "fa2", "fa_fp16_fp32");
+      kernel.is_none()
+          ? algorithm_spec("pasa.attention", spec, algorithm, alloc, beta, opt_size_arg("s1", s1),
+                           opt_size_arg("s2", s2), opt_int_arg("seed", seed), "fa2", "fa_fp16_fp32")
+          : pasa::algorithm_from_json(json{{"kernel", py::isinstance<py::str>(kernel) ? json(kernel.cast<std::string>())
+                                                                                       : json_argument(kernel, "kernel")}},
+                                      "pasa.attention:");
   InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
   arrays.decode(pse, select, select_value, allow_nonfinite);
   const int t = threads_arg(threads);
@@ -1366,15 +1377,33 @@ The full form of an allocation (every stage with its format, rounding and reduct
 name, the JSON text of an allocation object, or a dict {"preset": ..., "stages": {...}} (docs/allocations.md).
 The result can be edited and passed back as alloc= to attention().)doc");
 
+  m.def(
+      "kernels",
+      [] {
+        py::list out;
+        for (const pasa::KernelRecipe& k : pasa::kernel_recipes()) {
+          py::dict d;
+          d["name"] = k.name;
+          d["summary"] = k.summary;
+          d["source"] = k.source;
+          d["schedule"] = to_python(pasa::to_json(k));
+          out.append(d);
+        }
+        return out;
+      },
+      R"doc(kernels() -> list
+
+The kernel recipes (pasa-attn --list-kernels): dicts {"name", "summary", "source", "schedule"}, the schedule
+in the form attention(kernel={...}) takes.)doc");
   m.def("attention", &attention, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("algorithm") = py::none(),
         arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
         arg("seed") = py::none(), arg("spec") = py::none(), arg("format") = py::none(), arg("scale") = py::none(),
         arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(), arg("pse") = py::none(),
         arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false,
-        arg("threads") = py::none(),
+        arg("threads") = py::none(), arg("kernel") = py::none(),
         R"doc(attention(q, k, v, *, algorithm="fa2", alloc="fa_fp16_fp32", beta=0.984497, s1=128, s2=128, seed=0,
           spec=None, format=None, scale=None, causal=False, kv_len=None, mask=None, pse=None, select=None,
-          select_value=-1e12, allow_nonfinite=False, threads=None) -> (out, lse)
+          select_value=-1e12, allow_nonfinite=False, threads=None, kernel=None) -> (out, lse)
 
 Run one blocked attention algorithm under a precision allocation, as pasa-attn does on .npy inputs.
 
@@ -1396,6 +1425,9 @@ select: [IFA]'s atten_mask, boolean (B, Sq, Skv) or (B, Nq, Sq, Skv) with the sa
    attention(**pasa.generate(problem)) is pasa-attn --problem's problem.
 allow_nonfinite: accept NaN/inf input elements (else ValueError naming the first), to follow them through.
 threads: worker threads (default: all cores); the result does not depend on it.
+kernel: a kernel recipe (kernels(); docs/allocations.md "Kernel recipes"): the GPU kernel's own numerics and
+   schedule, e.g. kernel="torch_flash_sm90" with fp16/bf16 q, k, v; a dict {"recipe": name, "kv_order":
+   "forward", ...} overrides its fields. Given alone (not with algorithm, alloc, beta, s1, s2, seed, spec).
 
 Returns out (float64, q's shape with D; values of the allocation's "out" format) and lse (float64, q's shape
 without D; natural log, -inf for rows that see no key).)doc");

@@ -36,7 +36,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, algorithm: str | None
               format: Format | None = None, scale: float | None = None, causal: bool = False,
               kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None, pse: ArrayLike | None = None,
               select: ArrayLike | None = None, select_value: float = -1e12, allow_nonfinite: bool = False,
-              threads: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+              threads: int | None = None, kernel: str | dict[str, Any] | None = None
+              ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def kernels() -> list[dict[str, Any]]: ...
 def golden(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, format: Format | None = None, scale: float | None = None,
            causal: bool = False, kv_len: Sequence[int] | None = None, mask: ArrayLike | None = None,
            pse: ArrayLike | None = None, select: ArrayLike | None = None, select_value: float = -1e12,

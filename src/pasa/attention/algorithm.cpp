@@ -10,6 +10,7 @@
 #include "pasa/attention/detail/blocked_attention.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/attention/detail/fdpp.hpp"
+#include "pasa/attention/detail/kernel_flash.hpp"
 #include "pasa/attention/unified.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/attention/detail/flash.hpp"
@@ -193,6 +194,16 @@ std::vector<CaseGemm> case_gemms(const CaseLayout& c, const AlgorithmSpec& spec)
 
 void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
   const AlgorithmInfo& info = algorithm_info(spec.name, "/name: ");
+  if (spec.kernel) {  // the recipe's own checks (detail/kernel_flash.hpp); the rest of the spec is unused
+    if (spec.name != "fa2")
+      throw InputError(fmt::format("/kernel: kernel {} runs FlashAttention-2 (\"name\": \"fa2\"), not \"{}\"",
+                                   spec.kernel->name, spec.name));
+    const std::string& f = c.q_format.name;
+    if ((f != "fp16" && f != "bf16") || c.k_format.name != f || c.v_format.name != f)
+      throw InputError(fmt::format("/kernel: kernel {} runs on fp16 or bf16 Q, K and V of one format (as the GPU "
+                                   "kernel); got {}, {}, {}", spec.kernel->name, f, c.k_format.name, c.v_format.name));
+    return;
+  }
   if (spec.s1 == 0) throw InputError("/s1: block sizes s1 and s2 must be at least 1");
   if (spec.s2 == 0) throw InputError("/s2: block sizes s1 and s2 must be at least 1");
   if (spec.splits == 0) throw InputError("/splits: splits must be at least 1 (1: no split-KV)");
@@ -250,6 +261,7 @@ void validate_case(const ProblemSpec& p, const AlgorithmSpec& spec) {
 AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads) {
   validate(in, threads);
   validate_case(case_layout(in), spec);
+  if (spec.kernel) return detail::kernel_attention(in, *spec.kernel, threads);
   // A block longer than the sequence is the whole sequence (the engines already cut every block at S):
   // clamping changes no result, only the size of the per-block buffers (s2 = 4e6 on 256 keys allocated
   // s1 × s2 doubles per work item).

@@ -6,11 +6,13 @@
 #include <cfloat>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "pasa/attention/allocation.hpp"
+#include "pasa/attention/kernel_recipe.hpp"
 #include "pasa/inputs/tensor.hpp"
 
 namespace pasa {
@@ -81,6 +83,9 @@ struct AlgorithmSpec {
   std::size_t splits = 1;
   FdppOptions fdpp;  // the "fdpp" algorithm only
   QuantOptions quant;  // fa2 and pasa only
+  // A kernel recipe (kernel_recipe.hpp): fa2 as that GPU kernel runs it; its schedule and numerics replace
+  // the allocation, s1, s2 and splits (which stay at their defaults).
+  std::optional<KernelRecipe> kernel;
   bool operator==(const AlgorithmSpec&) const = default;
 };
 

@@ -229,6 +229,14 @@ void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const 
   gemm_float(g, m, n, k, floats_of(A, m, k, lda), k, fb, n, C, ldc, rng);
 }
 
+void gemm_accumulate(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                     std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
+  if (g.model.kind != GemmKind::tensor_core)
+    throw std::invalid_argument("gemm_accumulate: only the tensor_core model has an accumulator operand");
+  dgemm_tensor_core(g, m, n, k, A, lda, B, ldb, C, ldc, C);
+  round_rows(g, m, n, C, ldc, rng);
+}
+
 void gemm(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng) {
   if (float_path(g)) {

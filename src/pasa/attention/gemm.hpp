@@ -24,6 +24,12 @@ void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, con
 // The same with B held as floats (its values must be exact values of spec.b_format).
 void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A, std::size_t lda,
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);
+// C = out(C + A·B) with C's values the accumulator's starting values, as an MMA instruction's C operand
+// (mma.sync / wgmma D = A·B + C): FlashAttention-2's P·V issued into the rescaled O accumulator. The
+// tensor_core model only (std::invalid_argument otherwise: the other models have no accumulator operand).
+void gemm_accumulate(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                     std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc,
+                     RandomBits* rng = nullptr);
 // Both operands as floats; only for specs that run on the float kernels (gemm_uses_floats).
 void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);

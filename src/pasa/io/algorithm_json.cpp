@@ -10,6 +10,7 @@
 #include "pasa/core/error.hpp"
 #include "pasa/io/allocation_json.hpp"
 #include "pasa/io/json_check.hpp"
+#include "pasa/io/kernel_json.hpp"
 
 namespace pasa {
 namespace {
@@ -65,8 +66,18 @@ QuantOptions quant_from_json(const json& j, const std::string& path) {
 }  // namespace
 
 AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
-  check_keys(j, {"name", "alloc", "s1", "s2", "seed", "splits", "pasa", "fdpp", "quant"}, path);
+  check_keys(j, {"name", "alloc", "s1", "s2", "seed", "splits", "pasa", "fdpp", "quant", "kernel"}, path);
   AlgorithmSpec s;
+  if (j.contains("kernel")) {  // a kernel recipe fixes what the other keys would set: refused beside it
+    for (const char* k : {"alloc", "s1", "s2", "seed", "splits", "pasa", "fdpp", "quant"})
+      if (j.contains(k))
+        json_fail(path + "/" + k, "not with \"kernel\": the recipe's schedule fixes tiles, splits and numerics; "
+                                  "override its fields inside \"kernel\" ({\"recipe\": ..., ...})");
+    if (j.contains("name") && as_string(j.at("name"), path + "/name") != "fa2")
+      json_fail(path + "/name", "a kernel recipe runs FlashAttention-2: \"name\" is \"fa2\" (or omitted)");
+    s.kernel = kernel_from_json(j.at("kernel"), path + "/kernel");
+    return s;
+  }
   if (j.contains("name")) {
     s.name = as_string(j.at("name"), path + "/name");
     check_algorithm_name(s.name, json_where(path + "/name") + ": ");
@@ -118,6 +129,7 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
 }
 
 json to_json(const AlgorithmSpec& s) {
+  if (s.kernel) return {{"name", s.name}, {"kernel", to_json(*s.kernel)}};
   json j = {{"name", s.name}, {"alloc", to_json(s.alloc)}, {"s1", s.s1}, {"s2", s.s2}, {"seed", s.seed}};
   if (s.splits != 1) j["splits"] = s.splits;
   const AlgorithmInfo* info = find_algorithm(s.name);

@@ -573,9 +573,10 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
 }
 
 void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
-                       std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc) {
+                       std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc,
+                       const double* C0) {
   const Plan p = plan_of(g);
-  if (run_strips(p, g, m, n, k, A, lda, B, ldb, C, ldc)) return;
+  if (C0 == nullptr && run_strips(p, g, m, n, k, A, lda, B, ldb, C, ldc)) return;
   const TensorCore& tc = g.model.tc;
   const Format& af = g.acc.format;
   const Format& tcf = p.tcf;
@@ -651,7 +652,8 @@ void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::siz
   for (std::size_t r = 0; r < m; ++r) {
     const double* a = A + r * lda;
     double* out = C + r * ldc;
-    std::fill(c, c + n, 0.0);
+    if (C0) std::copy(C0 + r * ldc, C0 + r * ldc + n, c);  // (read before row r is written: C0 may be C)
+    else std::fill(c, c + n, 0.0);
     std::fill(outer, outer + n, 0.0);
     std::size_t since_promotion = 0;
     for (std::size_t t0 = 0; t0 < k; t0 += block) {

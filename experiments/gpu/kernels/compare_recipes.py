@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""compare_recipes.py: pasa's kernel recipes against the SDPA captures of results/hardware/kernels/ (issue 38),
+bit for bit, case by case: the percentage of output elements identical, the largest ulp distance, and the
+RMSE of emulation and kernel against an exact float64 reference on the same inputs.
+
+  build/pasa-python experiments/gpu/kernels/compare_recipes.py [--set main|heldback] [--recipe torch_flash_sm90]
+                    [--backend sdpa_flash] [--csv results/hardware/kernels/recipe_identity_main.csv] [--only TEXT]
+
+Inputs are regenerated from the manifest (kernel_inputs.py) and checked against its sha256 first.
+"""
+import argparse
+import csv
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, HERE)
+from kernel_inputs import bits_to_float64, load_captures, make_inputs, sha256_hex  # noqa: E402
+
+import pasa  # noqa: E402
+
+RES = os.path.join(ROOT, "results", "hardware", "kernels")
+
+
+def captures(which):
+    return load_captures(os.path.join(RES, f"captures_{which}.npz"))
+
+
+def reference(qf, kf, vf, scale, causal):
+    """softmax(scale·QKᵀ)·V in float64, GQA by head groups, causal aligned to the end."""
+    g = qf.shape[1] // kf.shape[1]
+    k = np.repeat(kf, g, axis=1)
+    v = np.repeat(vf, g, axis=1)
+    s = np.einsum("bhid,bhjd->bhij", qf, k) * scale
+    if causal:
+        sq, skv = s.shape[-2:]
+        s = np.where(np.arange(skv)[None, :] > np.arange(sq)[:, None] + (skv - sq), -np.inf, s)
+    s -= s.max(axis=-1, keepdims=True)
+    p = np.exp(s)
+    return np.einsum("bhij,bhjd->bhid", p / p.sum(axis=-1, keepdims=True), v)
+
+
+def ulp_distance(a_bits, b_bits):
+    """|a − b| in units of the 16-bit format's grid (sign-magnitude bit patterns made monotone)."""
+    def key(x):
+        x = x.astype(np.int64)
+        return np.where(x & 0x8000, 0x8000 - (x & 0x7FFF), 0x8000 + x)
+    return np.abs(key(a_bits) - key(b_bits))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", default="main", choices=["main", "heldback"])
+    ap.add_argument("--recipe", default="torch_flash_sm90")
+    ap.add_argument("--backend", default="sdpa_flash")
+    ap.add_argument("--csv", default=None)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    man = json.load(open(os.path.join(RES, "heldback_manifest.json" if a.set == "heldback" else "sdpa_manifest.json")))
+    caps = captures(a.set)
+    rows = []
+    for case in man["cases"]:
+        if a.only not in case["name"]:
+            continue
+        r = case["results"].get(a.backend)
+        if not r or r.get("status") != "ok" or r["out_key"] not in caps:
+            continue
+        q, k, v = make_inputs(case)
+        for t, x in zip("qkv", (q, k, v)):
+            if sha256_hex(x) != case["sha256"][t]:
+                raise SystemExit(f"{case['name']}: regenerated {t} differs from the capture's inputs (sha256)")
+        dt = case["dtype"]
+        qf, kf, vf = (bits_to_float64(x, dt) for x in (q, k, v))
+        gpu_bits = caps[r["out_key"]].reshape(case["shape_q"])
+        fmt = "fp16" if dt == "fp16" else "bf16"
+        scale = case["scale"]
+        out, _ = pasa.attention(q.view(np.uint16), k.view(np.uint16), v.view(np.uint16), format=fmt, kernel=a.recipe,
+                                scale=scale, causal=bool(case["causal"]))
+        emu_bits = pasa.encode(out, fmt).astype(np.uint16)
+        same = float(np.mean(emu_bits == gpu_bits) * 100)
+        ref = reference(qf, kf, vf, case["scale_effective"], bool(case["causal"]) and case["shape_q"][2] > 1)
+        gpu_vals = bits_to_float64(gpu_bits, dt)
+        rmse_gpu = float(np.sqrt(np.mean((gpu_vals - ref) ** 2)))
+        rmse_emu = float(np.sqrt(np.mean((out - ref) ** 2)))
+        rows.append({"case": case["name"], "dtype": dt, "causal": case["causal"], "shape_q": "x".join(map(str, case["shape_q"])),
+                     "shape_kv": "x".join(map(str, case["shape_kv"])), "identical_pct": f"{same:.4f}",
+                     "max_ulp": int(ulp_distance(emu_bits, gpu_bits).max()),
+                     "rmse_gpu": f"{rmse_gpu:.6e}", "rmse_emu": f"{rmse_emu:.6e}",
+                     "rmse_ratio": f"{rmse_emu / rmse_gpu:.6f}" if rmse_gpu > 0 else "nan"})
+        print(f"{case['name']:55s} {same:9.4f} %  max ulp {rows[-1]['max_ulp']}  rmse ratio {rows[-1]['rmse_ratio']}")
+    ids = np.array([float(r["identical_pct"]) for r in rows])
+    ratios = np.array([float(r["rmse_ratio"]) for r in rows if r["rmse_ratio"] != "nan"])
+    print(f"{len(rows)} cases: identical median {np.median(ids):.4f} %, min {ids.min():.4f} %, "
+          f"all bits {100 * np.sum(ids == 100) / len(ids):.1f} % of cases; rmse ratio {ratios.min():.4f}-{ratios.max():.4f}")
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+#include "pasa/attention/detail/kernel_flash.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pasa/attention/detail/gemm_common.hpp"
+#include "pasa/attention/gemm.hpp"
+#include "pasa/core/error.hpp"
+#include "pasa/core/parallel.hpp"
+#include "pasa/numeric/format.hpp"
+#include "pasa/numeric/gpu_math.hpp"
+#include "pasa/numeric/round.hpp"
+
+// Each step follows docs/kernel-sources.md §1 (torch's FlashAttention-2, softmax.h and flash_fwd_kernel.h of
+// FA2 v2.5.7); the step's line there is named beside it. Scores, maxima, sums and O are floats, every
+// operation one IEEE float32 rounding (-ffp-contract=off: an FFMA of the kernel is std::fma here); both
+// GEMMs run under the tensor-core model of mma.sync m16n8k16 (docs/tensor-cores.md), P·V into the running O.
+
+namespace pasa::detail {
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+float exp2_of(Exp2Impl impl, float x) {
+  switch (impl) {
+    case Exp2Impl::cuda_exp2f: return gpu::exp2f(x);
+    case Exp2Impl::ex2_ftz: return gpu::ex2_approx_ftz(x);
+    case Exp2Impl::exact: return static_cast<float>(std::exp2(static_cast<double>(x)));
+  }
+  return 0;
+}
+
+GemmSpec mma_spec(const KernelSchedule& k, const Format& in) {
+  const std::string name = k.mma == "h100" ? "h100_" + in.name : k.mma;
+  return GemmSpec{in, in, StageSpec{fp32()}, StageSpec{fp32()},
+                  GemmModel{GemmKind::tensor_core, 16, tensor_core_preset(name)}};
+}
+
+// One KV part of one head's rows: the online softmax over blocks [b0, b1) of bn keys, normalised (Tsm
+// normalize_softmax_lse). O (Sq × D) receives the part's normalised output, lse its LSE (−inf: no key seen).
+struct Part {
+  std::vector<double> O;
+  std::vector<float> lse;
+};
+
+void run_part(const KernelSchedule& k, const GemmSpec& g, const Format& in_fmt, const double* S, const double* V,
+              std::size_t Sq, std::size_t Skv, std::size_t D, bool causal, float scale_f, float c, std::size_t bn,
+              std::size_t b0, std::size_t b1, bool split, Part& out) {
+  std::vector<float> m(Sq, -kInf), ls(Sq * 4, 0.0f);
+  out.O.assign(Sq * D, 0.0);
+  out.lse.assign(Sq, -kInf);
+  std::vector<double> P;
+  bool first = true;
+  const bool quad = k.row_sum == RowSumLayout::quad_fragment;
+  for (std::size_t step = 0; step < b1 - b0; ++step) {
+    const std::size_t j = k.kv_order == KvOrder::reverse ? b1 - 1 - step : b0 + step;
+    const std::size_t c0 = j * bn, c1 = std::min(Skv, c0 + bn), n = c1 - c0;
+    P.assign(Sq * n, 0.0);
+    for (std::size_t r = 0; r < Sq; ++r) {
+      // Masked keys are −inf (mask.h); causal keeps col <= row + Skv − Sq (bottom-right).
+      const std::size_t last = causal ? r + (Skv - Sq) : Skv - 1;
+      float mx = m[r];  // thread-local max from the previous max, then the quad's (exact either way)
+      for (std::size_t cc = 0; cc < n; ++cc)
+        if (c0 + cc <= last) mx = std::max(mx, static_cast<float>(S[r * Skv + c0 + cc]));
+      float* l = &ls[r * 4];
+      double* o = &out.O[r * D];
+      if (!first) {  // Tsm:151-157: alpha = exp2f(RN(RN(m_prev − m_cur)·c)), m_cur −inf → 0
+        const float mcur = mx == -kInf ? 0.0f : mx;
+        const float alpha = exp2_of(k.exp2, (m[r] - mcur) * c);
+        for (int t = 0; t < 4; ++t) l[t] = l[t] * alpha;
+        for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) * alpha);
+      }
+      m[r] = mx;
+      const float u = mx == -kInf ? 0.0f : mx * c;  // Tsm:76
+      for (std::size_t cc = 0; cc < n; ++cc) {
+        const float s = c0 + cc <= last ? static_cast<float>(S[r * Skv + c0 + cc]) : -kInf;
+        const float arg = k.exp_arg == ExpArg::unfused ? s * c - u : std::fma(s, c, -u);  // Tsm:82-85
+        const float p = exp2_of(k.exp2, arg);
+        // Row sums (Tsm:141, :162): thread t of the quad holds columns 8j + 2t + {0, 1}, in order; the first
+        // block starts from 0 + its first P (zero_init), later ones from RN(l·alpha).
+        if (quad) l[(cc % 8) / 2] += p;
+        else l[0] += p;
+        P[r * n + cc] = p;
+      }
+    }
+    // P to the input format (convert_type, round to nearest), then P·V into the rescaled O (gemm_rs).
+    round_span(std::span<const double>(P), std::span<double>(P), in_fmt, RoundOptions{});
+    gemm_accumulate(g, Sq, D, n, P.data(), n, V + c0 * D, D, out.O.data(), D);
+    first = false;
+  }
+  for (std::size_t r = 0; r < Sq; ++r) {
+    const float* l = &ls[r * 4];
+    const float total = quad ? (l[0] + l[2]) + (l[1] + l[3]) : l[0];  // quad_allreduce_, offsets 2 then 1
+    double* o = &out.O[r * D];
+    const bool empty = total == 0.0f || std::isnan(total);
+    if (k.normalise == Normalise::reciprocal) {
+      const float inv = empty ? 1.0f : 1.0f / total;  // Tsm:176
+      for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) * inv);
+    } else if (!empty) {
+      for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) / total);
+    }
+    if (empty) {
+      out.lse[r] = split ? -kInf : kInf;  // Tsm:177
+    } else {
+      const float lg = split || total >= 1.0f ? gpu::fast_logf(total) : static_cast<float>(std::log(total));
+      out.lse[r] = k.lse_fma ? std::fma(m[r], scale_f, lg) : m[r] * scale_f + lg;
+    }
+  }
+}
+
+}  // namespace
+
+void validate_kernel_case(const AttentionInputs& in, const KernelRecipe& k, const std::string& where) {
+  const std::string& f = in.q.format.name;
+  if ((f != "fp16" && f != "bf16") || in.k.format.name != f || in.v.format.name != f)
+    throw InputError(fmt::format("{}kernel {}: runs on fp16 or bf16 Q, K and V of one format (as the GPU kernel); "
+                                 "got {}, {}, {}", where, k.name, f, in.k.format.name, in.v.format.name));
+  if (!in.pse.data.empty() || !in.mask.select.empty() || !in.mask.keep.empty() || !in.mask.kv_len.empty())
+    throw InputError(fmt::format("{}kernel {}: pse, select, keep and kv_len masks are not part of this kernel's "
+                                 "call (torch SDPA's flash backend takes causal only)", where, k.name));
+  if (in.allow_nonfinite)
+    throw InputError(fmt::format("{}kernel {}: non-finite inputs are not modelled", where, k.name));
+  const std::size_t splits = kernel_splits(k.schedule, in.q.shape.B * in.q.shape.N, in.q.shape.S, in.k.shape.S,
+                                           in.q.shape.D);
+  if (k.schedule.exp_arg == ExpArg::fma && splits > 1)
+    throw InputError(fmt::format("{}kernel {}: exp_arg fma with split-KV ({} parts) needs MUFU.LG2 below 1, "
+                                 "which was not measured; set \"split\": \"none\"", where, k.name, splits));
+}
+
+AttentionOutput kernel_attention(const AttentionInputs& in, const KernelRecipe& k, int threads) {
+  validate_kernel_case(in, k, "");
+  const KernelSchedule& ks = k.schedule;
+  const std::size_t B = in.q.shape.B, Nq = in.q.shape.N, Nkv = in.k.shape.N, Sq = in.q.shape.S, Skv = in.k.shape.S,
+                    D = in.q.shape.D;
+  const Format fmt = in.q.format;
+  const GemmSpec g = mma_spec(ks, fmt);
+  // SDPA's scale as a float; c = RN(scale · log2 e) with log2 e a double (flash_api.cpp:130).
+  const float scale_f = static_cast<float>(in.effective_scale());
+  const float c = static_cast<float>(static_cast<double>(scale_f) * 1.4426950408889634074);
+  const bool causal = in.mask.causal && Sq > 1;  // (flash_api.cpp:403: causal is dropped for one query)
+  // Decode with GQA: the group's queries become rows of one KV head (flash_api.cpp:408-415), so the split
+  // heuristic counts B · Nkv heads of G rows.
+  const bool swapped = Sq == 1 && Nq > Nkv;
+  const std::size_t splits = swapped ? kernel_splits(ks, B * Nkv, Nq / Nkv, Skv, D) : kernel_splits(ks, B * Nq, Sq, Skv, D);
+  const std::size_t bn = block_n_for(splits > 1 ? ks.split_block_n : ks.block_n, D);
+  const std::size_t nblocks = (Skv + bn - 1) / bn, per_part = (nblocks + splits - 1) / splits;
+  AttentionOutput out;
+  out.o = Tensor::uninitialised(in.q.shape, fmt);
+  out.lse.assign(B * Nq * Sq, -std::numeric_limits<double>::infinity());
+  parallel_for(B * Nq, threads, [&](std::size_t w) {
+    const std::size_t b = w / Nq, h = w % Nq, hk = h / (Nq / Nkv);
+    const double* q = in.q.head(b, h);
+    const double* kh = in.k.head(b, hk);
+    const double* V = in.v.head(b, hk);
+    std::vector<double> kt(D * Skv), S(Sq * Skv);
+    for (std::size_t j = 0; j < Skv; ++j)
+      for (std::size_t d = 0; d < D; ++d) kt[d * Skv + j] = kh[j * D + d];
+    gemm(g, Sq, Skv, D, q, D, kt.data(), Skv, S.data(), Skv);  // acc_s cleared per block: S over D from 0
+    std::vector<Part> parts(splits);
+    for (std::size_t s = 0; s < splits; ++s) {
+      const std::size_t b0 = std::min(nblocks, s * per_part), b1 = std::min(nblocks, (s + 1) * per_part);
+      run_part(ks, g, fmt, S.data(), V, Sq, Skv, D, causal, scale_f, c, bn, b0, b1, splits > 1, parts[s]);
+    }
+    std::vector<double> res(Sq * D);
+    std::vector<float> lse(Sq);
+    if (splits == 1) {
+      res = parts[0].O;
+      lse = parts[0].lse;
+    } else {
+      // The combine (flash_fwd_kernel.h:1133-1206): lse_max, Σ expf(LSE_s − lse_max), LSE = logf(Σ) + lse_max,
+      // weights expf(LSE_s − LSE), O = Σ w_s·O_s from 0 in split order.
+      for (std::size_t r = 0; r < Sq; ++r) {
+        float lmax = -kInf;
+        for (const Part& p : parts) lmax = std::max(lmax, p.lse[r]);
+        if (lmax == -kInf) lmax = 0.0f;
+        float sum = 0.0f;
+        for (const Part& p : parts) sum += gpu::expf(p.lse[r] - lmax);
+        const float L = sum == 0.0f || std::isnan(sum) ? kInf : gpu::logf(sum) + lmax;
+        lse[r] = L;
+        for (std::size_t d = 0; d < D; ++d) {
+          float acc = 0.0f;
+          for (const Part& p : parts) {
+            const float wgt = gpu::expf(p.lse[r] - L);
+            const float od = static_cast<float>(p.O[r * D + d]);
+            acc = ks.combine_fma ? std::fma(wgt, od, acc) : acc + wgt * od;
+          }
+          res[r * D + d] = acc;
+        }
+      }
+    }
+    double* o = out.o.head(b, h);
+    round_span(std::span<const double>(res), std::span<double>(o, Sq * D), fmt, RoundOptions{});  // convert_type
+    for (std::size_t r = 0; r < Sq; ++r) {
+      const float L = lse[r];
+      out.lse[(b * Nq + h) * Sq + r] = std::isinf(L) ? -std::numeric_limits<double>::infinity() : L;
+    }
+  });
+  return out;
+}
+
+}  // namespace pasa::detail

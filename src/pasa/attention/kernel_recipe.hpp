@@ -1,0 +1,112 @@
+// Kernel recipes: the attention kernels people run, as values (issue 38). A recipe is an algorithm (fa2's
+// online softmax), its numerics (fp16/bf16 inputs, fp32 scores, softmax and O, P in the input format, the
+// output cast) and a *schedule*: every choice of the kernel's source that moves a bit, as a field, so that a
+// user can ask "this kernel, but with forward KV order" without a new code path. The engine that runs a
+// schedule is attention/detail/kernel_flash.cpp; the sources each recipe follows, line by line, are in
+// docs/kernel-sources.md, and what was measured against the GPU in docs/hardware.md ("Kernel recipes").
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pasa/core/enum_table.hpp"
+
+namespace pasa {
+
+enum class KvOrder { forward, reverse };  // key blocks first to last, or last to first (FA2's n_block loop)
+// How the exponent's argument is formed, c = RN(scale·log2 e) folded once (FA2 softmax.h scale_apply_exp2):
+enum class ExpArg {
+  unfused,  // RN(RN(s·c) − RN(m·c)): torch's build (UNFUSE_FMA, __fmul_rn)
+  fma,      // RN(s·c − RN(m·c)) in one FFMA: upstream FlashAttention-2 without UNFUSE_FMA
+};
+enum class Exp2Impl {
+  cuda_exp2f,  // CUDA's exp2f without fast math: MUFU.EX2 with the x < −126 halving (numeric/gpu_math.hpp)
+  ex2_ftz,     // ex2.approx.ftz.f32 alone (--use_fast_math)
+  exact,       // 2^x correctly rounded to fp32 (a textbook unit; no GPU computes it so)
+};
+enum class RowSumLayout {
+  quad_fragment,  // FA2: thread t of a quad adds columns 8j + 2t + {0, 1} of each block in order, rescaled per
+                  // block; (t0 + t2) + (t1 + t3) once at the end (softmax.h, quad_allreduce_ offsets 2 then 1)
+  sequential,     // one sum per row over the block's columns in order (a textbook reduction)
+};
+enum class Normalise {
+  reciprocal,  // inv = 1.f / l (IEEE), O·inv, inv = 1 for l = 0 or NaN (FA2 normalize_softmax_lse)
+  divide,      // O / l per element
+};
+enum class SplitRule {
+  none,          // one pass over all keys
+  fixed,         // `splits` parts
+  fa2_heuristic, // FlashAttention-2's num_splits_heuristic with 2 x sm_count, as torch's mha_fwd calls it
+};
+
+inline constexpr EnumTable<KvOrder, 2> kKvOrders = {{{KvOrder::forward, "forward", "first key block to last"},
+                                                     {KvOrder::reverse, "reverse", "last key block to first (FA2)"}}};
+static_assert(enum_table_in_order(kKvOrders), "kKvOrders: one entry per KvOrder, in enum order");
+inline constexpr EnumTable<ExpArg, 2> kExpArgs = {{{ExpArg::unfused, "unfused", "RN(RN(s·c) − RN(m·c)) (torch)"},
+                                                   {ExpArg::fma, "fma", "RN(s·c − RN(m·c)), one FFMA (upstream FA2)"}}};
+static_assert(enum_table_in_order(kExpArgs), "kExpArgs: one entry per ExpArg, in enum order");
+inline constexpr EnumTable<Exp2Impl, 3> kExp2Impls = {{
+    {Exp2Impl::cuda_exp2f, "cuda_exp2f", "CUDA exp2f on the measured MUFU.EX2"},
+    {Exp2Impl::ex2_ftz, "ex2_ftz", "ex2.approx.ftz.f32 alone (fast math)"},
+    {Exp2Impl::exact, "exact", "2^x correctly rounded (textbook)"}}};
+static_assert(enum_table_in_order(kExp2Impls), "kExp2Impls: one entry per Exp2Impl, in enum order");
+inline constexpr EnumTable<RowSumLayout, 2> kRowSumLayouts = {{
+    {RowSumLayout::quad_fragment, "quad_fragment", "per-thread columns of the MMA fragment, quad sum at the end"},
+    {RowSumLayout::sequential, "sequential", "one running sum per row"}}};
+static_assert(enum_table_in_order(kRowSumLayouts), "kRowSumLayouts: one entry per RowSumLayout, in enum order");
+inline constexpr EnumTable<Normalise, 2> kNormalises = {{{Normalise::reciprocal, "reciprocal", "O · (1/l)"},
+                                                         {Normalise::divide, "divide", "O / l"}}};
+static_assert(enum_table_in_order(kNormalises), "kNormalises: one entry per Normalise, in enum order");
+inline constexpr EnumTable<SplitRule, 3> kSplitRules = {{
+    {SplitRule::none, "none", "no split"},
+    {SplitRule::fixed, "fixed", "`splits` parts"},
+    {SplitRule::fa2_heuristic, "fa2_heuristic", "FA2's num_splits_heuristic (2 x sm_count)"}}};
+static_assert(enum_table_in_order(kSplitRules), "kSplitRules: one entry per SplitRule, in enum order");
+
+struct KernelSchedule {
+  // kBlockN by head dimension (the head dimension rounded up to the first entry >= D): the kernel without
+  // splits, and the split-KV kernel's. One entry {0, n} means n for every D.
+  std::vector<std::pair<std::size_t, std::size_t>> block_n, split_block_n;
+  std::size_t split_block_m = 64;  // the m-blocks the heuristic counts
+  SplitRule split = SplitRule::fa2_heuristic;
+  std::size_t splits = 1;          // SplitRule::fixed
+  int sm_count = 132;              // H100 / H200 SXM
+  KvOrder kv_order = KvOrder::reverse;
+  ExpArg exp_arg = ExpArg::unfused;
+  Exp2Impl exp2 = Exp2Impl::cuda_exp2f;
+  RowSumLayout row_sum = RowSumLayout::quad_fragment;
+  Normalise normalise = Normalise::reciprocal;
+  bool lse_fma = true;             // a part's LSE = fma(m, scale, __logf(l)) (one FFMA), else RN(m·scale) + ...
+  bool combine_fma = true;         // the split combine's O += w_s·O_s as one FFMA per part
+  std::string mma = "h100_fp16";   // the tensor-core model of both GEMMs (mma.sync m16n8k16, fp32 accumulate);
+                                   // bf16 inputs take h100_bf16 (the same features)
+  bool operator==(const KernelSchedule&) const = default;
+};
+
+struct KernelRecipe {
+  std::string name;
+  std::string summary;
+  std::string source;  // repository, file and commit it follows
+  KernelSchedule schedule;
+  bool operator==(const KernelRecipe&) const = default;
+};
+
+// The registry (kernel_recipe.cpp, one entry a block).
+const std::vector<KernelRecipe>& kernel_recipes();
+std::vector<std::string> kernel_recipe_names();
+// InputError naming the known recipes for an unknown name; `where` prefixes the message.
+const KernelRecipe& kernel_recipe(std::string_view name, const std::string& where = "");
+// The markdown table of pasa-attn --list-kernels.
+std::string kernel_table_markdown();
+
+// kBlockN of `table` for head dimension D (the first entry whose key >= D, else the last).
+std::size_t block_n_for(const std::vector<std::pair<std::size_t, std::size_t>>& table, std::size_t D);
+// The number of KV parts the schedule takes for these sizes (b·h·ceil(Sq/split_block_m) work items).
+std::size_t kernel_splits(const KernelSchedule&, std::size_t batch_heads, std::size_t Sq, std::size_t Skv,
+                          std::size_t D);
+
+
+}  // namespace pasa
