@@ -42,12 +42,21 @@ def run_recipe(case, kernel="torch_flash_sm90"):
     return pasa.encode(out, case["dtype"]).astype(np.uint16), lse
 
 
-@pytest.mark.parametrize("name", [n for n in CHOSEN if n in CASES])
-def test_torch_flash_recipe_matches_the_gpu(name):
+# torch_efficient_sm90: the same cases where SDPA ran the backend (no GQA there), d > 128 through its fp32
+# output buffer, and causal with Sq = Skv (top-left, refused otherwise).
+EFFICIENT = ["uniform_fp16_full_d64_odd", "uniform_bf16_full_d256_rect", "uniform_fp16_causal_d256_odd",
+             "uniformx20_fp16_causal_d256_odd", "hybridx20am10_fp16_full_d256_rect", "uniformx20_bf16_full_d128_decode",
+             "probe_onehotv_u11_skv256_fp16_causal_d256"]
+
+
+@pytest.mark.parametrize("backend, recipe, name",
+                         [("sdpa_flash", "torch_flash_sm90", n) for n in CHOSEN if n in CASES] +
+                         [("sdpa_efficient", "torch_efficient_sm90", n) for n in EFFICIENT if n in CASES])
+def test_recipe_matches_the_gpu(backend, recipe, name):
     case = CASES[name]
-    r = case["results"]["sdpa_flash"]
+    r = case["results"][backend]
     assert r["status"] == "ok"
-    got, _ = run_recipe(case)
+    got, _ = run_recipe(case, recipe)
     want = capture(r["out_key"]).reshape(got.shape)
     same = np.mean(got == want) * 100
     assert same >= 99.99, f"{name}: {same:.4f} % of output bits identical"
@@ -97,6 +106,12 @@ def test_kernels_listing_and_refusals(tmp_path):
     r = run_app("pasa-attn", "--heads", 1, "--seq", 16, "--dim", 64, "--kernel", "torch_flash_sm90", "--alloc",
                 "fa_fp32", expect_rc=2)
     assert "--kernel" in r.stderr
+
+
+def test_top_left_causal_is_refused_where_it_differs_from_pasas():
+    case = CASES["uniform_fp16_causal_d128_rect"]  # Sq 100, Skv 300
+    with pytest.raises(ValueError, match="aligned top-left .* Sq = 100 != Skv = 300"):
+        run_recipe(case, "torch_efficient_sm90")
 
 
 def test_recipe_results_do_not_depend_on_threads():

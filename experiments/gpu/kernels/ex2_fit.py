@@ -20,7 +20,12 @@ Output: results/hardware/kernels/ex2_candidates.npz with, per candidate NAME:
   cand_NAME_g, cand_NAME_h   int8 candidate minus measured (0 where the candidate is right), the input of
                              mufu_probe.py --candidates (tested there on all 2^32 inputs)
   coef_NAME_g, coef_NAME_h   (2^m, ncoef) float64 coefficients, margin_NAME_g/h (2^m,) the LP margins
-How to run: python3 experiments/gpu/kernels/ex2_fit.py [--jobs 2] (needs python3-scipy; ~10 min on 2 cores)
+  cand_NAMEhard0_*           NAME with segment 0 refitted so that its entries k < 2^H are exact
+                             (hardbits_NAMEhard0_g/h = H): most inputs use small k
+It also prints, per candidate, the number of float32 inputs with a wrong result, from the table errors and
+the exact number of inputs per table entry (input_weights; it reproduces the GPU's counts).
+How to run: python3 experiments/gpu/kernels/ex2_fit.py [--jobs 2]      (python3-scipy; ~10 min on 2 cores)
+            python3 experiments/gpu/kernels/ex2_fit.py --hard-seg0 bitsu2_m6   (adds bitsu2_m6hard0, ~1 min)
 """
 import argparse
 import hashlib
@@ -77,12 +82,74 @@ def fit_segment(args):
     return c, -r.fun, np.floor(A @ c).astype(np.int64)
 
 
+def input_weights(neg):
+    """How many float32 inputs with a normal result use table entry k (exact counts, checked against the
+    GPU's per-category totals): x in binade 2^e, e <= -24 -> k = 0; -23 <= e <= -1 -> each k in
+    [2^(e+23), 2^(e+24)) gets 2^-e inputs; 0 <= e <= 6 -> every k = 0 mod 2^e gets 2^e (negative x:
+    |x| <= 126 only)."""
+    n = 1 << 23
+    w = np.zeros(n)
+    w[0] += 103 * 2 ** 23
+    for e in range(-23, 0):
+        w[2 ** (e + 23):2 ** (e + 24)] += 2.0 ** (-e)
+    for e in range(0, 7):
+        if neg and e == 6:
+            w[::64] += 62
+            w[0] += 1
+        else:
+            w[::2 ** e] += 2 ** e
+    return w
+
+
+def hard_seg0(name, tabs, out):
+    """Refit segment 0 of candidate `name` with the entries k < 2^H held exactly (largest feasible H of
+    14, 12, ..., 2): the inputs are concentrated on small k (k = 0 alone takes every |x| < 2^-23)."""
+    from scipy.optimize import linprog
+    kind, m = name.rsplit("_m", 1)
+    kind = {"bitsu2": "bits+u2", "quad": "quad"}[kind]
+    nb = 23 - int(m)
+    n = 1 << nb
+    A = design(kind, nb)
+    for nm, V in tabs.items():
+        vals = V[:n].astype(np.float64)
+        c_ls = np.linalg.lstsq(A, vals + 0.5, rcond=None)[0]
+        v = vals - A @ c_ls
+        for H in (14, 12, 10, 8, 6, 4, 2):
+            hard = np.arange(n) < (1 << H)
+            s = ~hard
+            a_ub = np.block([[-A[s], np.ones((s.sum(), 1))], [A[s], np.ones((s.sum(), 1))],
+                             [-A[hard], np.zeros((hard.sum(), 1))], [A[hard], np.zeros((hard.sum(), 1))]])
+            b_ub = np.concatenate([-v[s], v[s] + 1.0, -v[hard], v[hard] + 1.0 - 1e-9])
+            cost = np.zeros(A.shape[1] + 1)
+            cost[-1] = -1.0
+            r = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=[(None, None)] * (A.shape[1] + 1), method="highs")
+            if r.x is not None:
+                break
+        d = out[f"cand_{name}_{nm}"].astype(np.int64).copy()
+        c = c_ls + r.x[:-1]
+        d[:n] = np.floor(A @ c).astype(np.int64) - V[:n]
+        out[f"cand_{name}hard0_{nm}"] = d.astype(np.int8)
+        coef = out[f"coef_{name}_{nm}"].copy()
+        coef[0] = c
+        out[f"coef_{name}hard0_{nm}"] = coef
+        out[f"hardbits_{name}hard0_{nm}"] = np.int32(H)
+        print(f"{name}hard0 {nm}: segment 0 with k < 2^{H} exact, margin {-r.fun:.4f}; "
+              f"{int((d != 0).sum())} table entries wrong", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--candidates", default="quad:6,quad:8,bits+u2:6")
+    ap.add_argument("--hard-seg0", default=None, help="NAME: add NAMEhard0 to an existing OUT (no refit)")
     a = ap.parse_args()
     tabs = load_tables()
+    if a.hard_seg0:
+        out = dict(np.load(OUT))
+        hard_seg0(a.hard_seg0, tabs, out)
+        report(out)
+        np.savez_compressed(OUT, **out)
+        return
     out = {}
     with Pool(a.jobs) as p:
         for spec in a.candidates.split(","):
@@ -100,8 +167,20 @@ def main():
                 mis = int((cand != V).sum())
                 print(f"{name} {nm}: {mis} of {len(V)} table entries wrong ({100 * mis / len(V):.3f} %), "
                       f"worst LP margin {np.nanmin(out[f'margin_{name}_{nm}']):.4f}", flush=True)
+    report(out)
     np.savez_compressed(OUT, **out)
     print(f"wrote {OUT} ({os.path.getsize(OUT) / 2 ** 20:.2f} MiB)")
+
+
+def report(out):
+    """Mismatches over all 2^32 inputs, from the table errors and the input counts per entry."""
+    w = {"g": input_weights(False), "h": input_weights(True)}
+    for key in sorted(out):
+        if key.startswith("cand_") and key.endswith("_g"):
+            name = key[5:-2]
+            pos = float((w["g"] * (out[key] != 0)).sum())
+            neg = float((w["h"] * (out[f"cand_{name}_h"] != 0)).sum())
+            print(f"  {name}: inputs with a wrong result x >= 0: {pos:.0f}, x < 0: {neg:.0f}, total {pos + neg:.0f}")
 
 
 if __name__ == "__main__":

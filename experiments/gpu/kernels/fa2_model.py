@@ -289,6 +289,146 @@ def flash_head(q, k, v, scale, causal, dtype, v_):
     return out, lse
 
 
+def eff_tiles(d):
+    """(kQueriesPerBlock, kKeysPerBlock, warp columns kN, gmem output path) of torch's mem-efficient kernel."""
+    if d <= 64:
+        return 64, 64, 2, False
+    if d <= 128:
+        return 64, 128, 4, False
+    return 32, 128, 4, True
+
+
+def efficient_head(q, k, v, scale, causal, dtype, v_):
+    """torch's memory-efficient attention (docs/kernel-sources.md §2), one head: forward key blocks, the scale
+    and log2e applied in two roundings, the max in log2 units, rescale only when the max grows."""
+    Sq, D = q.shape
+    Skv = k.shape[0]
+    emin = -14 if dtype == "fp16" else -126
+    _, bk, kN, gmem = eff_tiles(D)
+    blk = v_.get("mma_block", 8)
+    S = tc_accumulate(np.zeros((Sq, Skv), F32), q, k.T, block=blk, emin_a=emin, emin_b=emin)
+    S = (S * F32(scale)).astype(F32)
+    l2e = F32(np.log2(np.e))
+    rows = np.arange(Sq)
+    mi = np.full(Sq, -np.inf, F32)
+    sp = np.zeros(Sq, F32)
+    O = np.zeros((Sq, D), F32)
+    first = True
+    for c0 in range(0, Skv, bk):
+        c1 = min(Skv, c0 + bk)
+        n = c1 - c0
+        cols = np.arange(c0, c1)
+        Sb = S[:, c0:c1]
+        vis = np.ones((Sq, n), bool)
+        if causal:
+            vis &= cols[None, :] <= rows[:, None]
+        if v_.get("eff_fma", False):
+            Sl = Sb  # log2e folded into the FFMA below
+            mx = np.where(vis, (Sb * l2e).astype(F32), F32(-np.inf)).max(axis=1)
+        else:
+            Sl = (Sb * l2e).astype(F32)
+            mx = np.where(vis, Sl, F32(-np.inf)).max(axis=1)
+        m_new = np.maximum(mi, mx)
+        grew = m_new > mi
+        r = np.where(grew & ~np.isneginf(mi), exp2f((mi - m_new).astype(F32), v_["exp"]), F32(1))
+        r = np.where(np.isneginf(mi) & grew, F32(0), r)
+        m_use = np.where(np.isneginf(m_new), F32(0), m_new)
+        if v_.get("eff_fma", False):
+            arg = fma32(Sl, l2e, -m_use[:, None])
+        else:
+            arg = (Sl - m_use[:, None]).astype(F32)
+        P = np.where(vis, exp2f(arg, v_["exp"]), F32(0))
+        # row sums: warp column w holds columns [32w, 32w+32); thread t of the quad: 8j + 2t + {0, 1}, j = 0..3
+        parts = []
+        for w in range(kN):
+            th = []
+            for t in range(4):
+                acc = np.zeros(Sq, F32)
+                for j in range(4):
+                    for e in (0, 1):
+                        cc = 32 * w + 8 * j + 2 * t + e
+                        if cc < n:
+                            acc = (acc + P[:, cc]).astype(F32)
+                th.append(acc)
+            parts.append(((th[0] + th[1]).astype(F32) + (th[2] + th[3]).astype(F32)).astype(F32))
+        spn = np.where(grew, (sp * r).astype(F32), sp)
+        for w in range(kN):
+            spn = (spn + parts[w]).astype(F32)
+        Pq = P.astype(np.float16).astype(np.float64) if dtype == "fp16" else bf16_round(P).astype(np.float64)
+        if not gmem:
+            if not first:
+                O = np.where(grew[:, None], (O * r[:, None]).astype(F32), O)
+            O = tc_accumulate(O, Pq, v[c0:c1], block=blk, emin_a=emin, emin_b=emin)
+        else:
+            acc = tc_accumulate(np.zeros((Sq, D), F32), Pq, v[c0:c1], block=blk, emin_a=emin, emin_b=emin)
+            last = c1 == Skv
+            alpha = np.where(spn == 0, F32(1), (F32(1) / spn).astype(F32)) if last else np.ones(Sq, F32)
+            rr = np.where(grew, r, F32(1))
+            beta = (alpha * rr).astype(F32)
+            X = (O * beta[:, None]).astype(F32)
+            O = fma32(alpha[:, None], acc, X)
+        sp = spn
+        mi = m_new
+        first = False
+    if not gmem:
+        alpha = np.where(sp == 0, F32(1), (F32(1) / sp).astype(F32))
+        O = (O * alpha[:, None]).astype(F32)
+    return O, None
+
+
+def cudnn_head(q, k, v, scale, causal, dtype, v_):
+    """A model of cuDNN's SDPA after the frontend's open sm90 kernel (docs/kernel-sources.md §6): forward key
+    blocks of bn, m in scaled log2 units RN(max·c), s' = RN(RN(c·s) − m), per-thread block sums from 0 folded
+    by l = alpha·l + sum, quad xor 1 then 2, reciprocal."""
+    Sq, D = q.shape
+    Skv = k.shape[0]
+    emin = -14 if dtype == "fp16" else -126
+    c = F32(np.float64(F32(scale)) * np.log2(np.e)) if v_["c"] == "double" else F32(F32(scale) * F32(np.log2(np.e)))
+    S = tc_accumulate(np.zeros((Sq, Skv), F32), q, k.T, block=v_.get("mma_block", 16), emin_a=emin, emin_b=emin)
+    if v_.get("cudnn_s") == "scaled_first":  # S·scale rounded before the log2e factor
+        S = (S * F32(scale)).astype(F32)
+        c = F32(np.log2(np.e))
+    bn = v_.get("cudnn_bn", 128)
+    rows = np.arange(Sq)
+    m = np.full(Sq, -np.inf, F32)
+    ls = np.zeros((Sq, 4), F32)
+    O = np.zeros((Sq, D), F32)
+    ex = "ftz" if v_["exp"] == "mufu" else v_["exp"]
+    def e2(x):
+        return ex2_mufu_ftz(x) if ex == "ftz" else exp2f(x, ex)
+    for c0 in range(0, Skv, bn):
+        c1 = min(Skv, c0 + bn)
+        n = c1 - c0
+        cols = np.arange(c0, c1)
+        vis = np.ones((Sq, n), bool)
+        if causal:  # SDPA's is_causal reaches cuDNN top-left aligned (the mem-efficient kernel's too)
+            vis &= cols[None, :] <= rows[:, None]
+        Sb = np.where(vis, S[:, c0:c1], F32(-np.inf))
+        mraw = Sb.max(axis=1)
+        mnew_s = np.where(np.isneginf(mraw), F32(-np.inf), (mraw * c).astype(F32))
+        mnew_s = np.maximum(m, mnew_s)
+        alpha = np.where(np.isneginf(m), F32(0), e2((m - mnew_s).astype(F32)))
+        mu = np.where(np.isneginf(mnew_s), F32(0), mnew_s)
+        arg = fma32(Sb, c, -mu[:, None]) if v_.get("cudnn_fma") else ((Sb * c).astype(F32) - mu[:, None]).astype(F32)
+        P = np.where(vis, e2(arg), F32(0))
+        blk = np.zeros((Sq, 4), F32)
+        for t in range(4):
+            for cc in range(n):
+                if (cc % 8) // 2 == t:
+                    blk[:, t] = (blk[:, t] + P[:, cc]).astype(F32)
+        if v_.get("l_fma", True):
+            ls = fma32(alpha[:, None], ls, blk)
+        else:
+            ls = ((alpha[:, None] * ls).astype(F32) + blk).astype(F32)
+        O = (O * alpha[:, None]).astype(F32)
+        Pq = P.astype(np.float16).astype(np.float64) if dtype == "fp16" else bf16_round(P).astype(np.float64)
+        O = tc_accumulate(O, Pq, v[c0:c1], block=v_.get("mma_block", 16), emin_a=emin, emin_b=emin)
+        m = mnew_s
+    total = ((ls[:, 0] + ls[:, 1]).astype(F32) + (ls[:, 2] + ls[:, 3]).astype(F32)).astype(F32)
+    inv = np.where(total == 0, F32(0), (F32(1) / total).astype(F32))
+    return (O * inv[:, None]).astype(F32), None
+
+
 def bf16_round(x):
     b = np.asarray(x, F32).view(np.uint32).astype(np.uint64)
     r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
@@ -315,6 +455,13 @@ def model_case(case, variant):
     g = Hq // Hkv
     for b in range(B):
         for h in range(Hq):
+            if variant.get("backend") == "cudnn":
+                out[b, h] = cudnn_head(qf[b, h], kf[b, h // g], vf[b, h // g], scale, case["causal"], dt, v_)[0]
+                continue
+            if variant.get("backend") == "efficient":
+                o, l = efficient_head(qf[b, h], kf[b, h // g], vf[b, h // g], scale, case["causal"], dt, v_)
+                out[b, h] = o
+                continue
             o, l = flash_head(qf[b, h], kf[b, h // g], vf[b, h // g], scale, causal, dt, v_)
             out[b, h], lse[b, h] = o, l
     if dt == "fp16":
@@ -342,10 +489,18 @@ def main():
     ap.add_argument("--order", default="reverse")
     ap.add_argument("--c", default="double")
     ap.add_argument("--lse-fma", type=int, default=1)
+    ap.add_argument("--eff-fma", type=int, default=0)
+    ap.add_argument("--bn", type=int, default=128)
+    ap.add_argument("--l-fma", type=int, default=1)
+    ap.add_argument("--cudnn-s", default="")
+    ap.add_argument("--mma-block", type=int, default=8)
     ap.add_argument("--max-cases", type=int, default=1000)
     a = ap.parse_args()
     man = json.load(open(os.path.join(RES, "sdpa_manifest.json")))
-    variant = {"exp": a.exp, "fma": bool(a.fma), "order": a.order, "c": a.c, "splits": None, "lse_fma": bool(a.lse_fma)}
+    variant = {"exp": a.exp, "fma": bool(a.fma), "order": a.order, "c": a.c, "splits": None, "lse_fma": bool(a.lse_fma),
+               "backend": "efficient" if "efficient" in a.backend else ("cudnn" if "cudnn" in a.backend else "flash"),
+               "cudnn_bn": a.bn, "l_fma": bool(a.l_fma), "cudnn_fma": bool(a.fma), "cudnn_s": a.cudnn_s, "eff_fma": bool(a.eff_fma),
+               "mma_block": a.mma_block}
     n = 0
     for case in man["cases"]:
         if a.only not in case["name"]:

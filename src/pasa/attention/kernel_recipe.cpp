@@ -16,6 +16,9 @@ namespace {
 const std::vector<std::pair<std::size_t, std::size_t>> kFa2BlockN = {
     {32, 128}, {64, 128}, {96, 64}, {128, 64}, {160, 32}, {192, 64}, {224, 64}, {256, 64}};
 const std::vector<std::pair<std::size_t, std::size_t>> kFa2SplitBlockN = {{64, 256}, {128, 128}, {256, 64}};
+// torch's memory-efficient kernel on sm80/sm90 (docs/kernel-sources.md §2): kKeysPerBlock of the Q x K tiles
+// 64x64 (d <= 64), 64x128 (d <= 128), 32x128 (any d) (kernels/cutlassF.h dispatch_cutlassF_f16_sm80).
+const std::vector<std::pair<std::size_t, std::size_t>> kEfficientBlockN = {{64, 64}, {128, 128}, {0, 128}};
 
 }  // namespace
 
@@ -40,7 +43,29 @@ const std::vector<KernelRecipe>& kernel_recipes() {
                        .normalise = Normalise::reciprocal,
                        .lse_fma = true,
                        .combine_fma = true,
-                       .mma = "h100_fp16"},
+                       .mma = "h100"},
+      },
+      {
+          .name = "torch_efficient_sm90",
+          .summary = "torch SDPA's EFFICIENT_ATTENTION backend (CUTLASS memory-efficient kernel, sm80 code) on "
+                     "H100/H200",
+          .source = "pytorch/pytorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/ (kernel_forward.h "
+                    "01b4eaef, epilogue_rescale_output.h 1338eea8, mma_accum_lambda_iterator.h a3ac4966); measured "
+                    "on torch 2.11 + CUDA 13 (results/hardware/kernels)",
+          .schedule = {.block_n = kEfficientBlockN,
+                       .split_block_n = kEfficientBlockN,
+                       .split = SplitRule::none,
+                       .kv_order = KvOrder::forward,
+                       .exp_arg = ExpArg::unfused,
+                       .exp2 = Exp2Impl::cuda_exp2f,
+                       .row_sum = RowSumLayout::warp_columns,
+                       .normalise = Normalise::reciprocal,
+                       .scale_fold = ScaleFold::scale_then_log2,
+                       .rescale = Rescale::when_max_grows,
+                       .causal = CausalAlign::top_left,
+                       .mma_k = 8,
+                       .global_output_above = 128,
+                       .mma = "h100"},
       },
   };
   return r;

@@ -31,6 +31,23 @@ enum class RowSumLayout {
   quad_fragment,  // FA2: thread t of a quad adds columns 8j + 2t + {0, 1} of each block in order, rescaled per
                   // block; (t0 + t2) + (t1 + t3) once at the end (softmax.h, quad_allreduce_ offsets 2 then 1)
   sequential,     // one sum per row over the block's columns in order (a textbook reduction)
+  warp_columns,   // mem-efficient: per block, thread t adds its 8 columns 8j + 2t + {0, 1} of each 32-column warp
+                  // slice from 0, the quad (t0 + t1) + (t2 + t3), then the slices' parts added in order onto
+                  // RN(l·r) (kernel_forward.h iterative_softmax, mma_accum_lambda_iterator.h)
+};
+// Where the softmax scale enters:
+enum class ScaleFold {
+  log2_folded,      // FA2: c = RN(scale·log2 e) once, the max of the raw scores, exponent args from s·c
+  scale_then_log2,  // mem-efficient: S ← RN(S·scale), S ← RN(S·RN(log2 e)), the max in log2 units, P = 2^RN(S − m)
+};
+enum class Rescale {
+  always,          // every block after the first (FA2 softmax_rescale_o)
+  when_max_grows,  // only where the row's max grew (mem-efficient), else factor 1 and no multiply
+};
+enum class CausalAlign {
+  bottom_right,  // key j visible to query i iff j <= i + Skv − Sq: pasa's causal (FA2's kernel mask)
+  top_left,      // j <= i: SDPA's is_causal on the mem-efficient and cuDNN backends; the recipe then refuses
+                 // causal with Sq != Skv, where the two meanings part
 };
 enum class Normalise {
   reciprocal,  // inv = 1.f / l (IEEE), O·inv, inv = 1 for l = 0 or NaN (FA2 normalize_softmax_lse)
@@ -53,13 +70,25 @@ inline constexpr EnumTable<Exp2Impl, 3> kExp2Impls = {{
     {Exp2Impl::ex2_ftz, "ex2_ftz", "ex2.approx.ftz.f32 alone (fast math)"},
     {Exp2Impl::exact, "exact", "2^x correctly rounded (textbook)"}}};
 static_assert(enum_table_in_order(kExp2Impls), "kExp2Impls: one entry per Exp2Impl, in enum order");
-inline constexpr EnumTable<RowSumLayout, 2> kRowSumLayouts = {{
+inline constexpr EnumTable<RowSumLayout, 3> kRowSumLayouts = {{
     {RowSumLayout::quad_fragment, "quad_fragment", "per-thread columns of the MMA fragment, quad sum at the end"},
-    {RowSumLayout::sequential, "sequential", "one running sum per row"}}};
+    {RowSumLayout::sequential, "sequential", "one running sum per row"},
+    {RowSumLayout::warp_columns, "warp_columns", "per block: thread, quad (t0+t1)+(t2+t3), 32-column slices"}}};
 static_assert(enum_table_in_order(kRowSumLayouts), "kRowSumLayouts: one entry per RowSumLayout, in enum order");
 inline constexpr EnumTable<Normalise, 2> kNormalises = {{{Normalise::reciprocal, "reciprocal", "O · (1/l)"},
                                                          {Normalise::divide, "divide", "O / l"}}};
 static_assert(enum_table_in_order(kNormalises), "kNormalises: one entry per Normalise, in enum order");
+inline constexpr EnumTable<ScaleFold, 2> kScaleFolds = {{
+    {ScaleFold::log2_folded, "log2_folded", "c = RN(scale·log2 e) folded into the exponent (FA2)"},
+    {ScaleFold::scale_then_log2, "scale_then_log2", "RN(RN(S·scale)·log2 e), max in log2 units (mem-efficient)"}}};
+static_assert(enum_table_in_order(kScaleFolds), "kScaleFolds: one entry per ScaleFold, in enum order");
+inline constexpr EnumTable<Rescale, 2> kRescales = {{{Rescale::always, "always", "every block after the first"},
+                                                     {Rescale::when_max_grows, "when_max_grows", "only where the max grew"}}};
+static_assert(enum_table_in_order(kRescales), "kRescales: one entry per Rescale, in enum order");
+inline constexpr EnumTable<CausalAlign, 2> kCausalAligns = {{
+    {CausalAlign::bottom_right, "bottom_right", "j <= i + Skv − Sq (pasa's causal)"},
+    {CausalAlign::top_left, "top_left", "j <= i (SDPA is_causal on mem-efficient/cuDNN)"}}};
+static_assert(enum_table_in_order(kCausalAligns), "kCausalAligns: one entry per CausalAlign, in enum order");
 inline constexpr EnumTable<SplitRule, 3> kSplitRules = {{
     {SplitRule::none, "none", "no split"},
     {SplitRule::fixed, "fixed", "`splits` parts"},
@@ -79,10 +108,17 @@ struct KernelSchedule {
   Exp2Impl exp2 = Exp2Impl::cuda_exp2f;
   RowSumLayout row_sum = RowSumLayout::quad_fragment;
   Normalise normalise = Normalise::reciprocal;
+  ScaleFold scale_fold = ScaleFold::log2_folded;
+  Rescale rescale = Rescale::always;
+  CausalAlign causal = CausalAlign::bottom_right;
+  std::size_t mma_k = 16;          // products per MMA instruction, the tensor-core model's block (m16n8k16: 16,
+                                   // the mem-efficient kernel's m16n8k8: 8)
+  std::size_t global_output_above = 0;  // D above which O goes through an fp32 global buffer, merged per block
+                                        // (mem-efficient d > 128: epilogue_rescale_output.h); 0: registers
   bool lse_fma = true;             // a part's LSE = fma(m, scale, __logf(l)) (one FFMA), else RN(m·scale) + ...
   bool combine_fma = true;         // the split combine's O += w_s·O_s as one FFMA per part
-  std::string mma = "h100_fp16";   // the tensor-core model of both GEMMs (mma.sync m16n8k16, fp32 accumulate);
-                                   // bf16 inputs take h100_bf16 (the same features)
+  std::string mma = "h100";        // the tensor-core model of both GEMMs, fp32 accumulate: "h100" is the H100
+                                   // model of the input format (h100_fp16, h100_bf16), or a named model
   bool operator==(const KernelSchedule&) const = default;
 };
 

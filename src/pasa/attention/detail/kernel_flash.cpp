@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -36,9 +37,9 @@ float exp2_of(Exp2Impl impl, float x) {
 }
 
 GemmSpec mma_spec(const KernelSchedule& k, const Format& in) {
-  const std::string name = k.mma == "h100" ? "h100_" + in.name : k.mma;
-  return GemmSpec{in, in, StageSpec{fp32()}, StageSpec{fp32()},
-                  GemmModel{GemmKind::tensor_core, 16, tensor_core_preset(name)}};
+  TensorCore tc = tensor_core_preset(k.mma == "h100" ? "h100_" + in.name : k.mma);
+  tc.block = static_cast<int>(k.mma_k);  // one MMA instruction's products form one aligned addition
+  return GemmSpec{in, in, StageSpec{fp32()}, StageSpec{fp32()}, GemmModel{GemmKind::tensor_core, 16, tc}};
 }
 
 // One KV part of one head's rows: the online softmax over blocks [b0, b1) of bn keys, normalised (Tsm
@@ -48,67 +49,126 @@ struct Part {
   std::vector<float> lse;
 };
 
+// The block's row sum as the schedule's layout adds it, onto l (quad_fragment: the four per-thread sums).
+void add_row_sums(const KernelSchedule& k, const float* p, std::size_t n, float* l, float r, bool rescale) {
+  switch (k.row_sum) {
+    case RowSumLayout::quad_fragment:  // Tsm:141, :162: thread t holds columns 8j + 2t + {0, 1}, in order
+      if (rescale)
+        for (int t = 0; t < 4; ++t) l[t] = l[t] * r;
+      for (std::size_t cc = 0; cc < n; ++cc) l[(cc % 8) / 2] += p[cc];
+      return;
+    case RowSumLayout::sequential:
+      if (rescale) l[0] = l[0] * r;
+      for (std::size_t cc = 0; cc < n; ++cc) l[0] += p[cc];
+      return;
+    case RowSumLayout::warp_columns: {  // Tkf:1236-1266, Tli:50-89
+      float acc = rescale ? l[0] * r : l[0];
+      for (std::size_t w0 = 0; w0 < n; w0 += 32) {
+        float th[4] = {0, 0, 0, 0};
+        for (int t = 0; t < 4; ++t)
+          for (std::size_t j = 0; j < 4; ++j)
+            for (std::size_t e = 0; e < 2; ++e)
+              if (const std::size_t cc = w0 + 8 * j + 2 * t + e; cc < n) th[t] += p[cc];
+        acc += (th[0] + th[1]) + (th[2] + th[3]);  // quad: xor 1, then xor 2
+      }
+      l[0] = acc;
+      return;
+    }
+  }
+}
+
+float row_total(const KernelSchedule& k, const float* l) {
+  return k.row_sum == RowSumLayout::quad_fragment ? (l[0] + l[2]) + (l[1] + l[3]) : l[0];  // offsets 2 then 1
+}
+
 void run_part(const KernelSchedule& k, const GemmSpec& g, const Format& in_fmt, const double* S, const double* V,
               std::size_t Sq, std::size_t Skv, std::size_t D, bool causal, float scale_f, float c, std::size_t bn,
               std::size_t b0, std::size_t b1, bool split, Part& out) {
-  std::vector<float> m(Sq, -kInf), ls(Sq * 4, 0.0f);
+  std::vector<float> m(Sq, -kInf), ls(Sq * 4, 0.0f), P(Sq * bn), r(Sq, 1.0f);
+  std::vector<std::uint8_t> grew(Sq, 0);
   out.O.assign(Sq * D, 0.0);
   out.lse.assign(Sq, -kInf);
-  std::vector<double> P;
+  std::vector<double> Pd, acc;
+  const bool log2_units = k.scale_fold == ScaleFold::scale_then_log2;
+  const bool global_out = k.global_output_above > 0 && D > k.global_output_above;
+  const float log2e = 1.44269504f;  // RN(1·log2 e) (Tkf:1161)
   bool first = true;
-  const bool quad = k.row_sum == RowSumLayout::quad_fragment;
   for (std::size_t step = 0; step < b1 - b0; ++step) {
     const std::size_t j = k.kv_order == KvOrder::reverse ? b1 - 1 - step : b0 + step;
     const std::size_t c0 = j * bn, c1 = std::min(Skv, c0 + bn), n = c1 - c0;
-    P.assign(Sq * n, 0.0);
-    for (std::size_t r = 0; r < Sq; ++r) {
-      // Masked keys are −inf (mask.h); causal keeps col <= row + Skv − Sq (bottom-right).
-      const std::size_t last = causal ? r + (Skv - Sq) : Skv - 1;
-      float mx = m[r];  // thread-local max from the previous max, then the quad's (exact either way)
-      for (std::size_t cc = 0; cc < n; ++cc)
-        if (c0 + cc <= last) mx = std::max(mx, static_cast<float>(S[r * Skv + c0 + cc]));
-      float* l = &ls[r * 4];
-      double* o = &out.O[r * D];
-      if (!first) {  // Tsm:151-157: alpha = exp2f(RN(RN(m_prev − m_cur)·c)), m_cur −inf → 0
-        const float mcur = mx == -kInf ? 0.0f : mx;
-        const float alpha = exp2_of(k.exp2, (m[r] - mcur) * c);
-        for (int t = 0; t < 4; ++t) l[t] = l[t] * alpha;
-        for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) * alpha);
+    for (std::size_t row = 0; row < Sq; ++row) {
+      // Masked keys are −inf (mask.h); causal keeps col <= row + Skv − Sq (bottom-right) or col <= row.
+      const std::size_t last = !causal ? Skv - 1 : k.causal == CausalAlign::top_left ? row : row + (Skv - Sq);
+      float* p = &P[row * bn];
+      for (std::size_t cc = 0; cc < n; ++cc) {  // the scores as the softmax sees them
+        const float s = static_cast<float>(S[row * Skv + c0 + cc]);
+        p[cc] = c0 + cc > last ? -kInf : log2_units ? (s * scale_f) * log2e : s;
       }
-      m[r] = mx;
-      const float u = mx == -kInf ? 0.0f : mx * c;  // Tsm:76
+      float mx = m[row];  // thread-local max from the previous max, then the quad's (exact either way)
+      for (std::size_t cc = 0; cc < n; ++cc) mx = std::max(mx, p[cc]);
+      float* l = &ls[row * 4];
+      double* o = &out.O[row * D];
+      // The rescale factor: FA2 every block after the first, alpha = exp2f(RN(RN(m_prev − m_cur)·c)) with
+      // m_cur −inf → 0 (Tsm:151-157); mem-efficient where the max grew, exp2f(m_prev − m) (Tkf:1192-1211).
+      const bool rescale = k.rescale == Rescale::always ? !first : mx > m[row];
+      float alpha = 1.0f;
+      if (rescale) {
+        const float mcur = mx == -kInf ? 0.0f : mx;
+        alpha = exp2_of(k.exp2, log2_units ? m[row] - mcur : (m[row] - mcur) * c);
+        if (!global_out)
+          for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) * alpha);
+      }
+      r[row] = alpha;
+      m[row] = mx;
+      const float u = mx == -kInf ? 0.0f : log2_units ? mx : mx * c;  // Tsm:76; with bias, mi −inf → 0 (Tkf)
       for (std::size_t cc = 0; cc < n; ++cc) {
-        const float s = c0 + cc <= last ? static_cast<float>(S[r * Skv + c0 + cc]) : -kInf;
-        const float arg = k.exp_arg == ExpArg::unfused ? s * c - u : std::fma(s, c, -u);  // Tsm:82-85
-        const float p = exp2_of(k.exp2, arg);
-        // Row sums (Tsm:141, :162): thread t of the quad holds columns 8j + 2t + {0, 1}, in order; the first
-        // block starts from 0 + its first P (zero_init), later ones from RN(l·alpha).
-        if (quad) l[(cc % 8) / 2] += p;
-        else l[0] += p;
-        P[r * n + cc] = p;
+        const float s = p[cc];
+        const float arg = log2_units ? s - u : k.exp_arg == ExpArg::unfused ? s * c - u : std::fma(s, c, -u);
+        p[cc] = s == -kInf ? 0.0f : exp2_of(k.exp2, arg);  // Tsm:82-85; Tkf:1232
+      }
+      add_row_sums(k, p, n, l, alpha, rescale);
+    }
+    // P to the input format (convert_type, round to nearest), then P·V: into the rescaled O (gemm_rs; the
+    // register path), or from 0 and merged by the epilogue (the global fp32 buffer, Tep:148-157).
+    Pd.resize(Sq * n);
+    for (std::size_t row = 0; row < Sq; ++row)
+      for (std::size_t cc = 0; cc < n; ++cc) Pd[row * n + cc] = P[row * bn + cc];
+    round_span(std::span<const double>(Pd), std::span<double>(Pd), in_fmt, RoundOptions{});
+    if (!global_out) {
+      gemm_accumulate(g, Sq, D, n, Pd.data(), n, V + c0 * D, D, out.O.data(), D);
+    } else {
+      acc.assign(Sq * D, 0.0);
+      gemm_accumulate(g, Sq, D, n, Pd.data(), n, V + c0 * D, D, acc.data(), D);
+      const bool last_block = step + 1 == b1 - b0;
+      for (std::size_t row = 0; row < Sq; ++row) {
+        const float total = row_total(k, &ls[row * 4]);
+        const float a = !last_block ? 1.0f : total == 0.0f ? 1.0f : 1.0f / total;
+        const float beta = a * r[row];
+        double* o = &out.O[row * D];
+        for (std::size_t d = 0; d < D; ++d)
+          o[d] = std::fma(a, static_cast<float>(acc[row * D + d]), static_cast<float>(o[d]) * beta);
       }
     }
-    // P to the input format (convert_type, round to nearest), then P·V into the rescaled O (gemm_rs).
-    round_span(std::span<const double>(P), std::span<double>(P), in_fmt, RoundOptions{});
-    gemm_accumulate(g, Sq, D, n, P.data(), n, V + c0 * D, D, out.O.data(), D);
     first = false;
   }
-  for (std::size_t r = 0; r < Sq; ++r) {
-    const float* l = &ls[r * 4];
-    const float total = quad ? (l[0] + l[2]) + (l[1] + l[3]) : l[0];  // quad_allreduce_, offsets 2 then 1
-    double* o = &out.O[r * D];
+  for (std::size_t row = 0; row < Sq; ++row) {
+    const float total = row_total(k, &ls[row * 4]);
+    double* o = &out.O[row * D];
     const bool empty = total == 0.0f || std::isnan(total);
-    if (k.normalise == Normalise::reciprocal) {
-      const float inv = empty ? 1.0f : 1.0f / total;  // Tsm:176
+    if (global_out) {
+      // (normalised by the last block's epilogue)
+    } else if (k.normalise == Normalise::reciprocal) {
+      const float inv = empty ? 1.0f : 1.0f / total;  // Tsm:176; Tep:180-186
       for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) * inv);
     } else if (!empty) {
       for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) / total);
     }
     if (empty) {
-      out.lse[r] = split ? -kInf : kInf;  // Tsm:177
+      out.lse[row] = split ? -kInf : kInf;  // Tsm:177
     } else {
+      const float mnat = log2_units ? m[row] / log2e : m[row] * scale_f;  // (natural units)
       const float lg = split || total >= 1.0f ? gpu::fast_logf(total) : static_cast<float>(std::log(total));
-      out.lse[r] = k.lse_fma ? std::fma(m[r], scale_f, lg) : m[r] * scale_f + lg;
+      out.lse[row] = k.lse_fma && !log2_units ? std::fma(m[row], scale_f, lg) : mnat + lg;
     }
   }
 }
@@ -125,6 +185,11 @@ void validate_kernel_case(const AttentionInputs& in, const KernelRecipe& k, cons
                                  "call (torch SDPA's flash backend takes causal only)", where, k.name));
   if (in.allow_nonfinite)
     throw InputError(fmt::format("{}kernel {}: non-finite inputs are not modelled", where, k.name));
+  if (in.mask.causal && k.schedule.causal == CausalAlign::top_left && in.q.shape.S != in.k.shape.S)
+    throw InputError(fmt::format("{}kernel {}: SDPA's is_causal reaches this kernel aligned top-left (key j visible "
+                                 "to query i iff j <= i), pasa's causal bottom-right (j <= i + Skv − Sq): with Sq = {} "
+                                 "!= Skv = {} they differ, so the recipe refuses causal here", where, k.name,
+                                 in.q.shape.S, in.k.shape.S));
   const std::size_t splits = kernel_splits(k.schedule, in.q.shape.B * in.q.shape.N, in.q.shape.S, in.k.shape.S,
                                            in.q.shape.D);
   if (k.schedule.exp_arg == ExpArg::fma && splits > 1)
@@ -142,7 +207,8 @@ AttentionOutput kernel_attention(const AttentionInputs& in, const KernelRecipe& 
   // SDPA's scale as a float; c = RN(scale · log2 e) with log2 e a double (flash_api.cpp:130).
   const float scale_f = static_cast<float>(in.effective_scale());
   const float c = static_cast<float>(static_cast<double>(scale_f) * 1.4426950408889634074);
-  const bool causal = in.mask.causal && Sq > 1;  // (flash_api.cpp:403: causal is dropped for one query)
+  const bool causal = in.mask.causal && Sq > 1;  // (flash_api.cpp:403: causal is dropped for one query; and
+                                                 // top-left with Sq = Skv = 1 is the same one key)
   // Decode with GQA: the group's queries become rows of one KV head (flash_api.cpp:408-415), so the split
   // heuristic counts B · Nkv heads of G rows.
   const bool swapped = Sq == 1 && Nq > Nkv;
