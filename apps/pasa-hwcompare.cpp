@@ -3,6 +3,7 @@
 // fp8 conversions (experiments/gpu/conversions.py), and a GPU GEMM with the tensor-core model
 // (experiments/gpu/tc_probe.py, tc_random.py). The logic is in study/hardware_compare.hpp.
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,8 @@
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
 #include "pasa/io/allocation_json.hpp"
+#include "pasa/io/tensor_io.hpp"
+#include "pasa/study/kernel_bridge.hpp"
 #include "pasa/io/csv.hpp"
 #include "pasa/study/hardware_compare.hpp"
 
@@ -57,6 +60,23 @@ int main(int argc, char** argv) {
   gm->add_option("--convert-mode", convert_mode, "rounding of --convert (rne, rz, ...)")->capture_default_str();
   gm->add_option("--mismatches", gopt.max_mismatches, "list the first N differing outputs on stderr")
       ->check(pasa_apps::unsigned_integer());
+  auto* kn = app.add_subcommand("kernel", "which kernel recipe produced a GPU's attention output, and where the "
+                                          "closest one parts from it (docs/hardware.md, \"Which kernel produced this "
+                                          "output\")");
+  std::string kq, kk, kv, kout, kfmt;
+  double kscale = 0;
+  bool kcausal = false;
+  int kthreads = pasa::default_threads();
+  kn->add_option("--q", kq, "Q (B, Nq, Sq, D) .npy (float16 values, or uint16 bit patterns with --format)")->required();
+  kn->add_option("--k", kk, "K (B, Nkv, Skv, D) .npy")->required();
+  kn->add_option("--v", kv, "V (B, Nkv, Skv, D) .npy")->required();
+  kn->add_option("--gpu-out", kout, "the kernel's output (B, Nq, Sq, D) .npy")->required();
+  kn->add_option("--format", kfmt, "fp16 or bf16: the format of the four tensors (default: the dtype's)")
+      ->check(pasa_apps::library_name(pasa::format_by_name));
+  kn->add_option("--scale", kscale, "the softmax scale the kernel was given (default 1/sqrt(D))")
+      ->check(pasa_apps::finite_number());
+  kn->add_flag("--causal", kcausal, "the call was causal");
+  pasa_apps::add_threads(*kn, kthreads);
   pasa_apps::add_version(app, "pasa-hwcompare");
   PASA_CLI_PARSE(app, argc, argv);
   try {
@@ -67,6 +87,30 @@ int main(int argc, char** argv) {
     for (const auto& [option, dir] : {std::pair<std::string, std::filesystem::path>{"--gpu-dir", aopt.gpu_dir},
                                       {"--gpu-dir", copt.gpu_dir}, {"--configs", aopt.configs_dir}})
       for (const std::filesystem::path& f : pasa::files_in(dir, 2)) inputs.emplace_back(option, f);
+    if (kn->parsed()) {  // (writes nothing: the report goes to stdout)
+      if (kn->count("--scale") > 0 && !(kscale > 0))
+        throw pasa::InputError(fmt::format("--scale {}: must be > 0; omit it for 1/sqrt(D)", kscale));
+      std::unique_ptr<pasa::Format> f;
+      if (!kfmt.empty()) f = std::make_unique<pasa::Format>(pasa::format_by_name(kfmt));
+      const auto h = pasa::read_qkv_headers(kq, kk, kv, f.get());
+      const pasa::TensorHeader ho = pasa::read_tensor_header(kout, f.get());
+      pasa::check_memory(pasa::sat_mul(16, pasa::sat_add(pasa::sat_mul(4, h[0].data_bytes), h[1].data_bytes)),
+                         aopt.max_memory ? aopt.max_memory
+                                         : (max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory")),
+                         "this comparison", "Q, K, V, the output and the recipes' runs as doubles");
+      if (!(ho.shape == h[0].shape))
+        throw pasa::InputError(fmt::format("--gpu-out {}: shape differs from Q's", kout));
+      pasa::AttentionInputs in;
+      in.q = pasa::load_tensor(kq, f.get()).tensor;
+      in.k = pasa::load_tensor(kk, f.get()).tensor;
+      in.v = pasa::load_tensor(kv, f.get()).tensor;
+      in.scale = kscale;
+      in.mask.causal = kcausal;
+      pasa::validate(in, kthreads);
+      const pasa::Tensor gpu = pasa::load_tensor(kout, f.get()).tensor;
+      std::cout << pasa::kernel_bridge_text(pasa::compare_kernel(in, gpu, kthreads));
+      return 0;
+    }
     pasa::check_output_paths({{"--out", att->parsed() ? a_out : c_out}}, inputs);
     aopt.max_memory = gopt.max_memory = max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory");
     if (gm->parsed()) {

@@ -53,8 +53,10 @@
 #include "pasa/io/user_tensors.hpp"
 #include "pasa/study/range_stats.hpp"
 #include "pasa/numeric/format.hpp"
+#include "pasa/numeric/gpu_math.hpp"
 #include "pasa/numeric/round.hpp"
 #include "pasa/study/hardware_compare.hpp"
+#include "pasa/study/kernel_bridge.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
 
@@ -868,6 +870,70 @@ py::tuple attention(const py::object& q, const py::object& k, const py::object& 
   return py::make_tuple(tensor_out(std::move(out.o), arrays.rank()), lse_out(std::move(out.lse), shape, arrays.rank()));
 }
 
+// The GPU math models (numeric/gpu_math.hpp) over a float32 array, for the tests that check them against the
+// measured digests and for users asking what the hardware gives.
+py::array_t<float> gpu_math(const py::object& x, const std::string& function) {
+  using F = float (*)(float);
+  static const std::vector<std::pair<std::string, F>> fns = {
+      {"ex2", pasa::gpu::ex2_approx_ftz}, {"lg2", pasa::gpu::lg2_approx_ftz}, {"exp2f", pasa::gpu::exp2f},
+      {"expf", pasa::gpu::expf},          {"logf", pasa::gpu::logf},          {"fast_logf", pasa::gpu::fast_logf}};
+  F f = nullptr;
+  std::string known;
+  for (const auto& [name, fn] : fns) {
+    if (name == function) f = fn;
+    known += (known.empty() ? "" : ", ") + name;
+  }
+  if (!f) throw InputError(fmt::format("function: unknown GPU function \"{}\"; known: {}", function, known));
+  const py::array_t<float, py::array::c_style | py::array::forcecast> a(x);
+  py::array_t<float> out(a.request().shape);
+  const float* in = a.data();
+  float* o = out.mutable_data();
+  const auto n = static_cast<std::size_t>(a.size());
+  try {
+    py::gil_scoped_release nogil;
+    for (std::size_t i = 0; i < n; ++i) o[i] = f(in[i]);
+  } catch (const std::domain_error& e) {
+    throw InputError(std::string("function ") + function + ": " + e.what());
+  }
+  return out;
+}
+
+// The bridge (study/kernel_bridge.hpp): which recipe produced gpu_out from q, k, v, and where the closest parts.
+py::dict compare_kernel(const py::object& q, const py::object& k, const py::object& v, const py::object& gpu_out,
+                        const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
+                        const py::object& threads) {
+  InputArrays arrays(q, k, v, format, scale_value(scale), causal, py::none(), py::none());
+  arrays.decode(py::none(), py::none(), pasa::Mask{}.select_value, false);
+  const TensorArg go(gpu_out, "gpu_out");
+  // gpu_out in the inputs' format (format=, else an ml_dtypes dtype's, else its own dtype's).
+  const std::optional<std::string> fname = format ? format : go.implied_format ? go.implied_format : arrays.implied_format();
+  std::unique_ptr<pasa::Format> f;
+  if (fname) f = std::make_unique<pasa::Format>(named("format", *fname, pasa::format_by_name));
+  const int t = threads_arg(threads);
+  const pasa::KernelBridgeReport r = interruptible([&] {
+    const pasa::AttentionInputs in = arrays.inputs();
+    return pasa::compare_kernel(in, go.tensor(f.get()), t);
+  });
+  auto rows = [](const std::vector<pasa::KernelMatch>& ms) {
+    py::list l;
+    for (const pasa::KernelMatch& m : ms) {
+      py::dict d;
+      d["recipe"] = m.recipe;
+      d["variant"] = m.variant;
+      d["identical_pct"] = m.identical_pct();
+      d["max_ulp"] = m.max_ulp;
+      l.append(d);
+    }
+    return l;
+  };
+  py::dict d;
+  d["recipes"] = rows(r.recipes);
+  d["variants"] = rows(r.variants);
+  d["refused"] = r.refused;
+  d["verdict"] = r.verdict;
+  return d;
+}
+
 // The golden's options from Python's arguments, and its result as Python sees it (golden, unified_golden).
 pasa::GoldenOptions golden_options(const py::object& precision_bits, bool fast, const py::object& threads) {
   pasa::GoldenOptions opt;
@@ -1395,6 +1461,20 @@ The result can be edited and passed back as alloc= to attention().)doc");
 
 The kernel recipes (pasa-attn --list-kernels): dicts {"name", "summary", "source", "schedule"}, the schedule
 in the form attention(kernel={...}) takes.)doc");
+  m.def("gpu_math", &gpu_math, arg("x"), arg("function") = "ex2",
+        R"doc(gpu_math(x, function="ex2") -> float32 array
+
+An H100/H200's float32 math on x (cast to float32), bit for bit as measured (results/hardware/kernels/README.md):
+"ex2" (MUFU.EX2, ex2.approx.ftz.f32), "lg2" (MUFU.LG2, for x >= 1), and CUDA's "exp2f", "expf", "logf" and
+"fast_logf" (__logf) as nvcc compiles them without fast math. The kernel recipes use these.)doc");
+  m.def("compare_kernel", &compare_kernel, arg("q"), arg("k"), arg("v"), arg("gpu_out"), py::kw_only(),
+        arg("format") = py::none(), arg("scale") = py::none(), arg("causal") = false, arg("threads") = py::none(),
+        R"doc(compare_kernel(q, k, v, gpu_out, *, format=None, scale=None, causal=False, threads=None) -> dict
+
+Which kernel recipe produced gpu_out (a GPU kernel's attention output on q, k, v), and where the closest one
+parts from the kernel, as pasa-hwcompare kernel reports it: {"recipes": [{"recipe", "variant", "identical_pct",
+"max_ulp"}, ...] best first, "variants": the closest recipe with one schedule field changed, best first,
+"refused": recipes that do not run on these inputs, "verdict": one sentence}. Arrays as attention() takes them.)doc");
   m.def("attention", &attention, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("algorithm") = py::none(),
         arg("alloc") = py::none(), arg("beta") = py::none(), arg("s1") = py::none(), arg("s2") = py::none(),
         arg("seed") = py::none(), arg("spec") = py::none(), arg("format") = py::none(), arg("scale") = py::none(),

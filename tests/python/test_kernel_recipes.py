@@ -120,3 +120,49 @@ def test_recipe_results_do_not_depend_on_threads():
     one, _ = pasa.attention(q, k, v, format="bf16", kernel="torch_flash_sm90", causal=True, threads=1)
     many, _ = pasa.attention(q, k, v, format="bf16", kernel="torch_flash_sm90", causal=True, threads=3)
     assert np.array_equal(one, many)
+
+
+@pytest.mark.parametrize("backend, expected", [("sdpa_flash", "torch_flash_sm90"),
+                                               ("sdpa_efficient", "torch_efficient_sm90"),
+                                               ("sdpa_cudnn", None)])
+def test_the_bridge_names_the_kernel(backend, expected, tmp_path):
+    """pasa.compare_kernel and pasa-hwcompare kernel on each backend's captured output: flash and
+    mem-efficient are named, bit for bit or within the recipes' identity; cuDNN (closed, not pinned) gets its
+    closest recipe and the field where it parts, found by re-running with that field changed."""
+    case = CASES["uniform_fp16_full_d128_odd"]
+    q, k, v = make_inputs(case)
+    gpu = capture(case["results"][backend]["out_key"]).reshape(case["shape_q"])
+    r = pasa.compare_kernel(q, k, v, gpu, format="fp16")
+    best = r["recipes"][0]
+    if expected:
+        assert best["recipe"] == expected and best["identical_pct"] >= 99.99, r
+    else:
+        assert best["identical_pct"] < 99.9 and "parts from the kernel at" in r["verdict"], r
+        assert r["variants"][0]["identical_pct"] > best["identical_pct"]
+    for name, a in (("q", q), ("k", k), ("v", v), ("gpu", gpu)):
+        np.save(tmp_path / f"{name}.npy", a.view(np.float16))
+    out = run_app("pasa-hwcompare", "kernel", "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v",
+                  tmp_path / "v.npy", "--gpu-out", tmp_path / "gpu.npy").stdout
+    assert out.splitlines()[1].split()[0] == best["recipe"], out
+    assert r["verdict"] in out
+
+
+# Chunks c of the measured ex2 output (bit patterns c·2^24 .. (c+1)·2^24 − 1, mufu_tables.npz): tiny positives,
+# [0.5, 2), [64, 128) and beyond, the negatives softmax gives ([-2, -0.5), [-128, -32)), negative NaNs.
+@pytest.mark.parametrize("chunk", [0x00, 0x3f, 0x42, 0xbf, 0xc2, 0xff])
+def test_ex2_model_reproduces_the_measured_digest(chunk):
+    import hashlib
+    z = np.load(os.path.join(RES, "mufu_tables.npz"))
+    bits = (np.arange(1 << 24, dtype=np.uint64) + np.uint64(chunk << 24)).astype(np.uint32)
+    out = pasa.gpu_math(bits.view(np.float32), "ex2")
+    digest = hashlib.sha256(out.view("<u4").tobytes()).hexdigest()  # (stored as its 64 hex characters)
+    assert digest == bytes(z["ex2_chunk_sha256"][chunk]).decode(), f"chunk {chunk:#x}: the model differs from the H200"
+
+
+def test_gpu_math_names_and_domain():
+    assert pasa.gpu_math(np.float32([0, -1, 1]), "ex2").tolist() == [1.0, 0.5, 2.0]
+    assert pasa.gpu_math(np.float32([1, 2, 4]), "lg2").tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="modelled for x >= 1 only"):
+        pasa.gpu_math(np.float32([0.5]), "lg2")
+    with pytest.raises(ValueError, match='unknown GPU function "exp10"; known: ex2, lg2'):
+        pasa.gpu_math(np.float32([1]), "exp10")

@@ -55,13 +55,14 @@ def ulp_distance(a_bits, b_bits):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", default="main", choices=["main", "heldback"])
-    ap.add_argument("--recipe", default="torch_flash_sm90")
+    ap.add_argument("--recipe", default="torch_flash_sm90", help="a recipe name or its JSON {\"recipe\": ..., ...}")
     ap.add_argument("--backend", default="sdpa_flash")
     ap.add_argument("--csv", default=None)
     ap.add_argument("--only", default="")
     a = ap.parse_args()
     man = json.load(open(os.path.join(RES, "heldback_manifest.json" if a.set == "heldback" else "sdpa_manifest.json")))
     caps = captures(a.set)
+    recipe = json.loads(a.recipe) if a.recipe.lstrip().startswith("{") else a.recipe
     rows, refused = [], []
     for case in man["cases"]:
         if a.only not in case["name"]:
@@ -80,7 +81,7 @@ def main():
         scale = case["scale"]
         try:
             out, _ = pasa.attention(q.view(np.uint16), k.view(np.uint16), v.view(np.uint16), format=fmt,
-                                    kernel=a.recipe, scale=scale, causal=bool(case["causal"]))
+                                    kernel=recipe, scale=scale, causal=bool(case["causal"]))
         except ValueError as e:  # a case the recipe refuses (e.g. top-left causal with Sq != Skv)
             refused.append((case["name"], str(e)))
             continue

@@ -49,7 +49,8 @@ void read_blocks(const nlohmann::json& j, const char* key, const std::string& pa
 KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) {
   if (j.is_string()) return kernel_recipe(as_string(j, path), json_where(path) + ": ");
   check_keys(j, {"recipe", "block_n", "split_block_n", "split_block_m", "split", "splits", "sm_count", "kv_order",
-                 "exp_arg", "exp2", "row_sum", "normalise", "lse_fma", "combine_fma", "mma"},
+                 "exp_arg", "exp2", "row_sum", "normalise", "scale_fold", "rescale", "causal", "mma_k",
+                 "global_output_above", "lse_fma", "combine_fma", "mma"},
              path);
   if (!j.contains("recipe")) json_fail(path, "missing \"recipe\" (the kernel whose schedule the other keys override)");
   KernelRecipe k = kernel_recipe(as_string(j.at("recipe"), path + "/recipe"), json_where(path + "/recipe") + ": ");
@@ -71,6 +72,12 @@ KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) 
   read_enum(j, "exp2", path, kExp2Impls, s.exp2);
   read_enum(j, "row_sum", path, kRowSumLayouts, s.row_sum);
   read_enum(j, "normalise", path, kNormalises, s.normalise);
+  read_enum(j, "scale_fold", path, kScaleFolds, s.scale_fold);
+  read_enum(j, "rescale", path, kRescales, s.rescale);
+  read_enum(j, "causal", path, kCausalAligns, s.causal);
+  read_size(j, "mma_k", path, s.mma_k, 1);
+  if (s.mma_k > 64) json_fail(path + "/mma_k", fmt::format("{} products per MMA instruction: at most 64", s.mma_k));
+  read_size(j, "global_output_above", path, s.global_output_above);
   read_bool(j, "lse_fma", path, s.lse_fma);
   read_bool(j, "combine_fma", path, s.combine_fma);
   if (j.contains("mma")) {
@@ -98,6 +105,11 @@ nlohmann::json to_json(const KernelRecipe& k) {
                       {"exp2", enum_name(kExp2Impls, s.exp2)},
                       {"row_sum", enum_name(kRowSumLayouts, s.row_sum)},
                       {"normalise", enum_name(kNormalises, s.normalise)},
+                      {"scale_fold", enum_name(kScaleFolds, s.scale_fold)},
+                      {"rescale", enum_name(kRescales, s.rescale)},
+                      {"causal", enum_name(kCausalAligns, s.causal)},
+                      {"mma_k", s.mma_k},
+                      {"global_output_above", s.global_output_above},
                       {"lse_fma", s.lse_fma},
                       {"combine_fma", s.combine_fma},
                       {"mma", s.mma}};
