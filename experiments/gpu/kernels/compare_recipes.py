@@ -22,26 +22,13 @@ sys.path.insert(0, HERE)
 from kernel_inputs import bits_to_float64, load_captures, make_inputs, sha256_hex  # noqa: E402
 
 import pasa  # noqa: E402
+from pasa_capture import reference_attention  # noqa: E402  (float64 softmax(QKᵀ·scale)·V, GQA, causal to the end)
 
 RES = os.path.join(ROOT, "results", "hardware", "kernels")
 
 
 def captures(which):
     return load_captures(os.path.join(RES, f"captures_{which}.npz"))
-
-
-def reference(qf, kf, vf, scale, causal):
-    """softmax(scale·QKᵀ)·V in float64, GQA by head groups, causal aligned to the end."""
-    g = qf.shape[1] // kf.shape[1]
-    k = np.repeat(kf, g, axis=1)
-    v = np.repeat(vf, g, axis=1)
-    s = np.einsum("bhid,bhjd->bhij", qf, k) * scale
-    if causal:
-        sq, skv = s.shape[-2:]
-        s = np.where(np.arange(skv)[None, :] > np.arange(sq)[:, None] + (skv - sq), -np.inf, s)
-    s -= s.max(axis=-1, keepdims=True)
-    p = np.exp(s)
-    return np.einsum("bhij,bhjd->bhid", p / p.sum(axis=-1, keepdims=True), v)
 
 
 def ulp_distance(a_bits, b_bits):
@@ -87,7 +74,7 @@ def main():
             continue
         emu_bits = pasa.encode(out, fmt).astype(np.uint16)
         same = float(np.mean(emu_bits == gpu_bits) * 100)
-        ref = reference(qf, kf, vf, case["scale_effective"], bool(case["causal"]))
+        ref = reference_attention(qf, kf, vf, case["scale_effective"], bool(case["causal"]))
         gpu_vals = bits_to_float64(gpu_bits, dt)
         rmse_gpu = float(np.sqrt(np.mean((gpu_vals - ref) ** 2)))
         rmse_emu = float(np.sqrt(np.mean((out - ref) ** 2)))

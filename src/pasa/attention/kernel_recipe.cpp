@@ -18,7 +18,7 @@ const std::vector<std::pair<std::size_t, std::size_t>> kFa2BlockN = {
 const std::vector<std::pair<std::size_t, std::size_t>> kFa2SplitBlockN = {{64, 256}, {128, 128}, {256, 64}};
 // torch's memory-efficient kernel on sm80/sm90 (docs/kernel-sources.md §2): kKeysPerBlock of the Q x K tiles
 // 64x64 (d <= 64), 64x128 (d <= 128), 32x128 (any d) (kernels/cutlassF.h dispatch_cutlassF_f16_sm80).
-const std::vector<std::pair<std::size_t, std::size_t>> kEfficientBlockN = {{64, 64}, {128, 128}, {0, 128}};
+const std::vector<std::pair<std::size_t, std::size_t>> kEfficientBlockN = {{64, 64}, {128, 128}, {256, 128}};
 
 }  // namespace
 

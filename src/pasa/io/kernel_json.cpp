@@ -90,6 +90,7 @@ KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) 
 nlohmann::json to_json(const KernelRecipe& k) {
   const KernelSchedule& s = k.schedule;
   auto blocks = [](const BlockTable& t) {
+    if (t.size() == 1 && t[0].first == 0) return nlohmann::json(t[0].second);  // one size for every D
     nlohmann::json a = nlohmann::json::array();
     for (const auto& [d, n] : t) a.push_back({d, n});
     return a;

@@ -98,11 +98,14 @@ void run_part(const KernelSchedule& k, const GemmSpec& g, const Format& in_fmt, 
     const std::size_t c0 = j * bn, c1 = std::min(Skv, c0 + bn), n = c1 - c0;
     for (std::size_t row = 0; row < Sq; ++row) {
       // Masked keys are −inf (mask.h); causal keeps col <= row + Skv − Sq (bottom-right) or col <= row.
-      const std::size_t last = !causal ? Skv - 1 : k.causal == CausalAlign::top_left ? row : row + (Skv - Sq);
+      // (key j visible iff j + Sq <= row + Skv: no unsigned Skv − Sq, which wraps for Sq > Skv)
+      const std::size_t shift = k.causal == CausalAlign::top_left ? 0 : Skv;
+      const std::size_t base = k.causal == CausalAlign::top_left ? 0 : Sq;
       float* p = &P[row * bn];
       for (std::size_t cc = 0; cc < n; ++cc) {  // the scores as the softmax sees them
         const float s = static_cast<float>(S[row * Skv + c0 + cc]);
-        p[cc] = c0 + cc > last ? -kInf : log2_units ? (s * scale_f) * log2e : s;
+        const bool hidden = causal && c0 + cc + base > row + shift;
+        p[cc] = hidden ? -kInf : log2_units ? (s * scale_f) * log2e : s;
       }
       float mx = m[row];  // thread-local max from the previous max, then the quad's (exact either way)
       for (std::size_t cc = 0; cc < n; ++cc) mx = std::max(mx, p[cc]);
