@@ -58,6 +58,7 @@ KernelRecipe draw_recipe(Rng& r) {
   if (r.chance(0.3)) s.normalise = pick_enum(r, kNormalises);
   if (r.chance(0.3)) s.scale_fold = pick_enum(r, kScaleFolds);
   if (r.chance(0.3)) s.rescale = pick_enum(r, kRescales);
+  if (r.chance(0.2)) s.alpha_arg = pick_enum(r, kAlphaArgs);
   if (r.chance(0.2)) s.causal = pick_enum(r, kCausalAligns);
   if (r.chance(0.4)) {
     s.split = pick_enum(r, kSplitRules);

@@ -49,17 +49,24 @@ EFFICIENT = ["uniform_fp16_full_d64_odd", "uniform_bf16_full_d256_rect", "unifor
              "probe_onehotv_u11_skv256_fp16_causal_d256"]
 
 
-@pytest.mark.parametrize("backend, recipe, name",
-                         [("sdpa_flash", "torch_flash_sm90", n) for n in CHOSEN if n in CASES] +
-                         [("sdpa_efficient", "torch_efficient_sm90", n) for n in EFFICIENT if n in CASES])
-def test_recipe_matches_the_gpu(backend, recipe, name):
+# torch_cudnn_sm90, the closest model of cuDNN's closed engines (not pinned: docs/kernels.md): prefill with D
+# 64/128/256, where it reaches 99.98 % and more.
+CUDNN = ["uniform_fp16_full_d64_rect", "uniform_bf16_causal_d128_odd", "uniformx20_fp16_full_d256_odd",
+         "hybridx20am10_fp16_causal_d128_gqa", "probe_onehotv_x20_skv256_fp16_full_d256"]
+
+
+@pytest.mark.parametrize("backend, recipe, name, floor",
+                         [("sdpa_flash", "torch_flash_sm90", n, 99.99) for n in CHOSEN if n in CASES] +
+                         [("sdpa_efficient", "torch_efficient_sm90", n, 99.99) for n in EFFICIENT if n in CASES] +
+                         [("sdpa_cudnn", "torch_cudnn_sm90", n, 99.98) for n in CUDNN if n in CASES])
+def test_recipe_matches_the_gpu(backend, recipe, name, floor):
     case = CASES[name]
     r = case["results"][backend]
     assert r["status"] == "ok"
     got, _ = run_recipe(case, recipe)
     want = capture(r["out_key"]).reshape(got.shape)
     same = np.mean(got == want) * 100
-    assert same >= 99.99, f"{name}: {same:.4f} % of output bits identical"
+    assert same >= floor, f"{name}: {same:.4f} % of output bits identical"
     # Where they differ, by one unit of the 16-bit grid at most.
     diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
     assert diff.max() <= 1, f"{name}: {diff.max()} ulps apart"
@@ -124,27 +131,34 @@ def test_recipe_results_do_not_depend_on_threads():
 
 @pytest.mark.parametrize("backend, expected", [("sdpa_flash", "torch_flash_sm90"),
                                                ("sdpa_efficient", "torch_efficient_sm90"),
-                                               ("sdpa_cudnn", None)])
+                                               ("sdpa_cudnn", "torch_cudnn_sm90")])
 def test_the_bridge_names_the_kernel(backend, expected, tmp_path):
-    """pasa.compare_kernel and pasa-hwcompare kernel on each backend's captured output: flash and
-    mem-efficient are named, bit for bit or within the recipes' identity; cuDNN (closed, not pinned) gets its
-    closest recipe and the field where it parts, found by re-running with that field changed."""
+    """pasa.compare_kernel and pasa-hwcompare kernel on each backend's captured output name its recipe."""
     case = CASES["uniform_fp16_full_d128_odd"]
     q, k, v = make_inputs(case)
     gpu = capture(case["results"][backend]["out_key"]).reshape(case["shape_q"])
     r = pasa.compare_kernel(q, k, v, gpu, format="fp16")
     best = r["recipes"][0]
-    if expected:
-        assert best["recipe"] == expected and best["identical_pct"] >= 99.99, r
-    else:
-        assert best["identical_pct"] < 99.9 and "parts from the kernel at" in r["verdict"], r
-        assert r["variants"][0]["identical_pct"] > best["identical_pct"]
+    assert best["recipe"] == expected and best["identical_pct"] >= 99.98, r
+    assert all(x["identical_pct"] < 99 for x in r["recipes"][1:]), r  # the others are far off
     for name, a in (("q", q), ("k", k), ("v", v), ("gpu", gpu)):
         np.save(tmp_path / f"{name}.npy", a.view(np.float16))
     out = run_app("pasa-hwcompare", "kernel", "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v",
                   tmp_path / "v.npy", "--gpu-out", tmp_path / "gpu.npy").stdout
     assert out.splitlines()[1].split()[0] == best["recipe"], out
     assert r["verdict"] in out
+
+
+def test_the_bridge_finds_the_field_where_a_recipe_parts():
+    """A kernel one field away from a recipe (here: torch_flash_sm90 dividing by l, standing in
+    for a kernel author's variant) is named as that recipe parting at that field, by re-running."""
+    case = CASES["uniform_fp16_full_d128_gqa"]  # 2 key blocks
+    q, k, v = make_inputs(case)
+    variant, _ = pasa.attention(q, k, v, format="fp16", kernel={"recipe": "torch_flash_sm90", "normalise": "divide"})
+    r = pasa.compare_kernel(q, k, v, pasa.encode(variant, "fp16").astype(np.uint16), format="fp16")
+    assert r["recipes"][0]["recipe"] == "torch_flash_sm90" and r["recipes"][0]["identical_pct"] < 100, r
+    assert r["variants"][0]["variant"] == "normalise=divide" and r["variants"][0]["identical_pct"] == 100, r
+    assert "parts from the kernel at normalise=divide" in r["verdict"]
 
 
 # Chunks c of the measured ex2 output (bit patterns c·2^24 .. (c+1)·2^24 − 1, mufu_tables.npz): tiny positives,

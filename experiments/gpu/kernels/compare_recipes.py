@@ -41,13 +41,14 @@ def ulp_distance(a_bits, b_bits):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", default="main", choices=["main", "heldback"])
+    ap.add_argument("--set", default="main", choices=["main", "heldback", "engines"])
     ap.add_argument("--recipe", default="torch_flash_sm90", help="a recipe name or its JSON {\"recipe\": ..., ...}")
     ap.add_argument("--backend", default="sdpa_flash")
     ap.add_argument("--csv", default=None)
     ap.add_argument("--only", default="")
     a = ap.parse_args()
-    man = json.load(open(os.path.join(RES, "heldback_manifest.json" if a.set == "heldback" else "sdpa_manifest.json")))
+    man = json.load(open(os.path.join(RES, {"main": "sdpa_manifest.json", "heldback": "heldback_manifest.json",
+                                            "engines": "engines_manifest.json"}[a.set])))
     caps = captures(a.set)
     recipe = json.loads(a.recipe) if a.recipe.lstrip().startswith("{") else a.recipe
     rows, refused = [], []

@@ -391,6 +391,7 @@ def cudnn_head(q, k, v, scale, causal, dtype, v_):
     bn = v_.get("cudnn_bn", 128)
     rows = np.arange(Sq)
     m = np.full(Sq, -np.inf, F32)
+    m_rawmax = np.full(Sq, -np.inf, F32)
     ls = np.zeros((Sq, 4), F32)
     O = np.zeros((Sq, D), F32)
     ex = "ftz" if v_["exp"] == "mufu" else v_["exp"]
@@ -405,11 +406,25 @@ def cudnn_head(q, k, v, scale, causal, dtype, v_):
             vis &= cols[None, :] <= rows[:, None]
         Sb = np.where(vis, S[:, c0:c1], F32(-np.inf))
         mraw = Sb.max(axis=1)
-        mnew_s = np.where(np.isneginf(mraw), F32(-np.inf), (mraw * c).astype(F32))
-        mnew_s = np.maximum(m, mnew_s)
-        alpha = np.where(np.isneginf(m), F32(0), e2((m - mnew_s).astype(F32)))
+        if v_.get("cudnn_s") == "sub_first":  # the max kept raw, alpha as FA2 forms it
+            m_rawmax_new = np.maximum(m_rawmax, mraw)
+            mcur = np.where(np.isneginf(m_rawmax_new), F32(0), m_rawmax_new)
+            alpha = np.where(np.isneginf(m_rawmax), F32(0), e2(((m_rawmax - mcur).astype(F32) * c).astype(F32)))
+            m_rawmax = m_rawmax_new
+            mnew_s = np.where(np.isneginf(m_rawmax), F32(-np.inf), (m_rawmax * c).astype(F32))
+            m_rawmax = np.where(np.isneginf(m_rawmax), F32(-np.inf), m_rawmax)
+        else:
+            mnew_s = np.where(np.isneginf(mraw), F32(-np.inf), (mraw * c).astype(F32))
+            mnew_s = np.maximum(m, mnew_s)
+            alpha = np.where(np.isneginf(m), F32(0), e2((m - mnew_s).astype(F32)))
         mu = np.where(np.isneginf(mnew_s), F32(0), mnew_s)
-        arg = fma32(Sb, c, -mu[:, None]) if v_.get("cudnn_fma") else ((Sb * c).astype(F32) - mu[:, None]).astype(F32)
+        if v_.get("cudnn_s") == "sub_first":  # RN(RN(s − m_raw)·c): the difference first, then the scale
+            mraw_run = np.where(np.isneginf(mnew_s), F32(0), (mnew_s / c).astype(F32))
+            arg = ((Sb - m_rawmax[:, None]).astype(F32) * c).astype(F32)
+        elif v_.get("cudnn_fma"):
+            arg = fma32(Sb, c, -mu[:, None])
+        else:
+            arg = ((Sb * c).astype(F32) - mu[:, None]).astype(F32)
         P = np.where(vis, e2(arg), F32(0))
         blk = np.zeros((Sq, 4), F32)
         for t in range(4):

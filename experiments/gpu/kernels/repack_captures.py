@@ -4,7 +4,8 @@ sdpa_probes.npz, heldback_sdpa.npz) into results/hardware/kernels/captures_main.
 other backends' outputs XOR the flash backend's (kernel_inputs.load_captures reads them back, bit for bit):
 49.5 MB became 22.7 MB, so the working tree stays within the device tool's 64 MiB.
 
-  python3 experiments/gpu/kernels/repack_captures.py DIR_OF_CAPTURES [OUT_DIR]
+  python3 experiments/gpu/kernels/repack_captures.py DIR_OF_CAPTURES [OUT_DIR]   (also captures_engines.npz from
+                                                                                 a --sets engines capture)
 """
 import collections
 import os
@@ -48,9 +49,12 @@ def pack(files, out_path):
 def main():
     src = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else src
-    pack([os.path.join(src, f) for f in ("sdpa_main_part1.npz", "sdpa_main_part2.npz", "sdpa_probes.npz")],
-         os.path.join(out, "captures_main.npz"))
-    pack([os.path.join(src, "heldback_sdpa.npz")], os.path.join(out, "captures_heldback.npz"))
+    if os.path.exists(os.path.join(src, "sdpa_main_part1.npz")):  # the first capture (main, probes, held-back)
+        pack([os.path.join(src, f) for f in ("sdpa_main_part1.npz", "sdpa_main_part2.npz", "sdpa_probes.npz")],
+             os.path.join(out, "captures_main.npz"))
+        pack([os.path.join(src, "heldback_sdpa.npz")], os.path.join(out, "captures_heldback.npz"))
+    if os.path.exists(os.path.join(src, "engines_sdpa.npz")):  # sdpa_capture.py --sets engines
+        pack([os.path.join(src, "engines_sdpa.npz")], os.path.join(out, "captures_engines.npz"))
 
 
 if __name__ == "__main__":

@@ -161,6 +161,28 @@ def cases_heldback():
     return out
 
 
+def cases_engines():
+    """Where cuDNN runs other engines than the prefill one torch_cudnn_sm90 models (docs/kernels.md): decode
+    (Sq = 1) over key lengths and head dimensions, with and without GQA, and prefill at head dimensions other
+    than 64/128/256. For the next modelling round; captured after the recipes were fixed."""
+    out, seed = [], 700000
+    dists = {"uniform": MAIN_DISTS["uniform"], "uniformx20": MAIN_DISTS["uniformx20"]}
+    for dist, gen in dists.items():
+        for dtype in ("fp16", "bf16"):
+            for skv in (128, 129, 333, 1024):
+                for d in (64, 96, 128, 160):
+                    for hq, hkv in ((2, 2), (8, 1)):
+                        seed += 3
+                        out.append(case(f"engines_{dist}_{dtype}_dec{hq}x{hkv}_skv{skv}_d{d}", gen, seed, dtype, False,
+                                        hq, hkv, 1, skv, d, None, "engines"))
+            for d in (32, 80, 96, 160, 192):
+                for causal in (False, True):
+                    seed += 3
+                    out.append(case(f"engines_{dist}_{dtype}_{'causal' if causal else 'full'}_pre128_d{d}", gen, seed,
+                                    dtype, causal, 2, 2, 128, 128, d, None, "engines"))
+    return out
+
+
 # --------------------------------------------------------------------------------------------------- GPU side
 
 DEADLINE = None  # time.time() after which remaining cases are skipped (--deadline)
@@ -376,11 +398,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="first 3 cases of each set (smoke test)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--deadline", type=float, default=0, help="seconds; cases not started by then are skipped")
+    ap.add_argument("--sets", default="main,probe,heldback", help="main,probe,heldback (the first capture) or engines")
     a = ap.parse_args()
     global DEADLINE
     if a.deadline:
         DEADLINE = time.time() + a.deadline
-    sets = {"main": cases_main(), "probe": cases_probes(), "heldback": cases_heldback()}
+    ap_sets = a.sets.split(",")
+    sets = {"main": cases_main(), "probe": cases_probes(), "heldback": cases_heldback(), "engines": cases_engines()}
     if a.quick:
         sets = {k: v[:3] + v[-2:] for k, v in sets.items()}
     if a.list:
@@ -415,6 +439,14 @@ def main():
     log(json.dumps(env))
     runner = Runner(torch)
     all_files = {}
+    if ap_sets == ["engines"]:
+        arrays = run_set(runner, sets["engines"], "engines", a.out, env, log)
+        files = save_arrays(arrays, a.out, "engines_sdpa")
+        man = {"what": "cuDNN's other engines (decode, odd head dimensions): same format as sdpa_manifest.json",
+               "env": env, "ops": OPS, "stored_ops": STORED, "files": files, "cases": sets["engines"], "log": logs}
+        with open(os.path.join(a.out, "engines_manifest.json"), "w") as h:
+            json.dump(man, h, indent=1)
+        return 0
     arrays_main = run_set(runner, sets["main"], "main", a.out, env, log)
     arrays_probe = run_set(runner, sets["probe"], "probe", a.out, env, log)
     files = {}

@@ -30,6 +30,7 @@ const std::vector<KernelRecipe>& kernel_recipes() {
           .source = "pytorch/pytorch aten/src/ATen/native/transformers/cuda/flash_attn/ (softmax.h 00a1abb4, "
                     "flash_api.cpp ef3d5c9e); Dao-AILab/flash-attention v2.5.7 85881f54 (kernel, launch "
                     "template); measured on torch 2.11 + CUDA 13 (results/hardware/kernels)",
+          .status = "pinned: >= 99.995 % of output bits in each of 208 captured cases (H200, torch 2.11)",
           .schedule = {.block_n = kFa2BlockN,
                        .split_block_n = kFa2SplitBlockN,
                        .split_block_m = 64,
@@ -52,6 +53,7 @@ const std::vector<KernelRecipe>& kernel_recipes() {
           .source = "pytorch/pytorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/ (kernel_forward.h "
                     "01b4eaef, epilogue_rescale_output.h 1338eea8, mma_accum_lambda_iterator.h a3ac4966); measured "
                     "on torch 2.11 + CUDA 13 (results/hardware/kernels)",
+          .status = "pinned: >= 99.996 % of output bits in each of 152 captured cases (H200, torch 2.11)",
           .schedule = {.block_n = kEfficientBlockN,
                        .split_block_n = kEfficientBlockN,
                        .split = SplitRule::none,
@@ -65,6 +67,32 @@ const std::vector<KernelRecipe>& kernel_recipes() {
                        .causal = CausalAlign::top_left,
                        .mma_k = 8,
                        .global_output_above = 128,
+                       .mma = "h100"},
+      },
+      {
+          .name = "torch_cudnn_sm90",
+          .summary = "torch SDPA's CUDNN_ATTENTION backend (cuDNN 9.19's closed engines) on H100/H200, modelled "
+                     "from black-box captures",
+          .source = "NVIDIA/cudnn-frontend 3929da2e generated sm90 prefill kernel (d128_fprop_kernel.h: the "
+                    "exponent, the row-sum fold, the quad order) as the hypothesis; fitted to torch 2.11 + cuDNN "
+                    "9.19 captures (results/hardware/kernels)",
+          .status = "closest model, not pinned: median 100 % of output bits (172 cases; 99.98 %+ for every "
+                    "prefill case with D 64/128/256), but down to 73 % for decode (Sq = 1) and to 49 % for D 96 "
+                    "and 160 (held-back): cuDNN runs other engines there",
+          .schedule = {.block_n = {{0, 128}},
+                       .split_block_n = {{0, 128}},
+                       .split = SplitRule::none,
+                       .kv_order = KvOrder::forward,
+                       .exp_arg = ExpArg::unfused,
+                       .exp2 = Exp2Impl::cuda_exp2f,
+                       .row_sum = RowSumLayout::block_fma,
+                       .normalise = Normalise::reciprocal,
+                       .scale_fold = ScaleFold::log2_folded,
+                       .alpha_arg = AlphaArg::difference_of_scaled,
+                       .rescale = Rescale::always,
+                       .causal = CausalAlign::top_left,
+                       .mma_k = 16,
+                       .global_output_above = 0,
                        .mma = "h100"},
       },
   };
@@ -85,8 +113,9 @@ const KernelRecipe& kernel_recipe(std::string_view name, const std::string& wher
 }
 
 std::string kernel_table_markdown() {
-  std::string t = "| kernel | what it is | follows |\n|---|---|---|\n";
-  for (const KernelRecipe& k : kernel_recipes()) t += fmt::format("| `{}` | {} | {} |\n", k.name, k.summary, k.source);
+  std::string t = "| kernel | what it is | follows | against the GPU |\n|---|---|---|---|\n";
+  for (const KernelRecipe& k : kernel_recipes())
+    t += fmt::format("| `{}` | {} | {} | {} |\n", k.name, k.summary, k.source, k.status);
   return t;
 }
 

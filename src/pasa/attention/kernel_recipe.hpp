@@ -31,6 +31,8 @@ enum class RowSumLayout {
   quad_fragment,  // FA2: thread t of a quad adds columns 8j + 2t + {0, 1} of each block in order, rescaled per
                   // block; (t0 + t2) + (t1 + t3) once at the end (softmax.h, quad_allreduce_ offsets 2 then 1)
   sequential,     // one sum per row over the block's columns in order (a textbook reduction)
+  block_fma,      // cuDNN's open sm90 kernel: thread t sums its columns 8j + 2t + {0, 1} of the block from 0,
+                  // l_t = fma(alpha, l_t, sum) (one FFMA), (t0 + t1) + (t2 + t3) at the end
   warp_columns,   // mem-efficient: per block, thread t adds its 8 columns 8j + 2t + {0, 1} of each 32-column warp
                   // slice from 0, the quad (t0 + t1) + (t2 + t3), then the slices' parts added in order onto
                   // RN(l·r) (kernel_forward.h iterative_softmax, mma_accum_lambda_iterator.h)
@@ -39,6 +41,11 @@ enum class RowSumLayout {
 enum class ScaleFold {
   log2_folded,      // FA2: c = RN(scale·log2 e) once, the max of the raw scores, exponent args from s·c
   scale_then_log2,  // mem-efficient: S ← RN(S·scale), S ← RN(S·RN(log2 e)), the max in log2 units, P = 2^RN(S − m)
+};
+// The rescale factor's exponent (log2_folded): FA2's scaled difference, or the difference of scaled maxima.
+enum class AlphaArg {
+  scaled_difference,     // RN(RN(m_prev − m)·c) (FA2 softmax.h)
+  difference_of_scaled,  // RN(RN(m_prev·c) − RN(m·c)) (cuDNN's open sm90 kernel: the max kept in scaled units)
 };
 enum class Rescale {
   always,          // every block after the first (FA2 softmax_rescale_o)
@@ -70,9 +77,10 @@ inline constexpr EnumTable<Exp2Impl, 3> kExp2Impls = {{
     {Exp2Impl::ex2_ftz, "ex2_ftz", "ex2.approx.ftz.f32 alone (fast math)"},
     {Exp2Impl::exact, "exact", "2^x correctly rounded (textbook)"}}};
 static_assert(enum_table_in_order(kExp2Impls), "kExp2Impls: one entry per Exp2Impl, in enum order");
-inline constexpr EnumTable<RowSumLayout, 3> kRowSumLayouts = {{
+inline constexpr EnumTable<RowSumLayout, 4> kRowSumLayouts = {{
     {RowSumLayout::quad_fragment, "quad_fragment", "per-thread columns of the MMA fragment, quad sum at the end"},
     {RowSumLayout::sequential, "sequential", "one running sum per row"},
+    {RowSumLayout::block_fma, "block_fma", "per-thread block sums folded by fma(alpha, l, sum), (t0+t1)+(t2+t3)"},
     {RowSumLayout::warp_columns, "warp_columns", "per block: thread, quad (t0+t1)+(t2+t3), 32-column slices"}}};
 static_assert(enum_table_in_order(kRowSumLayouts), "kRowSumLayouts: one entry per RowSumLayout, in enum order");
 inline constexpr EnumTable<Normalise, 2> kNormalises = {{{Normalise::reciprocal, "reciprocal", "O · (1/l)"},
@@ -82,6 +90,10 @@ inline constexpr EnumTable<ScaleFold, 2> kScaleFolds = {{
     {ScaleFold::log2_folded, "log2_folded", "c = RN(scale·log2 e) folded into the exponent (FA2)"},
     {ScaleFold::scale_then_log2, "scale_then_log2", "RN(RN(S·scale)·log2 e), max in log2 units (mem-efficient)"}}};
 static_assert(enum_table_in_order(kScaleFolds), "kScaleFolds: one entry per ScaleFold, in enum order");
+inline constexpr EnumTable<AlphaArg, 2> kAlphaArgs = {{
+    {AlphaArg::scaled_difference, "scaled_difference", "RN(RN(m_prev − m)·c) (FA2)"},
+    {AlphaArg::difference_of_scaled, "difference_of_scaled", "RN(RN(m_prev·c) − RN(m·c))"}}};
+static_assert(enum_table_in_order(kAlphaArgs), "kAlphaArgs: one entry per AlphaArg, in enum order");
 inline constexpr EnumTable<Rescale, 2> kRescales = {{{Rescale::always, "always", "every block after the first"},
                                                      {Rescale::when_max_grows, "when_max_grows", "only where the max grew"}}};
 static_assert(enum_table_in_order(kRescales), "kRescales: one entry per Rescale, in enum order");
@@ -109,6 +121,7 @@ struct KernelSchedule {
   RowSumLayout row_sum = RowSumLayout::quad_fragment;
   Normalise normalise = Normalise::reciprocal;
   ScaleFold scale_fold = ScaleFold::log2_folded;
+  AlphaArg alpha_arg = AlphaArg::scaled_difference;
   Rescale rescale = Rescale::always;
   CausalAlign causal = CausalAlign::bottom_right;
   std::size_t mma_k = 16;          // products per MMA instruction, the tensor-core model's block (m16n8k16: 16,
@@ -126,6 +139,9 @@ struct KernelRecipe {
   std::string name;
   std::string summary;
   std::string source;  // repository, file and commit it follows
+  // How far the GPU confirms it: "pinned" (>= 99.99 % of output bits on every captured case) or what holds
+  // and where it stops, shown wherever the recipe is listed.
+  std::string status;
   KernelSchedule schedule;
   bool operator==(const KernelRecipe&) const = default;
 };

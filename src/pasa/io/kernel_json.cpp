@@ -49,7 +49,7 @@ void read_blocks(const nlohmann::json& j, const char* key, const std::string& pa
 KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) {
   if (j.is_string()) return kernel_recipe(as_string(j, path), json_where(path) + ": ");
   check_keys(j, {"recipe", "block_n", "split_block_n", "split_block_m", "split", "splits", "sm_count", "kv_order",
-                 "exp_arg", "exp2", "row_sum", "normalise", "scale_fold", "rescale", "causal", "mma_k",
+                 "exp_arg", "exp2", "row_sum", "normalise", "scale_fold", "alpha_arg", "rescale", "causal", "mma_k",
                  "global_output_above", "lse_fma", "combine_fma", "mma"},
              path);
   if (!j.contains("recipe")) json_fail(path, "missing \"recipe\" (the kernel whose schedule the other keys override)");
@@ -73,6 +73,7 @@ KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) 
   read_enum(j, "row_sum", path, kRowSumLayouts, s.row_sum);
   read_enum(j, "normalise", path, kNormalises, s.normalise);
   read_enum(j, "scale_fold", path, kScaleFolds, s.scale_fold);
+  read_enum(j, "alpha_arg", path, kAlphaArgs, s.alpha_arg);
   read_enum(j, "rescale", path, kRescales, s.rescale);
   read_enum(j, "causal", path, kCausalAligns, s.causal);
   read_size(j, "mma_k", path, s.mma_k, 1);
@@ -107,6 +108,7 @@ nlohmann::json to_json(const KernelRecipe& k) {
                       {"row_sum", enum_name(kRowSumLayouts, s.row_sum)},
                       {"normalise", enum_name(kNormalises, s.normalise)},
                       {"scale_fold", enum_name(kScaleFolds, s.scale_fold)},
+                      {"alpha_arg", enum_name(kAlphaArgs, s.alpha_arg)},
                       {"rescale", enum_name(kRescales, s.rescale)},
                       {"causal", enum_name(kCausalAligns, s.causal)},
                       {"mma_k", s.mma_k},

@@ -135,10 +135,11 @@ float logf(float x) {
   const bool small = x < from_bits(0x00800000u);
   const float f1 = small ? x * from_bits(0x4B000000u) : x;
   const float f7 = small ? from_bits(0xC1B80000u) : 0.0f;
-  const auto r2 = static_cast<std::int32_t>(bits(f1));
-  const std::int32_t r4 = static_cast<std::int32_t>(static_cast<std::uint32_t>(r2 - 1059760811) & 0xff800000u);
-  const float f8 = from_bits(static_cast<std::uint32_t>(r2 - r4));
-  const float f9 = static_cast<float>(r4);
+  // (the PTX's 32-bit integer arithmetic, modulo 2^32: unsigned here, so that no input overflows a signed int)
+  const std::uint32_t r2 = bits(f1);
+  const std::uint32_t r4 = (r2 - 1059760811u) & 0xff800000u;
+  const float f8 = from_bits(r2 - r4);
+  const float f9 = static_cast<float>(static_cast<std::int32_t>(r4));  // cvt.rn.f32.s32
   const float f11 = std::fma(f9, from_bits(0x34000000u), f7);
   const float f12 = f8 + from_bits(0xBF800000u);
   float acc = std::fma(from_bits(0xBE055027u), f12, from_bits(0x3E1039F6u));
@@ -147,7 +148,7 @@ float logf(float x) {
   const float f30 = f12 * acc;
   const float f31 = std::fma(f30, f12, f12);
   float r = std::fma(f11, from_bits(0x3F317218u), f31);
-  if (static_cast<std::uint32_t>(r2) >= 2139095040u)  // inf, NaN, negative: IEEE's answer
+  if (r2 >= 2139095040u)  // inf, NaN, negative: IEEE's answer
     r = std::fma(f1, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity());
   return f1 == 0.0f ? -std::numeric_limits<float>::infinity() : r;
 }

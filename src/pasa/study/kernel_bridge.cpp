@@ -41,6 +41,7 @@ std::vector<std::pair<std::string, KernelSchedule>> one_field_variants(const Ker
   each("row_sum", kRowSumLayouts, &KernelSchedule::row_sum);
   each("normalise", kNormalises, &KernelSchedule::normalise);
   each("scale_fold", kScaleFolds, &KernelSchedule::scale_fold);
+  each("alpha_arg", kAlphaArgs, &KernelSchedule::alpha_arg);
   each("rescale", kRescales, &KernelSchedule::rescale);
   each("split", kSplitRules, &KernelSchedule::split);
   for (const KernelRecipe& r : kernel_recipes())

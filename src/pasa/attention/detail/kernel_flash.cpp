@@ -57,6 +57,12 @@ void add_row_sums(const KernelSchedule& k, const float* p, std::size_t n, float*
         for (int t = 0; t < 4; ++t) l[t] = l[t] * r;
       for (std::size_t cc = 0; cc < n; ++cc) l[(cc % 8) / 2] += p[cc];
       return;
+    case RowSumLayout::block_fma: {
+      float b[4] = {0, 0, 0, 0};
+      for (std::size_t cc = 0; cc < n; ++cc) b[(cc % 8) / 2] += p[cc];
+      for (int t = 0; t < 4; ++t) l[t] = rescale ? std::fma(r, l[t], b[t]) : l[t] + b[t];
+      return;
+    }
     case RowSumLayout::sequential:
       if (rescale) l[0] = l[0] * r;
       for (std::size_t cc = 0; cc < n; ++cc) l[0] += p[cc];
@@ -78,7 +84,9 @@ void add_row_sums(const KernelSchedule& k, const float* p, std::size_t n, float*
 }
 
 float row_total(const KernelSchedule& k, const float* l) {
-  return k.row_sum == RowSumLayout::quad_fragment ? (l[0] + l[2]) + (l[1] + l[3]) : l[0];  // offsets 2 then 1
+  if (k.row_sum == RowSumLayout::quad_fragment) return (l[0] + l[2]) + (l[1] + l[3]);  // offsets 2 then 1
+  if (k.row_sum == RowSumLayout::block_fma) return (l[0] + l[1]) + (l[2] + l[3]);       // xor 1 then 2
+  return l[0];
 }
 
 void run_part(const KernelSchedule& k, const GemmSpec& g, const Format& in_fmt, const double* S, const double* V,
@@ -117,7 +125,10 @@ void run_part(const KernelSchedule& k, const GemmSpec& g, const Format& in_fmt, 
       float alpha = 1.0f;
       if (rescale) {
         const float mcur = mx == -kInf ? 0.0f : mx;
-        alpha = exp2_of(k.exp2, log2_units ? m[row] - mcur : (m[row] - mcur) * c);
+        const float arg = log2_units ? m[row] - mcur
+                          : k.alpha_arg == AlphaArg::scaled_difference ? (m[row] - mcur) * c
+                                                                        : (m[row] == -kInf ? -kInf : m[row] * c) - mcur * c;
+        alpha = exp2_of(k.exp2, arg);
         if (!global_out)
           for (std::size_t d = 0; d < D; ++d) o[d] = static_cast<float>(static_cast<float>(o[d]) * alpha);
       }
