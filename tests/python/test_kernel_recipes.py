@@ -23,7 +23,7 @@ CASES = {c["name"]: c for c in MANIFEST["cases"]}
 CHOSEN = ["uniform_fp16_full_d64_gqa", "uniform_fp16_full_d128_decode", "uniform_fp16_full_d256_odd",
           "uniform_bf16_causal_d128_odd", "uniform_bf16_full_d256_rect", "uniformx20_fp16_full_d128_rect",
           "uniformx20_bf16_causal_d256_odd", "hybridx20am10_fp16_causal_d128_odd", "hybridx20am10_bf16_full_d64_gqa",
-          "probe_onehotv_u11_skv256_fp16_full_d256", "probe_scale_0.3_fp16_full_d128"]
+          "probe_onehotv_u11_skv256_fp16_full_d256", "probe_scale_0.3_fp16_full_d128", "probe_scale_1.0_fp16_full_d64"]
 
 
 CAPTURES = load_captures(os.path.join(RES, "captures_main.npz"))
@@ -80,6 +80,7 @@ def test_recipe_matches_the_gpu(backend, recipe, name, floor):
     ("uniform_fp16_full_d128_gqa", "block_n", 128),
     ("uniform_fp16_full_d256_odd", "split", "none"),  # 5 parts of one block each
     ("uniformx20_fp16_full_d128_rect", "lse_fma", False),  # scores near 10^4: the LSE's FFMA matters
+    ("probe_scale_1.0_fp16_full_d64", "sum_rescale_fma", False),  # nvcc's contraction of RN(l·alpha) + p
 ])
 def test_a_schedule_field_moves_the_bits(name, field, value):
     """Each overridable field is one the kernel's bits depend on: changed alone, it moves the output away from

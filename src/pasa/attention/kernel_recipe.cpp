@@ -42,6 +42,7 @@ const std::vector<KernelRecipe>& kernel_recipes() {
                        .exp2 = Exp2Impl::cuda_exp2f,
                        .row_sum = RowSumLayout::quad_fragment,
                        .normalise = Normalise::reciprocal,
+                       .sum_rescale_fma = true,
                        .lse_fma = true,
                        .combine_fma = true,
                        .mma = "h100"},

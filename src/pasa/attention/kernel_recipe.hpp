@@ -128,6 +128,8 @@ struct KernelSchedule {
                                    // the mem-efficient kernel's m16n8k8: 8)
   std::size_t global_output_above = 0;  // D above which O goes through an fp32 global buffer, merged per block
                                         // (mem-efficient d > 128: epilogue_rescale_output.h); 0: registers
+  bool sum_rescale_fma = false;    // RN(l·alpha) and the block's first add as one FFMA (nvcc contracts them:
+                                   // measured for torch's FA2, where it fixes the last cases that need it)
   bool lse_fma = true;             // a part's LSE = fma(m, scale, __logf(l)) (one FFMA), else RN(m·scale) + ...
   bool combine_fma = true;         // the split combine's O += w_s·O_s as one FFMA per part
   std::string mma = "h100";        // the tensor-core model of both GEMMs, fp32 accumulate: "h100" is the H100

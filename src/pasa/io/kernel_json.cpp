@@ -50,7 +50,7 @@ KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) 
   if (j.is_string()) return kernel_recipe(as_string(j, path), json_where(path) + ": ");
   check_keys(j, {"recipe", "block_n", "split_block_n", "split_block_m", "split", "splits", "sm_count", "kv_order",
                  "exp_arg", "exp2", "row_sum", "normalise", "scale_fold", "alpha_arg", "rescale", "causal", "mma_k",
-                 "global_output_above", "lse_fma", "combine_fma", "mma"},
+                 "global_output_above", "sum_rescale_fma", "lse_fma", "combine_fma", "mma"},
              path);
   if (!j.contains("recipe")) json_fail(path, "missing \"recipe\" (the kernel whose schedule the other keys override)");
   KernelRecipe k = kernel_recipe(as_string(j.at("recipe"), path + "/recipe"), json_where(path + "/recipe") + ": ");
@@ -79,6 +79,7 @@ KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) 
   read_size(j, "mma_k", path, s.mma_k, 1);
   if (s.mma_k > 64) json_fail(path + "/mma_k", fmt::format("{} products per MMA instruction: at most 64", s.mma_k));
   read_size(j, "global_output_above", path, s.global_output_above);
+  read_bool(j, "sum_rescale_fma", path, s.sum_rescale_fma);
   read_bool(j, "lse_fma", path, s.lse_fma);
   read_bool(j, "combine_fma", path, s.combine_fma);
   if (j.contains("mma")) {
@@ -113,6 +114,7 @@ nlohmann::json to_json(const KernelRecipe& k) {
                       {"causal", enum_name(kCausalAligns, s.causal)},
                       {"mma_k", s.mma_k},
                       {"global_output_above", s.global_output_above},
+                      {"sum_rescale_fma", s.sum_rescale_fma},
                       {"lse_fma", s.lse_fma},
                       {"combine_fma", s.combine_fma},
                       {"mma", s.mma}};

@@ -51,7 +51,8 @@ std::vector<std::pair<std::string, KernelSchedule>> one_field_variants(const Ker
       v.emplace_back("block_n=" + r.name + "'s", t);
     }
   for (const auto& [field, member] : {std::pair<const char*, bool KernelSchedule::*>{"lse_fma", &KernelSchedule::lse_fma},
-                                      {"combine_fma", &KernelSchedule::combine_fma}}) {
+                                      {"combine_fma", &KernelSchedule::combine_fma},
+                                      {"sum_rescale_fma", &KernelSchedule::sum_rescale_fma}}) {
     KernelSchedule t = s;
     t.*member = !(s.*member);
     v.emplace_back(fmt::format("{}={}", field, t.*member ? "true" : "false"), t);

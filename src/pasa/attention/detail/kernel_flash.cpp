@@ -53,31 +53,39 @@ struct Part {
 void add_row_sums(const KernelSchedule& k, const float* p, std::size_t n, float* l, float r, bool rescale) {
   switch (k.row_sum) {
     case RowSumLayout::quad_fragment:  // Tsm:141, :162: thread t holds columns 8j + 2t + {0, 1}, in order
-      if (rescale)
-        for (int t = 0; t < 4; ++t) l[t] = l[t] * r;
-      for (std::size_t cc = 0; cc < n; ++cc) l[(cc % 8) / 2] += p[cc];
+    case RowSumLayout::sequential: {
+      const bool quad = k.row_sum == RowSumLayout::quad_fragment;
+      bool pending[4] = {rescale, rescale, rescale, rescale};  // RN(l·alpha) not yet applied
+      for (std::size_t cc = 0; cc < n; ++cc) {
+        const int t = quad ? static_cast<int>((cc % 8) / 2) : 0;
+        if (pending[t] && k.sum_rescale_fma) l[t] = std::fma(l[t], r, p[cc]);  // nvcc's contraction
+        else l[t] = (pending[t] ? l[t] * r : l[t]) + p[cc];
+        pending[t] = false;
+      }
+      for (int t = 0; t < 4; ++t)
+        if (pending[t]) l[t] = l[t] * r;
       return;
+    }
     case RowSumLayout::block_fma: {
       float b[4] = {0, 0, 0, 0};
       for (std::size_t cc = 0; cc < n; ++cc) b[(cc % 8) / 2] += p[cc];
       for (int t = 0; t < 4; ++t) l[t] = rescale ? std::fma(r, l[t], b[t]) : l[t] + b[t];
       return;
     }
-    case RowSumLayout::sequential:
-      if (rescale) l[0] = l[0] * r;
-      for (std::size_t cc = 0; cc < n; ++cc) l[0] += p[cc];
-      return;
     case RowSumLayout::warp_columns: {  // Tkf:1236-1266, Tli:50-89
-      float acc = rescale ? l[0] * r : l[0];
+      float acc = l[0];
+      bool pending = rescale;
       for (std::size_t w0 = 0; w0 < n; w0 += 32) {
         float th[4] = {0, 0, 0, 0};
         for (int t = 0; t < 4; ++t)
           for (std::size_t j = 0; j < 4; ++j)
             for (std::size_t e = 0; e < 2; ++e)
               if (const std::size_t cc = w0 + 8 * j + 2 * t + e; cc < n) th[t] += p[cc];
-        acc += (th[0] + th[1]) + (th[2] + th[3]);  // quad: xor 1, then xor 2
+        const float part = (th[0] + th[1]) + (th[2] + th[3]);  // quad: xor 1, then xor 2
+        acc = pending && k.sum_rescale_fma ? std::fma(acc, r, part) : (pending ? acc * r : acc) + part;
+        pending = false;
       }
-      l[0] = acc;
+      l[0] = pending ? acc * r : acc;
       return;
     }
   }
