@@ -72,6 +72,7 @@ KernelRecipe draw_recipe(Rng& r) {
   if (r.chance(0.2)) s.lse_fma = !s.lse_fma;
   if (r.chance(0.2)) s.combine_fma = !s.combine_fma;
   if (r.chance(0.2)) s.sum_rescale_fma = !s.sum_rescale_fma;
+  if (r.chance(0.2)) s.combine_sum = pick_enum(r, kCombineSums);
   if (r.chance(0.1)) s.exp_arg = pick_enum(r, kExpArgs);
   return k;
 }

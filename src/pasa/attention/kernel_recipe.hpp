@@ -60,6 +60,12 @@ enum class Normalise {
   reciprocal,  // inv = 1.f / l (IEEE), O·inv, inv = 1 for l = 0 or NaN (FA2 normalize_softmax_lse)
   divide,      // O / l per element
 };
+// How the split combine sums Σ_s expf(LSE_s − lse_max) over the parts:
+enum class CombineSum {
+  sequential,  // part by part, in order
+  butterfly,   // the warp all-reduce of FA2's combine kernel (flash_fwd_kernel.h combine_attn_seqk_parallel):
+               // part s in lane s, offsets halving from the next power of two
+};
 enum class SplitRule {
   none,          // one pass over all keys
   fixed,         // `splits` parts
@@ -101,6 +107,10 @@ inline constexpr EnumTable<CausalAlign, 2> kCausalAligns = {{
     {CausalAlign::bottom_right, "bottom_right", "j <= i + Skv − Sq (pasa's causal)"},
     {CausalAlign::top_left, "top_left", "j <= i (SDPA is_causal on mem-efficient/cuDNN)"}}};
 static_assert(enum_table_in_order(kCausalAligns), "kCausalAligns: one entry per CausalAlign, in enum order");
+inline constexpr EnumTable<CombineSum, 2> kCombineSums = {{
+    {CombineSum::sequential, "sequential", "part by part"},
+    {CombineSum::butterfly, "butterfly", "the combine's warp all-reduce (FA2)"}}};
+static_assert(enum_table_in_order(kCombineSums), "kCombineSums: one entry per CombineSum, in enum order");
 inline constexpr EnumTable<SplitRule, 3> kSplitRules = {{
     {SplitRule::none, "none", "no split"},
     {SplitRule::fixed, "fixed", "`splits` parts"},
@@ -132,6 +142,7 @@ struct KernelSchedule {
                                    // measured for torch's FA2, where it fixes the last cases that need it)
   bool lse_fma = true;             // a part's LSE = fma(m, scale, __logf(l)) (one FFMA), else RN(m·scale) + ...
   bool combine_fma = true;         // the split combine's O += w_s·O_s as one FFMA per part
+  CombineSum combine_sum = CombineSum::sequential;
   std::string mma = "h100";        // the tensor-core model of both GEMMs, fp32 accumulate: "h100" is the H100
                                    // model of the input format (h100_fp16, h100_bf16), or a named model
   bool operator==(const KernelSchedule&) const = default;

@@ -50,7 +50,7 @@ KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) 
   if (j.is_string()) return kernel_recipe(as_string(j, path), json_where(path) + ": ");
   check_keys(j, {"recipe", "block_n", "split_block_n", "split_block_m", "split", "splits", "sm_count", "kv_order",
                  "exp_arg", "exp2", "row_sum", "normalise", "scale_fold", "alpha_arg", "rescale", "causal", "mma_k",
-                 "global_output_above", "sum_rescale_fma", "lse_fma", "combine_fma", "mma"},
+                 "global_output_above", "sum_rescale_fma", "lse_fma", "combine_fma", "combine_sum", "mma"},
              path);
   if (!j.contains("recipe")) json_fail(path, "missing \"recipe\" (the kernel whose schedule the other keys override)");
   KernelRecipe k = kernel_recipe(as_string(j.at("recipe"), path + "/recipe"), json_where(path + "/recipe") + ": ");
@@ -82,6 +82,7 @@ KernelRecipe kernel_from_json(const nlohmann::json& j, const std::string& path) 
   read_bool(j, "sum_rescale_fma", path, s.sum_rescale_fma);
   read_bool(j, "lse_fma", path, s.lse_fma);
   read_bool(j, "combine_fma", path, s.combine_fma);
+  read_enum(j, "combine_sum", path, kCombineSums, s.combine_sum);
   if (j.contains("mma")) {
     s.mma = as_string(j.at("mma"), path + "/mma");
     if (s.mma != "h100") at_place(json_where(path + "/mma"), [&] { return tensor_core_preset(s.mma); });
@@ -117,6 +118,7 @@ nlohmann::json to_json(const KernelRecipe& k) {
                       {"sum_rescale_fma", s.sum_rescale_fma},
                       {"lse_fma", s.lse_fma},
                       {"combine_fma", s.combine_fma},
+                      {"combine_sum", enum_name(kCombineSums, s.combine_sum)},
                       {"mma", s.mma}};
   if (s.split == SplitRule::fixed) j["splits"] = s.splits;
   return j;

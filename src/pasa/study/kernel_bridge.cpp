@@ -44,6 +44,7 @@ std::vector<std::pair<std::string, KernelSchedule>> one_field_variants(const Ker
   each("alpha_arg", kAlphaArgs, &KernelSchedule::alpha_arg);
   each("rescale", kRescales, &KernelSchedule::rescale);
   each("split", kSplitRules, &KernelSchedule::split);
+  each("combine_sum", kCombineSums, &KernelSchedule::combine_sum);
   for (const KernelRecipe& r : kernel_recipes())
     if (r.schedule.block_n != s.block_n) {
       KernelSchedule t = s;

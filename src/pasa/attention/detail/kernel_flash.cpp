@@ -267,7 +267,19 @@ AttentionOutput kernel_attention(const AttentionInputs& in, const KernelRecipe& 
         for (const Part& p : parts) lmax = std::max(lmax, p.lse[r]);
         if (lmax == -kInf) lmax = 0.0f;
         float sum = 0.0f;
-        for (const Part& p : parts) sum += gpu::expf(p.lse[r] - lmax);
+        if (ks.combine_sum == CombineSum::butterfly) {
+          // Allreduce over the lanes that hold the parts (part s in lane s, the others 0: exact), offsets
+          // halving from the next power of two: lane 0's sum is ((e0 + e2) + (e1 + e3)) for four parts.
+          std::size_t lanes = 1;
+          while (lanes < parts.size()) lanes *= 2;
+          std::vector<float> v(lanes, 0.0f);
+          for (std::size_t s = 0; s < parts.size(); ++s) v[s] = gpu::expf(parts[s].lse[r] - lmax);
+          for (std::size_t off = lanes / 2; off >= 1; off /= 2)
+            for (std::size_t i = 0; i < off; ++i) v[i] = v[i] + v[i + off];
+          sum = v[0];
+        } else {
+          for (const Part& p : parts) sum += gpu::expf(p.lse[r] - lmax);
+        }
         const float L = sum == 0.0f || std::isnan(sum) ? kInf : gpu::logf(sum) + lmax;
         lse[r] = L;
         for (std::size_t d = 0; d < D; ++d) {
