@@ -1452,6 +1452,7 @@ The result can be edited and passed back as alloc= to attention().)doc");
           d["name"] = k.name;
           d["summary"] = k.summary;
           d["source"] = k.source;
+          d["status"] = k.status;
           d["schedule"] = to_python(pasa::to_json(k));
           out.append(d);
         }
@@ -1459,7 +1460,8 @@ The result can be edited and passed back as alloc= to attention().)doc");
       },
       R"doc(kernels() -> list
 
-The kernel recipes (pasa-attn --list-kernels): dicts {"name", "summary", "source", "schedule"}, the schedule
+The kernel recipes (pasa-attn --list-kernels): dicts {"name", "summary", "source", "status" (how far the GPU
+confirms it), "schedule"}, the schedule
 in the form attention(kernel={...}) takes.)doc");
   m.def("gpu_math", &gpu_math, arg("x"), arg("function") = "ex2",
         R"doc(gpu_math(x, function="ex2") -> float32 array
