@@ -147,7 +147,7 @@ std::optional<std::size_t> opt_size_arg(const char* name, const py::handle& o) {
 }
 
 // A scale argument: None is the default 1/sqrt(D) (the library's 0); a given scale is finite and > 0, so
-// that scale=0 is not silently the default (issue 37).
+// that scale=0 is not silently the default.
 double scale_value(const std::optional<double>& scale) {
   if (!scale) return 0;
   if (!std::isfinite(*scale) || *scale <= 0)
@@ -176,7 +176,7 @@ auto named(const char* arg, const std::string& name, ByName by_name) {
 // `open` holds the containers being walked (the path from the root), so that a dict or list holding itself
 // is refused as json.dumps refuses it, and the walk stops at the JSON readers' kMaxJsonDepth: the Python
 // object is walked before parse_json_text could check anything, and an unbounded recursion here overflows
-// the C stack (issue 37: SIGSEGV on d["self"] = d).
+// the C stack (a dict holding itself crashed the interpreter).
 json to_json_value(const py::handle& o, const std::string& where, std::vector<const PyObject*>& open) {
   if (o.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(o) || py::isinstance(o, numpy().attr("bool_"))) return o.cast<bool>();

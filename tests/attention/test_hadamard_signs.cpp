@@ -1,4 +1,4 @@
-// The random signs of the FP8 recipe's Hadamard transform (issue 37): quantise.hpp promises one draw of
+// The random signs of the FP8 recipe's Hadamard transform: quantise.hpp promises one draw of
 // RandomBits(seed) per sign, its top bit, so a seed gives the same transform everywhere; the signs are then
 // fair coin flips (half of them −1), which is what makes the transform spread an outlier over every lane.
 // The reference is an independent SplitMix64 (Steele, Lea, Flood 2014; RandomBits's generator) written here.

@@ -1,4 +1,4 @@
-// Unified attention's random streams and its in-place reading of the cache, as a user sees them (issue 37):
+// Unified attention's random streams and its in-place reading of the cache, as a user sees them:
 // with stochastic rounding every query head of a GQA group and every sequence of the batch draws from its own
 // stream (docs/decode.md: "each head keeps its own item and random stream"; one stream per item over the whole
 // batch), and a cache read in place needs BOTH the k and v stages to take the cache's values as they are.

@@ -1,4 +1,4 @@
-// A capture read in a narrower format than its own saturates to that format (issue 37), as the generators
+// A capture read in a narrower format than its own saturates to that format, as the generators
 // store their draws: a float32 model value beyond fp16's range (an outlier activation of 1e5) becomes
 // ±65504, not inf, so the problem runs. The reference is pasa's own rounding with Overflow::saturate.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// The user's kv_len and select tensors in every integer dtype mean the same (issue 37): uint16 values are
+// The user's kv_len and select tensors in every integer dtype mean the same: uint16 values are
 // read as whole little-endian 16-bit integers (kv_len 300 is 300, not its low byte 44), so a decode with a
 // uint16 kv_len gives the int64 one's output and lse, and a uint16 select element of 256 is refused as not 0/1.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-"""Arguments of the Python module that must change the result (issue 37): unified_attention's and
+"""Arguments of the Python module that must change the result: unified_attention's and
 unified_golden's scale= (against attention computed by numpy in float64 with that scale, and against the
 dense pasa.attention of each gathered sequence), and attention's seed= under stochastic rounding (against the
 same seed given through spec=, and another seed)."""

@@ -1,4 +1,4 @@
-"""Hostile arguments to the module (issue 37): each is refused with a ValueError that names what was wrong,
+"""Hostile arguments to the module: each is refused with a ValueError that names what was wrong,
 never a crash (SIGSEGV), an internal error or a silent default; outputs never replace inputs."""
 import json
 import os

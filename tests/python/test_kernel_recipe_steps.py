@@ -1,4 +1,4 @@
-"""Kernel recipes, step by step (issue 38, "every rounding of a new step gets a mutant"): the steps that
+"""Kernel recipes, step by step: the steps that
 test_kernel_recipes.py's 99.99 % tolerance or its choice of cases lets move a bit unseen, each pinned by an
 independent expectation.
 

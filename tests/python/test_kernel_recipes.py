@@ -1,4 +1,4 @@
-"""Kernel recipes against the GPU (issue 38): torch SDPA's flash backend captured on an H200
+"""Kernel recipes against the GPU: torch SDPA's flash backend captured on an H200
 (results/hardware/kernels/, experiments/gpu/kernels/sdpa_capture.py) and pasa's torch_flash_sm90 recipe on the
 same inputs, regenerated here from the manifest's seeds (sha256-checked). The expected bits are the GPU's."""
 import json
@@ -184,3 +184,21 @@ def test_gpu_math_names_and_domain():
         pasa.gpu_math(np.float32([0.5]), "lg2")
     with pytest.raises(ValueError, match='unknown GPU function "exp10"; known: ex2, lg2'):
         pasa.gpu_math(np.float32([1]), "exp10")
+
+
+@pytest.mark.parametrize("kernel", ["torch_flash_sm90", "torch_efficient_sm90",
+                                    '{"recipe": "torch_cudnn_sm90", "kv_order": "reverse"}'])
+def test_every_front_end_gives_the_same_bits(kernel, tmp_path):
+    """pasa-attn --kernel on .npy inputs, --algo-json {"kernel": ...}, and pasa.attention(kernel=...)."""
+    case = CASES["uniform_fp16_full_d128_odd"]
+    q, k, v = make_inputs(case)
+    for n, a in zip("qkv", (q, k, v)):
+        np.save(tmp_path / f"{n}.npy", a.view(np.float16))
+    kj = json.loads(kernel) if kernel.startswith("{") else kernel
+    (tmp_path / "algo.json").write_text(json.dumps({"kernel": kj}))
+    npy = ["--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v", tmp_path / "v.npy"]
+    run_app("pasa-attn", *npy, "--kernel", kernel, "--out-npy", tmp_path / "cli.npy")
+    run_app("pasa-attn", *npy, "--algo-json", tmp_path / "algo.json", "--out-npy", tmp_path / "json.npy")
+    py, _ = pasa.attention(q, k, v, format="fp16", kernel=kj)
+    assert np.array_equal(np.load(tmp_path / "cli.npy"), py)
+    assert np.array_equal(np.load(tmp_path / "json.npy"), py)

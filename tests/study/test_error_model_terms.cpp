@@ -1,4 +1,4 @@
-// The error model's terms against docs/error-model.md computed by hand (issue 37): the p term when P's exp
+// The error model's terms against docs/error-model.md computed by hand: the p term when P's exp
 // and p stages have the same precision (l then comes from the rounded P: ΔO = Σ_k ρ_k·(v_k − O)/L), the
 // overflow flag of a batch whose heads overflow differently, and what the model does not cover (split-KV).
 #include <catch2/catch.hpp>

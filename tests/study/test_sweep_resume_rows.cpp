@@ -1,4 +1,4 @@
-// --resume's check of each row read back, column by column and shard by shard (issue 37): a row of another
+// --resume's check of each row read back, column by column and shard by shard: a row of another
 // shard and a row whose last column (time_s) is not a number are dropped with a warning and their cases run
 // again, so the resumed shards merge into the uninterrupted run's table. A small fake backend (metrics are
 // smooth functions of the case) keeps it to milliseconds.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare_recipes.py: pasa's kernel recipes against the SDPA captures of results/hardware/kernels/ (issue 38),
+"""compare_recipes.py: pasa's kernel recipes against the SDPA captures of results/hardware/kernels/,
 bit for bit, case by case: the percentage of output elements identical, the largest ulp distance, and the
 RMSE of emulation and kernel against an exact float64 reference on the same inputs.
 

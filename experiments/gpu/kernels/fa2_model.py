@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """fa2_model.py: a NumPy prototype of torch's FlashAttention-2 forward (docs/kernel-sources.md §1), float32
-operation by operation, compared bit for bit with the SDPA captures of results/hardware/kernels/ (issue 38).
+operation by operation, compared bit for bit with the SDPA captures of results/hardware/kernels/.
 It is where the recipe's steps were found before the C++ engine (src/pasa/attention/detail/kernel_fa2.cpp)
 took them; run it to see which step moves the identity:
 

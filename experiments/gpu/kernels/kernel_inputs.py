@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""kernel_inputs.py: the deterministic Q, K, V of the SDPA kernel captures (issue 38, "capture once, model on
-the CPU later"), regenerable on any machine with NumPy alone (no torch, no GPU).
+"""kernel_inputs.py: the deterministic Q, K, V of the SDPA kernel captures, regenerable on any machine with NumPy alone (no torch, no GPU).
 
 The generator
   One stream per case: numpy.random.PCG64(seed) (seeded through NumPy's SeedSequence, stable across NumPy

@@ -1,5 +1,5 @@
 // mufu_probe.cu: the GPU's multi-function unit (MUFU) approximations of 2^x and 1/x, evaluated through
-// inline PTX on float32 bit patterns, and tests of bit-exact models of them (issue 38, part B).
+// inline PTX on float32 bit patterns, and tests of bit-exact models of them.
 // Driven by mufu_probe.py (cupy loads the cubin: nvcc -cubin -arch=sm_90 -O3 mufu_probe.cu). Compiled WITHOUT
 // -ftz / --use_fast_math on purpose: the helper arithmetic (x * 2^F, floorf, ...) must keep subnormals.
 //

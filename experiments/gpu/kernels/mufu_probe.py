@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """mufu_probe.py: the hardware exp2 (MUFU.EX2, PTX ex2.approx.ftz.f32) and reciprocal (rcp.approx.ftz.f32)
-measured on every float32 input, with bit-exact models tested on the GPU (issue 38, part B).
+measured on every float32 input, with bit-exact models tested on the GPU.
 
 What it does (GPU machine with nvcc, cuobjdump and CuPy; kernels in mufu_probe.cu, described there)
   1. SASS: compiles sass_probe.cu for sm_90 with the default flags, -ftz=true and --use_fast_math, dumps
@@ -116,7 +116,7 @@ def main():
         print(s, flush=True)
         logs.append(s)
 
-    rep = {"what": "MUFU ex2.approx.ftz.f32 / rcp.approx.ftz.f32 on float32 inputs (issue 38 part B)"}
+    rep = {"what": "MUFU ex2.approx.ftz.f32 / rcp.approx.ftz.f32 on float32 inputs"}
     rc, v = sh("nvcc --version")
     rep["nvcc"] = v.strip().splitlines()[-1] if v.strip() else v
     rc, v = sh("nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader")

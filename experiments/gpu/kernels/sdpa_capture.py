@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sdpa_capture.py: capture torch's fused SDPA kernels (FlashAttention-2, cuDNN, memory-efficient) once on a
 GPU, on inputs that a CPU machine regenerates with NumPy alone, so that models of the kernels' numerics can
-be fitted and checked later without a GPU (issue 38, steps 3-4).
+be fitted and checked later without a GPU.
 
 What it does
   1. Builds three case lists (main grid, stage-isolating probes, a held-back set; see cases_*() below) and
@@ -452,7 +452,7 @@ def main():
     files = {}
     files.update(save_arrays(arrays_main, a.out, "sdpa_main"))
     files.update(save_arrays(arrays_probe, a.out, "sdpa_probes"))
-    man = {"what": "torch SDPA backend captures, issue 38; inputs: kernel_inputs.py; outputs: uint16 bit patterns",
+    man = {"what": "torch SDPA backend captures; inputs: kernel_inputs.py; outputs: uint16 bit patterns",
            "env": env, "ops": OPS, "stored_ops": STORED, "files": files,
            "cases": sets["main"] + sets["probe"], "log": logs}
     with open(os.path.join(a.out, "sdpa_manifest.json"), "w") as h:

@@ -1,4 +1,4 @@
-// Kernel recipes: the attention kernels people run, as values (issue 38). A recipe is an algorithm (fa2's
+// Kernel recipes: the attention kernels people run, as values. A recipe is an algorithm (fa2's
 // online softmax), its numerics (fp16/bf16 inputs, fp32 scores, softmax and O, P in the input format, the
 // output cast) and a *schedule*: every choice of the kernel's source that moves a bit, as a field, so that a
 // user can ask "this kernel, but with forward KV order" without a new code path. The engine that runs a

@@ -1,4 +1,4 @@
-// The differential bridge for kernel authors (issue 38): given Q, K, V and a GPU kernel's output, which
+// The differential bridge for kernel authors: given Q, K, V and a GPU kernel's output, which
 // kernel recipe produced it, and where the closest one parts from it. Every recipe runs on the inputs; the
 // closest is then re-run with one schedule field at a time set to each other value it can take (exp2, KV
 // order, row-sum layout, normalisation, scale placement, rescale, block size, split rule, FMAs), so that the
