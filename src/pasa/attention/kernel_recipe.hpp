@@ -25,7 +25,7 @@ enum class ExpArg {
 enum class Exp2Impl {
   cuda_exp2f,  // CUDA's exp2f without fast math: MUFU.EX2 with the x < −126 halving (numeric/gpu_math.hpp)
   ex2_ftz,     // ex2.approx.ftz.f32 alone (--use_fast_math)
-  exact,       // 2^x correctly rounded to fp32 (a textbook unit; no GPU computes it so)
+  exact,       // 2^x in double, rounded once to fp32 (a textbook unit; no GPU computes it so)
 };
 enum class RowSumLayout {
   quad_fragment,  // FA2: thread t of a quad adds columns 8j + 2t + {0, 1} of each block in order, rescaled per
@@ -81,7 +81,7 @@ static_assert(enum_table_in_order(kExpArgs), "kExpArgs: one entry per ExpArg, in
 inline constexpr EnumTable<Exp2Impl, 3> kExp2Impls = {{
     {Exp2Impl::cuda_exp2f, "cuda_exp2f", "CUDA exp2f on the measured MUFU.EX2"},
     {Exp2Impl::ex2_ftz, "ex2_ftz", "ex2.approx.ftz.f32 alone (fast math)"},
-    {Exp2Impl::exact, "exact", "2^x correctly rounded (textbook)"}}};
+    {Exp2Impl::exact, "exact", "2^x in double rounded to fp32 (textbook)"}}};
 static_assert(enum_table_in_order(kExp2Impls), "kExp2Impls: one entry per Exp2Impl, in enum order");
 inline constexpr EnumTable<RowSumLayout, 4> kRowSumLayouts = {{
     {RowSumLayout::quad_fragment, "quad_fragment", "per-thread columns of the MMA fragment, quad sum at the end"},
