@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "pasa/core/memory.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/io/algorithm_json.hpp"
+#include "pasa/io/input_file.hpp"
 #include "pasa/io/json_check.hpp"
 
 namespace pasa_apps {
@@ -41,9 +43,30 @@ inline std::size_t max_memory_bytes(const std::string& max_memory) {
   return max_memory.empty() ? 0 : pasa::parse_byte_size(max_memory, "--max-memory");
 }
 
+// A JSON argument (a config, a problem, an algorithm): the file, or "-": standard input, read whole (at most
+// kMaxJsonFileBytes, as a file) and named "stdin" in messages (json_source). Standard input can be read
+// once: a second "-" in one command is refused, naming the option that read it.
+inline std::string json_source(const std::string& path) { return path == "-" ? "stdin" : path; }
+inline nlohmann::json read_json_arg(const std::string& path, const std::string& option) {
+  if (path != "-") return pasa::read_json_file(path);
+  static std::string read_by;
+  if (!read_by.empty())
+    throw pasa::InputError(option + " -: standard input is " + read_by + "'s; give one of them a file");
+  read_by = option;
+  std::string text;
+  char buf[1 << 16];
+  while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
+    if (text.size() > pasa::kMaxJsonFileBytes)
+      throw pasa::InputError(fmt::format("{} -: standard input holds more than {} bytes; a JSON input is at most that",
+                                         option, pasa::kMaxJsonFileBytes));
+  }
+  return pasa::parse_json_text(text, "stdin");
+}
+
 // --problem: a problem JSON file (pasa-attn and pasa-attribute read the same form).
 inline CLI::Option* add_problem(CLI::App& app, std::string& path) {
-  return app.add_option("--problem", path, "problem JSON file (shape, format, generators, or \"kind\": \"paged\"; docs/inputs-golden-metrics.md)");
+  return app.add_option("--problem", path, "problem JSON file, - for stdin (shape, format, generators, or \"kind\": \"paged\"; docs/inputs-golden-metrics.md)");
 }
 
 // One algorithm: --algorithm, --alloc, --s1, --s2, --beta, or all of it from --algo-json (--spec: the same
@@ -73,7 +96,7 @@ struct AlgorithmOptions {
             ->capture_default_str()
             ->check(finite_number())};
     CLI::Option* file = app.add_option("--algo-json,--spec", json_file,
-                                       "algorithm JSON file (name, alloc, s1, s2, options; docs/algorithms.md) instead "
+                                       "algorithm JSON file, - for stdin (name, alloc, s1, s2, options; docs/algorithms.md) instead "
                                        "of the options above");
     for (CLI::Option* x : o) x->excludes(file);
     CLI::Option* k = app.add_option("--kernel", kernel,
@@ -89,7 +112,8 @@ struct AlgorithmOptions {
   // config's would be ("beta" is written for pasa, or where --beta was given, so that a misplaced one is
   // refused rather than ignored).
   pasa::AlgorithmSpec spec(const CLI::App& app) const {
-    if (!json_file.empty()) return pasa::algorithm_from_json(pasa::read_json_file(json_file), json_file + ":");
+    if (!json_file.empty())
+      return pasa::algorithm_from_json(read_json_arg(json_file, "--algo-json"), json_source(json_file) + ":");
     if (!kernel.empty()) {
       const auto first = kernel.find_first_not_of(" \t\r\n");
       const nlohmann::json k = first != std::string::npos && kernel[first] == '{'
@@ -104,7 +128,7 @@ struct AlgorithmOptions {
   }
 
   // Where the algorithm came from, in front of validate_case's messages (which start with a JSON pointer).
-  std::string source() const { return json_file.empty() ? "command line: " : json_file + ":"; }
+  std::string source() const { return json_file.empty() ? "command line: " : json_source(json_file) + ":"; }
 };
 
 // validate_case of the problem (a ProblemSpec or a CaseLayout) against the algorithm, its message prefixed

@@ -202,7 +202,7 @@ Inputs npy_inputs(const ProblemOptions& po, const AlgorithmSpec& algo, const std
 // generator options and the user's decode tensors.
 ProblemSpec problem_spec(const CLI::App& app, const ProblemOptions& po) {
   if (!po.problem_file.empty())
-    return problem_from_json(read_json_file(po.problem_file), po.problem_file + ":",
+    return problem_from_json(pasa_apps::read_json_arg(po.problem_file, "--problem"), pasa_apps::json_source(po.problem_file) + ":",
                              std::filesystem::path(po.problem_file).parent_path());
   ProblemSpec spec = po.spec;
   if (app.count("--kv-heads") == 0) spec.Nkv = spec.Nq;

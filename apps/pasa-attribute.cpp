@@ -1,5 +1,6 @@
 // pasa-attribute: which rounding stage of a precision allocation accounts for the error of blocked
 // attention on one problem (see src/pasa/attribution.hpp for the two views and their definitions).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
   PASA_CLI_PARSE(app, argc, argv);
 
   try {
-    const pasa::ProblemSpec problem = pasa::problem_from_json(pasa::read_json_file(problem_path), problem_path + ":");
+    const pasa::ProblemSpec problem = pasa::problem_from_json(pasa_apps::read_json_arg(problem_path, "--problem"),
+                                                               pasa_apps::json_source(problem_path) + ":");
     const pasa::AlgorithmSpec spec = ao.spec(app);
     // Everything checked before the golden is computed: the algorithm against the problem, outputs, memory
     // (inputs, golden, two runs).
@@ -76,10 +78,12 @@ int main(int argc, char** argv) {
     const auto rows = pasa::attribute_error(in, spec, golden, threads);
     fmt::print("{} / {}: RMSE {:.4e} (NaN {:.3g}%), all stages fp64 {:.3e}\n", spec.name, spec.alloc.name,
                rows.front().rmse_base, rows.front().nan_pct_base, rows.front().rmse_fp64);
-    fmt::print("{:>8} {:>9} | {:>11} {:>8} {:>7} | {:>11} {:>8} {:>7}\n", "stage", "format", "rmse_lifted", "share",
+    std::size_t fw = 9;  // the format column fits a block scheme's name (the quantisation stages)
+    for (const pasa::StageShare& r : rows) fw = std::max(fw, r.format.size());
+    fmt::print("{:>8} {:>{}} | {:>11} {:>8} {:>7} | {:>11} {:>8} {:>7}\n", "stage", "format", fw, "rmse_lifted", "share",
                "NaN%", "rmse_only", "share", "NaN%");
     for (const pasa::StageShare& r : rows)
-      fmt::print("{:>8} {:>9} | {:>11.4e} {} {:>7.3g} | {:>11.4e} {} {:>7.3g}\n", r.stage, r.format, r.rmse_lifted,
+      fmt::print("{:>8} {:>{}} | {:>11.4e} {} {:>7.3g} | {:>11.4e} {} {:>7.3g}\n", r.stage, r.format, fw, r.rmse_lifted,
                  pct(r.share), r.nan_pct_lifted, r.rmse_only, pct(r.share_only), r.nan_pct_only);
 
     nlohmann::json j = {{"problem", pasa::to_json(problem)}, {"algorithm", pasa::to_json(spec)},

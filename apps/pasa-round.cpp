@@ -1,5 +1,6 @@
 // pasa-round: round numbers (command line, stdin, or a float32/float64 .npy) to a low-precision format and
 // print them with their storage bits, or write them as .npy (float64 values and/or uint8/uint16 bits).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,15 +21,18 @@
 #include "pasa/io/npy.hpp"
 #include "pasa/io/number_text.hpp"
 #include "pasa/io/format_table.hpp"
+#include "pasa/numeric/block_scale.hpp"
 #include "pasa/numeric/round.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Round numbers to a low-precision format (one rounding from double) and show the storage bits.\n"
                "Numbers come from the arguments, from --input (a float32/float64 .npy), or else from stdin."};
   std::vector<std::string> numbers;
-  std::string format_name = "fp16", mode_name = "rne", overflow_name = "ieee", input, output, bits_output;
+  std::string format_name = "fp16", mode_name = "rne", overflow_name = "ieee", convention_name = "exact", input,
+      output, bits_output;
   bool flush_input = false, flush_output = false, list_formats = false;
   std::uint64_t seed = 0;
+  std::string block_name, scale_rule_name, scales_output;
   app.add_option("numbers", numbers, "numbers to round (decimal, hex float such as 0x1.8p-3, inf, nan)");
   app.add_option("-f,--format", format_name, "target format: " + pasa::known_format_names())
       ->capture_default_str()
@@ -36,18 +40,33 @@ int main(int argc, char** argv) {
   app.add_option("-m,--mode", mode_name, "rounding mode: " + pasa::known_round_mode_names())
       ->capture_default_str()
       ->check(pasa_apps::library_name(pasa::round_mode_by_name));
-  app.add_option("--overflow", overflow_name, "overflow policy: ieee (inf, or NaN for fp8_e4m3fn) or saturate")
+  app.add_option("--overflow", overflow_name,
+                 "overflow policy: ieee (inf, or NaN for fp8_e4m3fn and e8m0; fp6, fp4 and the integers have neither "
+                 "and saturate) or saturate")
       ->capture_default_str()
       ->check(pasa_apps::library_name(pasa::overflow_by_name));
+  app.add_option("--convention", convention_name,
+                 "whose rules decide what libraries disagree on: exact (pasa: the nearest value of the format), "
+                 "ml_dtypes or torch (their casts: e8m0's bottom code, fp6/fp4 NaN, e8m0's sign and zero); "
+                 "docs/formats-and-rounding.md, \"Conventions\"")
+      ->capture_default_str()
+      ->check(pasa_apps::library_name(pasa::convention_by_name));
   app.add_flag("--flush-input", flush_input, "treat inputs below the smallest normal as zero (DAZ)");
   app.add_flag("--flush-output", flush_output, "flush results below the smallest normal to zero (FTZ)");
-  app.add_option("--seed", seed, "seed of the random source for stochastic rounding (mode sr)")
+  app.add_option("--seed", seed, "seed of the random source for stochastic and hybrid rounding (modes sr, hr)")
       ->capture_default_str()
       ->check(pasa_apps::unsigned_integer());
   app.add_option("-i,--input", input, "read the numbers from this .npy (float32 or float64)");
   app.add_option("-o,--output", output, "write the rounded values to this .npy (float64, same shape)");
   app.add_option("--bits-output", bits_output,
                  "write the storage bit patterns to this .npy (uint8 for 8-bit formats, else uint16)");
+  app.add_option("--block", block_name,
+                 "block-quantise with this scheme instead of rounding (docs/block-scaling.md): " +
+                     pasa::known_block_scheme_names() + "; blocks run along the last axis, rows along the one before")
+      ->check(pasa_apps::library_name(pasa::block_scheme_by_name));
+  app.add_option("--scale-rule", scale_rule_name, "with --block: the scale rule (floor, ceil, even, rceil, round_up, nearest, "
+                                                  "recip, sage) instead of the scheme's");
+  app.add_option("--scales-output", scales_output, "with --block: write the scales to this .npy (float64, one per group)");
   std::string max_memory;
   pasa_apps::add_max_memory(app, max_memory);
   app.add_flag("--list-formats", list_formats, "print each built-in format's precision and range, and exit");
@@ -91,7 +110,7 @@ int main(int argc, char** argv) {
     }
     const pasa::Format f = pasa::format_by_name(format_name);
     const pasa::RoundOptions opt{pasa::round_mode_by_name(mode_name), pasa::overflow_by_name(overflow_name),
-                                 flush_input, flush_output};
+                                 flush_input, flush_output, pasa::convention_by_name(convention_name)};
     if (!input.empty() && !numbers.empty()) throw pasa::InputError("give numbers or --input, not both");
     const pasa::NpyDtype bits_dtype = f.storage_bits() <= 8 ? pasa::NpyDtype::u8 : pasa::NpyDtype::u16;
     if (!bits_output.empty() && f.storage_bits() > 16)
@@ -131,6 +150,36 @@ int main(int argc, char** argv) {
 
     std::vector<double> rounded(xs.size());
     pasa::RandomBits rng(seed);
+    if ((!scale_rule_name.empty() || !scales_output.empty()) && block_name.empty())
+      throw pasa::InputError("--scale-rule and --scales-output go with --block SCHEME");
+    if (!block_name.empty()) {
+      // The scheme's element rounding unless -m is given; the shape's last axis is the block axis.
+      pasa::BlockScheme s = pasa::block_scheme_by_name(block_name);
+      if (!scale_rule_name.empty()) s.rule = pasa::scale_rule_by_name(scale_rule_name, "--scale-rule: ");
+      if (app.count("--mode") > 0) s.round = opt.mode;
+      if (!bits_output.empty()) throw pasa::InputError("--bits-output: with --block the values are elements x scales; use --output");
+      pasa::validate_block_scheme(s, "--block " + block_name + ": ");
+      const std::size_t C = shape.empty() ? 1 : shape.back(), R = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+      const pasa::BlockQuantised q = pasa::block_quantise(xs.data(), xs.size() / std::max<std::size_t>(1, R * C), R, C, s, false, &rng);
+      std::vector<std::pair<std::filesystem::path, std::string>> files;
+      if (!output.empty()) files.emplace_back(output, pasa::npy_file_bytes(pasa::make_npy(q.values, shape, pasa::NpyDtype::f64)));
+      if (!scales_output.empty())
+        files.emplace_back(scales_output, pasa::npy_file_bytes(pasa::make_npy(q.scales, {q.scales.size()}, pasa::NpyDtype::f64)));
+      pasa::write_files_atomic(files);
+      if (output.empty() && scales_output.empty()) {
+        const pasa::GroupLayout& g = s.a;
+        std::string out;
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+          const std::size_t rc = i % (R * C);
+          const std::size_t gi = g.group == pasa::Grouping::tensor ? 0 : (i / (R * C)) * q.groups_per_matrix + pasa::group_of(g, R, C, rc / C, rc % C);
+          out += fmt::format("{:<24} -> {:<24} element {:<12} scale {}\n", pasa::value_text(xs[i]), pasa::value_text(q.values[i]),
+                             pasa::value_text(q.elements[i]), pasa::value_text(q.scales[gi]));
+        }
+        if (s.tensor_scale) out += fmt::format("tensor scale {}\n", pasa::value_text(q.tensor_scale));
+        std::fputs(out.c_str(), stdout);
+      }
+      return 0;
+    }
     pasa::round_span(xs, rounded, f, opt, &rng);
 
     // Both files or neither.
@@ -142,9 +191,12 @@ int main(int argc, char** argv) {
     pasa::write_files_atomic(files);
     if (output.empty() && bits_output.empty()) {
       std::string out;
-      for (std::size_t i = 0; i < xs.size(); ++i)
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        // A NaN kept for a format without NaN (fp6, fp4, integers: the exact convention) has no pattern.
+        const bool encodable = !std::isnan(rounded[i]) || f.has_nan();
         out += fmt::format("{:<24} -> {:<24} {}\n", pasa::value_text(xs[i]), pasa::value_text(rounded[i]),
-                           pasa::bits_text(pasa::encode(rounded[i], f), f));
+                           encodable ? pasa::bits_text(pasa::encode(rounded[i], f), f) : "(no pattern: no NaN)");
+      }
       std::fputs(out.c_str(), stdout);
     }
     return 0;

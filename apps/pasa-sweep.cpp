@@ -22,18 +22,9 @@
 
 namespace {
 
-std::string duration(double s) {
-  if (!(s >= 0) || s > 1e7) return "?";
-  const long t = static_cast<long>(s + 0.5);
-  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60) : t >= 60 ? fmt::format("{}m{:02}s", t / 60, t % 60) : fmt::format("{}s", t);
-}
-
 // One line, rewritten in place: cases done, rate, time left. Only on a terminal (a log file gets none).
 void print_progress(const pasa::SweepProgress& p) {
-  const double rate = p.elapsed_s > 0 ? static_cast<double>(p.run_now) / p.elapsed_s : 0;
-  const double eta = rate > 0 ? static_cast<double>(p.total - p.done) / rate : -1;
-  std::fprintf(stderr, "\r[pasa-sweep] %zu/%zu cases, %.2f cases/s, %s left   ", p.done, p.total, rate, duration(eta).c_str());
-  if (p.done == p.total) std::fputc('\n', stderr);
+  std::fputs(pasa::sweep_progress_line(p, "pasa-sweep").c_str(), stderr);
   std::fflush(stderr);
 }
 
@@ -45,7 +36,8 @@ int main(int argc, char** argv) {
   std::string config_path, out, shard;
   int threads = pasa::default_threads(), jobs = 1;
   bool resume = false, print_default = false;
-  app.add_option("config", config_path, "sweep config (JSON); none: the built-in default")->check(CLI::ExistingFile);
+  app.add_option("config", config_path, "sweep config (JSON), - for stdin; none: the built-in default")
+      ->check(CLI::Validator([](std::string& s) { return s == "-" ? std::string() : CLI::ExistingFile(s); }, "FILE or -"));
   app.add_option("--out", out, "output folder (default: the config's outputs.dir, or sweep-out/<name>)");
   pasa_apps::add_threads(app, threads, "threads in all, split between the --jobs problems (results do not depend on it)");
   app.add_option("--jobs", jobs, "problems run side by side, each on max(1, threads / jobs) threads; workers with no problem left help the others (same table)")
@@ -54,7 +46,11 @@ int main(int argc, char** argv) {
   std::string max_memory;
   pasa_apps::add_max_memory(app, max_memory);
   app.add_option("--shard", shard, "I/N: run every N-th problem starting at I (0 <= I < N); join with `merge`");
-  app.add_flag("--resume", resume, "keep the rows already in the output folder and run only the missing cases");
+  bool overwrite = false;
+  auto* resume_flag = app.add_flag("--resume", resume, "keep the rows already in the output folder and run only the missing cases");
+  app.add_flag("--overwrite", overwrite,
+               "replace the results already in the output folder (its table and summary) by a new run of every case")
+      ->excludes(resume_flag);
   std::size_t range_heads = 0;
   app.add_option("--ranges", range_heads,
                  "also write ranges.csv: K, K', S, S' ranges and overflow counts of the first N heads of each problem")
@@ -81,12 +77,16 @@ int main(int argc, char** argv) {
       std::fputs(pasa::default_sweep_config_text().c_str(), stdout);
       return 0;
     }
-    const pasa::SweepConfig cfg = config_path.empty() ? pasa::default_sweep_config() : pasa::load_sweep_config(config_path);
+    // From stdin, names in the config ({"npy": ...}) are relative to the working folder.
+    const pasa::SweepConfig cfg = config_path.empty() ? pasa::default_sweep_config()
+                                  : config_path == "-" ? pasa::parse_sweep_config(pasa_apps::read_json_arg("-", "config"), "stdin")
+                                                       : pasa::load_sweep_config(config_path);
     pasa::SweepOptions opt;
     opt.out_dir = out;
     opt.threads = threads;
     opt.jobs = jobs;
     opt.resume = resume;
+    opt.overwrite = overwrite;
     opt.max_memory = pasa_apps::max_memory_bytes(max_memory);
     if (!shard.empty()) pasa::parse_shard(shard, opt.shard_index, opt.shard_count);
     if (::isatty(STDERR_FILENO)) opt.progress = print_progress;
@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
       pasa::write_file_atomic(r.csv.parent_path() / "ranges.csv", ranges.text());
       std::printf("ranges:  %s\n", (r.csv.parent_path() / "ranges.csv").c_str());
     }
+    if (r.already_complete)  // (run_sweep wrote nothing: the folder is as the first run left it)
+      std::fprintf(stderr, "[pasa-sweep] %s holds this sweep's complete results: nothing run (--overwrite runs it again)\n",
+                   r.csv.parent_path().c_str());
     std::printf("%zu cases run, %zu kept from an earlier run\ntable:   %s\n", r.cases_run, r.cases_reused, r.csv.c_str());
     if (!r.summary.empty()) std::printf("summary: %s\n", r.summary.c_str());
     std::fputs(pasa::sweep_digest(cfg, r.csv).c_str(), stdout);

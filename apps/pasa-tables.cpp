@@ -30,9 +30,12 @@ int main(int argc, char** argv) {
                  "seeds 1..N for Table 4's NaN % (run without the golden); 0: the sweeps' own seeds")
       ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
   app.add_option("--error-model-heads", opt.error_model_heads,
-                 "write error_model.csv: the first-order error model on this many heads (seed 1) next to the "
-                 "measured RMSE of the Fig. 9/10 x0 panels; 0: skip")
+                 "write error_model.csv: the first-order error model on this many heads next to the measured "
+                 "RMSE of every Fig. 9/10 panel; 0: skip")
       ->capture_default_str()->check(pasa_apps::unsigned_integer(0));
+  app.add_option("--error-model-seeds", opt.error_model_seeds,
+                 "seeds 1..N of each grid point that the error model's prediction pools")
+      ->capture_default_str()->check(pasa_apps::unsigned_integer(1));
   app.add_option("--range-heads", opt.range_heads,
                  "write ranges.csv: K, K', S, S' ranges and overflow counts per head at the Table 4 points; 0: skip")
       ->capture_default_str()->check(pasa_apps::unsigned_integer(0));

@@ -39,7 +39,7 @@ if [ "$full" = 1 ]; then
     ./build/pasa-sweep "configs/$n.json" --out "results/$n" --threads "$threads" "${resume[@]}" >/dev/null
     extra+=(--error-model-sweep "results/$n")
   done
-  extra+=(--error-model-heads 2 --range-heads 4)
+  extra+=(--error-model-heads 4 --error-model-seeds 3 --range-heads 4)
   for n in fp8_fa3_benchmark fp8_fa3_seeds_uniform fp8_fa3_seeds_hybrid fp8_fa3_paired_hybrid fp8_fa3_paired_uniform; do
     out="results/fp8_fa3/${n#fp8_fa3_}"
     resume=()

@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-rm -rf sweep-out/default   # a fresh run each time (pasa-sweep never overwrites results without --resume)
-./build/pasa-sweep         # built-in default: FA-FP16/FP32 overflows to NaN at x0 = 30, PASA-FP16 does not
+# built-in default: FA-FP16/FP32 overflows to NaN at x0 = 30, PASA-FP16 does not. --overwrite: a fresh run each
+# time (plain pasa-sweep would report sweep-out/default's complete results; it never replaces them unasked).
+./build/pasa-sweep --overwrite

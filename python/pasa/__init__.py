@@ -1,10 +1,11 @@
 """pasa: numerical analysis of low-precision attention, from Python (the package around pasa._pasa).
 
-The functions are those of the extension module pasa._pasa (python/pasa_module.cpp), each wrapped here once,
-generically, for what a pybind11 function cannot do itself: an inspect.signature (read from the first lines
-of its docstring, which spell the defaults out), and format arguments given as numpy or ml_dtypes dtypes
-(numpy.float16, ml_dtypes.bfloat16, numpy.dtype("float32")), passed on by their dtype names, which the
-library knows. Nothing else is added, so a function bound in pasa_module.cpp appears here as it is.
+The functions are those of the extension module pasa._pasa (python/pasa_module.cpp and the python/module_*.cpp
+it binds), each wrapped here once, generically, for what a pybind11 function cannot do itself: an
+inspect.signature (read from the first lines of its docstring, which spell the defaults out), and format
+arguments given as numpy or ml_dtypes dtypes (numpy.float16, ml_dtypes.bfloat16, numpy.dtype("float32")),
+passed on by their dtype names, which the library knows. Nothing else is added, so a function bound there
+appears here as it is; except sweep (python/pasa/_sweep.py), which returns the table's rows.
 
 Besides them, ``pasa.capture`` and ``pasa.CaptureError`` are those of the pure-Python module pasa_capture
 (python/pasa_capture.py: a PyTorch model's attention inputs written as a capture folder), imported on first
@@ -13,7 +14,8 @@ use, so that ``import pasa`` neither needs nor loads torch.
 import ast as _ast
 import inspect as _inspect
 
-from . import _pasa
+from . import _pasa, _tensors
+from ._calls import call as _call
 
 __version__ = _pasa.__version__
 __doc__ = _pasa.__doc__
@@ -26,9 +28,12 @@ _FORMAT_ARGUMENTS_OF = {"format_info": frozenset({"name"}), "gemm": frozenset({"
 
 def _format_name(value):
     """A format argument as the library reads it: a string or None as it is, a dtype (or dtype-like type) by
-    numpy's name for it ("float16", "bfloat16", "float8_e4m3fn", ...)."""
+    numpy's name for it ("float16", "bfloat16", "float8_e4m3fn", ...), a torch dtype by torch's (the same
+    names: torch.bfloat16 -> "bfloat16")."""
     if value is None or isinstance(value, str):
         return value
+    if _tensors.is_torch_dtype(value):
+        return _tensors.torch_dtype_name(value)
     import numpy
 
     try:
@@ -83,18 +88,24 @@ def _wrap(name, function):
     keywords = [p.name for p in signature.parameters.values() if p.name in formats]
     if any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
         keywords = sorted(formats)  # no signature: format arguments given by keyword are still converted
-    if keywords:
-        def wrapper(*args, **kwargs):
-            for i, _ in positions:
-                if i < len(args):
-                    args = args[:i] + (_format_name(args[i]),) + args[i + 1:]
-            for k in keywords:
-                if k in kwargs:
-                    kwargs[k] = _format_name(kwargs[k])
-            return function(*args, **kwargs)
-    else:
-        def wrapper(*args, **kwargs):
-            return function(*args, **kwargs)
+    if any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+        positions = []
+
+    def wrapper(*args, **kwargs):
+        # round(x, numpy.float16): a format given as a dtype is the result's dtype too, unless dtype= says
+        # otherwise (as numpy's astype(numpy.float16) gives float16).
+        if name == "round" and "dtype" not in kwargs:
+            f = args[1] if len(args) > 1 else kwargs.get("format")
+            if f is not None and not isinstance(f, str):
+                kwargs["dtype"] = f
+        for i, _ in positions:
+            if i < len(args):
+                args = args[:i] + (_format_name(args[i]),) + args[i + 1:]
+        for k in keywords:
+            if k in kwargs:
+                kwargs[k] = _format_name(kwargs[k])
+        return _call(name, function, signature, args, kwargs)
+
     wrapper.__name__ = wrapper.__qualname__ = name
     wrapper.__doc__ = function.__doc__
     wrapper.__module__ = __name__
@@ -112,6 +123,11 @@ for _name in dir(_pasa):
     __all__.append(_name)
 del _name, _value
 
+# pasa.sweep returns the table's rows (python/pasa/_sweep.py, around the extension's sweep).
+from ._sweep import SweepRows, sweep  # noqa: E402
+
+__all__.append("SweepRows")
+
 # Attributes of pasa_capture, imported when first asked for (PEP 562): it imports torch only inside capture(),
 # but even its own import is left to those who capture.
 _CAPTURE_ATTRIBUTES = ("capture", "CaptureError")
@@ -119,6 +135,10 @@ __all__ += _CAPTURE_ATTRIBUTES
 
 
 def __getattr__(name):
+    if name == "torch":  # pasa.torch (python/pasa/torch.py): imports torch, so only when asked for
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
     if name in _CAPTURE_ATTRIBUTES:
         import pasa_capture
 
@@ -127,4 +147,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_CAPTURE_ATTRIBUTES))
+    return sorted(set(globals()) | set(_CAPTURE_ATTRIBUTES) | {"torch"})

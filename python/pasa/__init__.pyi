@@ -9,14 +9,16 @@ import numpy.typing as npt
 __version__: str
 __all__: list[str]
 
-# A format: a name ("fp16", "bf16", "fp8_e4m3fn", "float16", "bfloat16", "p=8,emax=15", ...) or a numpy /
-# ml_dtypes dtype or scalar type (numpy.float16, ml_dtypes.bfloat16, numpy.dtype("float32")).
+# A format: a name ("fp16", "bf16", "fp8_e4m3fn", "float16", "bfloat16", "p=8,emax=15", ...), a numpy /
+# ml_dtypes dtype or scalar type (numpy.float16, ml_dtypes.bfloat16, numpy.dtype("float32")), or a torch
+# dtype (torch.bfloat16).
 Format = str | np.dtype[Any] | type
 # A dtype= argument: numpy's or ml_dtypes' dtype, scalar type or name.
 DTypeLike = npt.DTypeLike
-# An array argument: numpy arrays (float16/32/64, ml_dtypes, or bit patterns where documented), or what
-# numpy.asarray reads.
-ArrayLike = npt.ArrayLike
+# An array argument: numpy arrays (float16/32/64, ml_dtypes, or bit patterns where documented), what
+# numpy.asarray reads, or CPU/CUDA torch tensors (float16, bfloat16, float32, float64; results then come back
+# as tensors: python/pasa/_tensors.py).
+ArrayLike = npt.ArrayLike | Any
 # An allocation: a preset name, an allocation's JSON text, or its dict.
 Allocation = str | dict[str, Any]
 
@@ -24,7 +26,11 @@ def formats() -> list[dict[str, Any]]: ...
 def format_info(name: Format) -> dict[str, Any]: ...
 def round(x: ArrayLike | float, format: Format, *, mode: str = "rne", overflow: str = "ieee",
           flush_input: bool = False, flush_output: bool = False, seed: int = 0, dtype: DTypeLike | None = None,
-          out: np.ndarray | None = None) -> np.ndarray | float: ...
+          out: np.ndarray | None = None, convention: str = "exact") -> np.ndarray | float: ...
+def block_schemes() -> list[str]: ...
+def block_quantise(x: ArrayLike, scheme: str | dict, axis: int = -1, *, scale_rule: str | None = None,
+                   round: str | None = None, saturate: bool | None = None, operand: str = "a",
+                   seed: int | None = None) -> dict: ...
 def encode(x: ArrayLike, format: Format, dtype: DTypeLike | None = None) -> np.ndarray: ...
 def decode(bits: ArrayLike, format: Format) -> npt.NDArray[np.float64]: ...
 def algorithms() -> list[str]: ...
@@ -89,8 +95,15 @@ def attribute(problem: dict[str, Any] | str | None = None, *, q: ArrayLike | Non
               beta: float | None = 0.984497, s1: int | None = 128, s2: int | None = 128, seed: int | None = 0,
               spec: dict[str, Any] | str | None = None, invariance: bool = False,
               threads: int | None = None) -> dict[str, Any]: ...
+class SweepRows(list[dict[str, Any]]):
+    attrs: dict[str, Any]
 def sweep(config: dict[str, Any] | str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
-          threads: int = 1, resume: bool = False, shard: str | None = None) -> dict[str, Any]: ...
+          threads: int | None = None, jobs: int = 1, resume: bool = False, overwrite: bool = False, shard: str | None = None,
+          progress: bool | None = None) -> SweepRows | Any: ...
+
+# pasa.torch (python/pasa/torch.py, imported on first use: it imports torch): scaled_dot_product_attention,
+# emulate, register_transformers.
+from . import torch as torch
 
 # pasa_capture's, imported on first use (python/pasa_capture.py; torch only inside capture()).
 class CaptureError(ValueError): ...

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <optional>
 #include <span>
 
 #include <boost/random/mersenne_twister.hpp>
@@ -129,6 +130,18 @@ TEST_CASE("attribution: the fp64 allocation has nothing to attribute", "[attribu
       CHECK(r.share_only == 0.0);
     }
   }
+}
+
+TEST_CASE("attribution: a kernel recipe is refused, not reported as 0 % everywhere", "[attribution]") {
+  const AttentionInputs in = uniform_case({1, 1, 16, 8}, 0.0, 1.0, 3);
+  const Golden g = golden_attention(in);
+  AlgorithmSpec spec;
+  spec.name = "fa2";
+  spec.alloc = allocation_preset("fp64");
+  spec.kernel = kernel_recipe("torch_flash_sm90");
+  CHECK_THROWS_AS(attribute_error(in, spec, g, 2), InputError);
+  CHECK_THROWS_WITH(attribute_error(in, spec, g, 2), Catch::Contains("torch_flash_sm90") &&
+                                                         Catch::Contains("no allocation stages"));
 }
 
 TEST_CASE("attribution: overflow NaN is attributed to the fp16 score stage", "[attribution]") {
@@ -271,4 +284,35 @@ TEST_CASE("attribution: lifted GEMMs on a tensor-core allocation", "[attribution
   AlgorithmSpec uq = spec;
   uq.alloc.spec(Stage::q) = StageSpec{format_by_name("fp64")};
   CHECK(row(rows, "q").rmse_lifted == rmse(uq));
+}
+
+TEST_CASE("attribution: block-scale schemes are quantisation stages of their own", "[attribution]") {
+  const AttentionInputs in = uniform_case({1, 1, 40, 64}, 0.0, 1.0, 11);
+  const Golden g = golden_attention(in);
+  AlgorithmSpec spec;
+  spec.name = "fa2";
+  spec.alloc = allocation_preset("fa_fp32");
+  spec.s1 = spec.s2 = 16;
+  spec.quant.q_block = block_scheme_by_name("int8_per_block");
+  spec.quant.p_block = block_scheme_by_name("mxfp8_e4m3");
+  const std::vector<StageShare> rows = attribute_error(in, spec, g, 1);
+  auto rmse = [&](const AlgorithmSpec& s) { return compare_outputs(run_attention(in, s, 1).o, g.o).rmse; };
+  AlgorithmSpec exact = spec;
+  for (const std::string& s : stage_names()) exact.alloc.spec(s) = StageSpec{format_by_name("fp64")};
+  exact.quant = QuantOptions{};
+  for (const char* name : {"q_block", "p_block"}) {
+    INFO(name);
+    const StageShare& r = row(rows, name);
+    const bool q = std::string(name) == "q_block";
+    CHECK(r.format == (q ? "int8_per_block" : "mxfp8_e4m3"));
+    AlgorithmSpec lifted = spec;  // the scheme removed
+    (q ? lifted.quant.q_block : lifted.quant.p_block) = std::nullopt;
+    CHECK(r.rmse_lifted == rmse(lifted));
+    AlgorithmSpec only = exact;  // that scheme alone on the exact run
+    (q ? only.quant.q_block : only.quant.p_block) = q ? spec.quant.q_block : spec.quant.p_block;
+    CHECK(r.rmse_only == rmse(only));
+    CHECK(r.rmse_fp64 == rmse(exact));
+    CHECK(r.rmse_only > 10 * r.rmse_fp64);  // (INT8 Q and an E4M3 P cost far more than the fp64 floor)
+  }
+  for (const StageShare& r : rows) CHECK(r.stage != "k_block");  // (no scheme, no row)
 }

@@ -1,7 +1,7 @@
 // The engine (run_attention) against the independent reference emulator (tests/reference/):
 // the same output bits and lse on small random cases with tails (Sq, Skv not multiples of s1, s2), GQA,
 // causal and kv_len masks and a hidden row, two batches; for every preset and algorithm, every stage given
-// another format in turn, every deterministic rounding mode (rne, rz, ru, rd, ro) on every stage, every GEMM
+// another format in turn, every deterministic rounding mode (rne, rna, rz, ru, rd, ro) on every stage, every GEMM
 // model, and PASA's options. Stochastic rounding is left out of bit equality: it consumes the engine's
 // random stream in the engine's order, which the reference (a plain re-statement) does not reproduce.
 //
@@ -39,8 +39,8 @@ namespace {
 
 const char* const kAlgorithms[] = {"safe_softmax", "online_softmax", "fa1", "fa2", "pasa", "smooth_k"};
 const char* const kFormats[] = {"fp16", "bf16", "fp32", "fp8_e4m3", "fp8_e5m2"};
-constexpr RoundMode kModes[] = {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos,
-                                RoundMode::toward_neg, RoundMode::odd};
+constexpr RoundMode kModes[] = {RoundMode::nearest_even, RoundMode::nearest_away, RoundMode::toward_zero,
+                                RoundMode::toward_pos,   RoundMode::toward_neg,   RoundMode::odd};
 
 Tensor normal_tensor(Shape sh, const Format& f, double mean, double sd, std::uint64_t seed) {
   Tensor t(sh, f);
@@ -260,8 +260,8 @@ TEST_CASE("reference emulator: every GEMM model", "[reference]") {
 }
 
 TEST_CASE("reference emulator: every GEMM model in every deterministic mode on every stage", "[reference]") {
-  // Each step of every GEMM model (and every other stage) one rounding of its exact result in rz, ru, rd
-  // and ro too: fp32 accumulators (fa_fp32, and the fp16 presets' fp32 accumulators) are where rounding
+  // Each step of every GEMM model (and every other stage) one rounding of its exact result in rna, rz, ru,
+  // rd and ro too: fp32 accumulators (fa_fp32, and the fp16 presets' fp32 accumulators) are where rounding
   // through double once gave other bits.
   Tally t;
   int k = 0;

@@ -214,8 +214,9 @@ TEST_CASE("tensor_core model equals the integer-aligned scalar reference, every 
   for (int block : {1, 3, 8}) cases.push_back({"fp16", TensorCore{block, true, 25}});
   cases.push_back({"fp16", TensorCore{16, false, 25}});
   cases.push_back({"bf16", TensorCore{4, false, 10, AlignRound::nearest, RoundMode::nearest_even}});
-  for (RoundMode r : {RoundMode::nearest_even, RoundMode::toward_pos, RoundMode::toward_neg})
+  for (RoundMode r : {RoundMode::nearest_even, RoundMode::nearest_away, RoundMode::toward_pos, RoundMode::toward_neg})
     cases.push_back({"fp16", TensorCore{16, true, 25, AlignRound::truncate, r}});
+  cases.push_back({"bf16", TensorCore{8, true, 56, AlignRound::truncate, RoundMode::nearest_away}});  // expansions
   cases.push_back({"fp16", TensorCore{16, true, 25, AlignRound::nearest}});
   for (int bits : {0, 5, 49, 56}) cases.push_back({"bf16", TensorCore{8, true, bits}});
   cases.push_back({"fp16", TensorCore{4, true, 20, AlignRound::truncate, RoundMode::toward_zero, 8}});
@@ -405,7 +406,8 @@ TEST_CASE("tensor_core with unlimited bits is the exact sum rounded once per blo
   boost::random::mt19937_64 eng(9);
   boost::random::uniform_real_distribution<double> uni(-2.0, 2.0);
   boost::random::uniform_int_distribution<int> spread(-30, 30);
-  for (RoundMode r : {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos, RoundMode::toward_neg})
+  for (RoundMode r : {RoundMode::nearest_even, RoundMode::nearest_away, RoundMode::toward_zero, RoundMode::toward_pos,
+                      RoundMode::toward_neg})
     for (int rep = 0; rep < 50; ++rep) {
       const std::size_t k = 64;
       std::vector<double> a(k), b(k);
@@ -535,6 +537,11 @@ TEST_CASE("tensor_core in JSON and the _h100 presets", "[gemm][tensor_core][json
   CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"model": "tensor_core", "tensor_core": "v100"}})", "v100"));
   CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"model": "tensor_core", "promote": 20}})", "/alloc/gemm/promote"));
   CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"model": "tensor_core", "block_round": "sr"}})", "block_round"));
+  CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"model": "tensor_core", "block_round": "odd"}})", "got \"ro\""));
+  CHECK(allocation_from_json(json::parse(R"({"preset": "fa_fp16", "gemm": {"model": "tensor_core",
+                                             "block_round": "rna"}})"),
+                             "")
+            .gemm.tc.block_round == RoundMode::nearest_away);
   CHECK(fails(R"({"preset": "fa_fp16", "gemm": {"block": 8}})", "need \"model\": \"tensor_core\""));
 }
 

@@ -321,3 +321,43 @@ TEST_CASE("unified attention names the first non-finite cache value in cache ord
   CHECK_THROWS_WITH(unified_attention(wide, test::decode_spec("fa2", "fp64", 16, 1)),
                     Catch::Contains("format fp64 is wider than fp32"));
 }
+
+TEST_CASE("block schemes on the KV cache: unified attention as on a cache holding the quantised values", "[unified][block_quant]") {
+  // K per token in MX blocks along D, V per token (a row per token and head, E8M0 scales so that the values
+  // fit the cache's floats): the same bits as the plain run over a cache whose every token was quantised.
+  for (const char* name : {"fa2", "pasa"}) {
+    const Case c = make_case(16, 41);
+    BlockScheme k = block_scheme_by_name("mxfp8_e4m3"), v = k;
+    v.a.group = v.b.group = Grouping::row;
+    AlgorithmSpec spec = test::decode_spec(name, "fa_fp32", 16, 1);
+    const AttentionOutput plain_cache = [&] {
+      PagedBatch q = c.pb;
+      q.cache.format = format_by_name("fp32");  // (the quantised values are fp32 values, not fp16 ones)
+      const std::size_t rows = q.cache.num_blocks * q.cache.Nkv * q.cache.block_size, D = q.cache.D;
+      for (auto [cache, s] : {std::pair{&q.cache.k, &k}, std::pair{&q.cache.v, &v}}) {
+        const std::vector<double> x(cache->begin(), cache->end());
+        const BlockQuantised r = block_quantise(x.data(), 1, rows, D, *s, true);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          REQUIRE(static_cast<double>(static_cast<float>(r.values[i])) == r.values[i]);
+          (*cache)[i] = static_cast<float>(r.values[i]);
+        }
+      }
+      return unified_attention(q, spec, 2);
+    }();
+    spec.quant.k_block = k;
+    spec.quant.v_block = v;
+    const AttentionOutput blocked = unified_attention(c.pb, spec, 2);
+    INFO(name);
+    CHECK(blocked.o.data == plain_cache.o.data);
+    CHECK(blocked.lse == plain_cache.lse);
+  }
+  const Case c = make_case(16, 42);
+  AlgorithmSpec spec = test::decode_spec("fa2", "fp64", 16, 1);
+  spec.quant.k_block = block_scheme_by_name("int8_per_block");
+  CHECK_THROWS_WITH(unified_attention(c.pb, spec), Catch::Contains("/quant/k") && Catch::Contains("tile"));
+  spec.quant.k_block = block_scheme_by_name("fp8_per_token_head");
+  spec.quant.v_block = block_scheme_by_name("mxfp8_e4m3");
+  CHECK_THROWS_WITH(unified_attention(c.pb, spec), Catch::Contains("/quant/v") && Catch::Contains("block"));
+  spec.quant.v_block = block_scheme_by_name("fp8_per_token_head");
+  CHECK_NOTHROW(unified_attention(c.pb, spec));
+}

@@ -141,3 +141,24 @@ TEST_CASE("generator parameters: every value that passes validate() gives finite
   const auto j = nlohmann::json::parse(R"({"shape": {"Sq": 8, "D": 8}, "generator": {"kind": "resonance", "wavelength": 1e-320}})");
   CHECK_THROWS_WITH(problem_from_json(j, "p.json:"), Contains("p.json:/generator/wavelength"));
 }
+
+TEST_CASE("validate_case: the element formats of block-scaled quantisation are refused as stage and input formats, "
+          "naming the stage", "[validate_case]") {
+  // int4, fp4, e8m0, hif8 grids are not what the engines' fast paths round to (allocation.hpp:
+  // attention_format): refused before the run, with the stage and the field named.
+  for (const char* f : {"int4", "fp4_e2m1", "e8m0", "hif8", "int8_full", "fp6_e3m2"}) {
+    INFO(f);
+    AlgorithmSpec a = algo("fa2", "fa_fp32");
+    a.alloc.stages[static_cast<std::size_t>(Stage::p)].format = format_by_name(f);
+    CHECK_THROWS_WITH(validate_case(small_problem(16, "fp16"), a),
+                      Contains("stage p: format " + std::string(f)) && Contains("not an attention stage format"));
+    AlgorithmSpec b = algo("fa2", "fa_fp32");
+    b.alloc.stages[static_cast<std::size_t>(Stage::sum)].reduce.acc = format_by_name(f);
+    CHECK_THROWS_WITH(validate_case(small_problem(16, "fp16"), b), Contains("stage sum: acc " + std::string(f)));
+    CHECK_THROWS_WITH(validate_case(small_problem(16, f), algo("fa2", "fa_fp32")), Contains("/format: input q in format"));
+  }
+  AlgorithmSpec h = algo("fa2", "fa_fp32");
+  h.alloc.stages[static_cast<std::size_t>(Stage::exp)].round.mode = RoundMode::hybrid;
+  CHECK_THROWS_WITH(validate_case(small_problem(16, "fp16"), h), Contains("stage exp: rounding hr (hybrid)"));
+  CHECK_NOTHROW(validate_case(small_problem(16, "fp16"), algo("fa2", "fa_fp32")));
+}

@@ -38,6 +38,7 @@ BASE = {
                           "--block", "16", "--threads", "1"],
     "pasa-bench-every-op": ["--heads", "1", "--seq", "128", "--dim", "8", "--reps", "1"],
     "pasa-bench-golden": ["--heads", "1", "--seq", "32", "--dim", "8", "--threads", "1"],
+    "pasa-bench-long": ["--lengths", "16,32", "--dim", "8", "--threads", "1"],
     "pasa-bench-round": ["-n", "1000", "--reps", "1"],
 }
 # Options whose huge values are legitimate requests for a long run (a repetition count): no huge values.

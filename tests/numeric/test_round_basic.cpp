@@ -48,30 +48,41 @@ TEST_CASE("span kernels equal the scalar rounding", "[round]") {
     const int e = static_cast<int>(rng.next() % 80) - 40;
     xs.push_back((rng.next() & 1 ? -1 : 1) * std::ldexp(m, e));
   }
+  // Zeros and the subnormals of double and float (the fp64 and fp32 formats' own: no tie to move, in any mode).
+  for (const double v : {0.0, 0x1p-1074, 3 * 0x1p-1074, 0x1p-1022 - 0x1p-1074, 0x1p-1022, 0x1p-149, 3 * 0x1p-149,
+                         0x1p-126 - 0x1p-149, 0x1p-126, 0x1p-25, 0x1p-24, 1.5 * 0x1p-24})
+    xs.insert(xs.end(), {v, -v});
   for (const char* name : {"fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2", "tf32", "fp32", "fp64", "p=5,emax=7,subnormals=0"}) {
     const Format f = format_by_name(name);
-    for (Overflow ov : {Overflow::ieee, Overflow::saturate})
-      for (bool fl : {false, true}) {
-        const RoundOptions o{RoundMode::nearest_even, ov, fl, fl};
-        std::vector<double> out(xs.size());
-        round_span(xs, out, f, o);
-        std::vector<float> xf(xs.begin(), xs.end()), of(xs.size());
-        round_span(xf, of, f, o);
-        for (size_t i = 0; i < xs.size(); ++i) {
-          const double r = round(xs[i], f, o);
-          INFO(name << " x=" << xs[i]);
-          REQUIRE((std::isnan(r) ? std::isnan(out[i]) : std::bit_cast<std::uint64_t>(r) == std::bit_cast<std::uint64_t>(out[i])));
-          const double rf = round(static_cast<double>(xf[i]), f, o);
-          if (std::isnan(rf)) REQUIRE(std::isnan(of[i]));
-          else if (std::fabs(rf) <= std::numeric_limits<float>::max()) REQUIRE(std::bit_cast<std::uint64_t>(rf) == std::bit_cast<std::uint64_t>(static_cast<double>(of[i])));
+    for (RoundMode m : {RoundMode::nearest_even, RoundMode::nearest_away})
+      for (Overflow ov : {Overflow::ieee, Overflow::saturate})
+        for (bool fl : {false, true}) {
+          const RoundOptions o{m, ov, fl, fl};
+          std::vector<double> out(xs.size());
+          round_span(xs, out, f, o);
+          std::vector<float> xf(xs.begin(), xs.end()), of(xs.size());
+          round_span(xf, of, f, o);
+          for (size_t i = 0; i < xs.size(); ++i) {
+            const double r = round(xs[i], f, o);
+            INFO(name << " " << round_mode_name(m) << " x=" << xs[i]);
+            REQUIRE((std::isnan(r) ? std::isnan(out[i])
+                                   : std::bit_cast<std::uint64_t>(r) == std::bit_cast<std::uint64_t>(out[i])));
+            const double rf = round(static_cast<double>(xf[i]), f, o);
+            if (std::isnan(rf)) REQUIRE(std::isnan(of[i]));
+            else if (std::fabs(rf) <= std::numeric_limits<float>::max())
+              REQUIRE(std::bit_cast<std::uint64_t>(rf) == std::bit_cast<std::uint64_t>(static_cast<double>(of[i])));
+          }
         }
-      }
   }
 }
 
 TEST_CASE("rounding mode and overflow names: unknown ones are InputErrors listing the known ones", "[round]") {
   CHECK(round_mode_by_name("rz") == RoundMode::toward_zero);
   CHECK(round_mode_by_name("stochastic") == RoundMode::stochastic);
+  CHECK(round_mode_by_name("rna") == RoundMode::nearest_away);
+  CHECK(round_mode_by_name("nearest_away") == RoundMode::nearest_away);
+  CHECK(round_mode_name(RoundMode::nearest_away) == "rna");
+  CHECK_THAT(known_round_mode_names(), Catch::Contains("rna (nearest_away)"));
   CHECK(overflow_by_name("saturate") == Overflow::saturate);
   CHECK_THROWS_AS(round_mode_by_name("up"), InputError);
   CHECK_THROWS_WITH(round_mode_by_name("up"), Catch::Contains("\"up\"") && Catch::Contains("rne"));

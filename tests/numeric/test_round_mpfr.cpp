@@ -2,7 +2,8 @@
 // MPFR with precision p, emin set so that mpfr_subnormalize gives the format's gradual underflow, and an
 // exponent range wide enough above that MPFR never overflows; the format's overflow convention (IEEE 754
 // §7.4, E4M3FN's NaN, saturation) and the flush options are then applied by their definitions. Round-to-odd
-// is checked against its definition: round toward zero, and if inexact set the last significand bit.
+// is checked against its definition: round toward zero, and if inexact set the last significand bit; ties
+// away (which mpfr_set lacks) against its own: the nearer of RZ and RA, RA on a tie (support/mpfr_round.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "pasa/numeric/round.hpp"
 #include "support/bits.hpp"
+#include "support/mpfr_round.hpp"
 
 using namespace pasa;
 
@@ -25,8 +27,8 @@ namespace {
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-constexpr RoundMode kDeterministic[] = {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos,
-                                        RoundMode::toward_neg, RoundMode::odd};
+constexpr RoundMode kDeterministic[] = {RoundMode::nearest_even, RoundMode::nearest_away, RoundMode::toward_zero,
+                                        RoundMode::toward_pos,   RoundMode::toward_neg,   RoundMode::odd};
 
 class MpfrReference {
  public:
@@ -53,6 +55,13 @@ class MpfrReference {
         const double quantum = std::ldexp(1.0, e - (f_.p - 1));
         if (std::fmod(a / quantum, 2.0) == 0.0) r = std::copysign(a + quantum, x);
       }
+    } else if (o.mode == RoundMode::nearest_away) {
+      mpfr_t xm;
+      mpfr_init2(xm, 53);
+      mpfr_set_d(xm, x, MPFR_RNDN);  // exact
+      test::mpfr_round_ties_away(y_, xm, [&](mpfr_t out, mpfr_rnd_t rnd) { return on_grid(out, x, rnd); });
+      r = mpfr_get_d(y_, MPFR_RNDN);  // exact: p <= 53 bits in double's range
+      mpfr_clear(xm);
     } else {
       const mpfr_rnd_t rnd = o.mode == RoundMode::nearest_even ? MPFR_RNDN
                              : o.mode == RoundMode::toward_zero ? MPFR_RNDZ
@@ -74,18 +83,20 @@ class MpfrReference {
   }
 
  private:
-  double rounded(double x, mpfr_rnd_t rnd, int* inexact) {
+  int on_grid(mpfr_t out, double x, mpfr_rnd_t rnd) {
     const mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
     // MPFR's exponent e means [1/2, 1)·2^e: the smallest subnormal 2^(emin-p+1) is 2^(E-1) with E below.
     mpfr_set_emin(f_.emin() - f_.p + 2);
     mpfr_set_emax(f_.emax + 8);  // never overflows inside MPFR; the format's convention is applied after
-    int t = mpfr_set_d(y_, x, rnd);
-    t = mpfr_subnormalize(y_, t, rnd);
-    const double r = mpfr_get_d(y_, MPFR_RNDN);  // exact: p <= 53 bits in double's range
+    int t = mpfr_set_d(out, x, rnd);
+    t = mpfr_subnormalize(out, t, rnd);
     mpfr_set_emin(old_emin);
     mpfr_set_emax(old_emax);
-    *inexact = t;
-    return r;
+    return t;
+  }
+  double rounded(double x, mpfr_rnd_t rnd, int* inexact) {
+    *inexact = on_grid(y_, x, rnd);
+    return mpfr_get_d(y_, MPFR_RNDN);  // exact: p <= 53 bits in double's range
   }
 
   Format f_;
@@ -121,17 +132,27 @@ std::vector<double> grid(const Format& f) {
   return xs;
 }
 
+// round() and the span kernels (doubles; floats where x is one and the format within float's range).
 void check_against_mpfr(const Format& f, const std::vector<double>& xs, const RoundOptions& o) {
   MpfrReference ref(f);
+  std::vector<double> span(xs.size());
+  round_span(xs, span, f, o);
+  std::vector<float> xf(xs.size()), span_f(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) xf[i] = static_cast<float>(xs[i]);
+  const bool floats = f.emax <= 127;
+  if (floats) round_span(xf, span_f, f, o);
   std::size_t mismatches = 0;
-  for (double x : xs) {
-    const double want = ref(x, o);
-    const double got = round(x, f, o);
-    if (!test::same_bits(got, want) && ++mismatches <= 5) {
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], want = ref(x, o), got = round(x, f, o);
+    const bool as_float = floats && (static_cast<double>(xf[i]) == x || std::isnan(x));
+    const bool ok = test::same_bits(got, want) && test::same_bits(span[i], want) &&
+                    (!as_float || test::same_bits(static_cast<double>(span_f[i]), want));
+    if (!ok && ++mismatches <= 5) {
       INFO(f.name << " mode " << round_mode_name(o.mode) << " overflow " << overflow_name(o.overflow)
                   << " flush_in " << o.flush_input << " flush_out " << o.flush_output);
-      INFO("x = " << std::hexfloat << x << " round = " << got << " MPFR = " << want);
-      CHECK(test::same_bits(got, want));
+      INFO("x = " << std::hexfloat << x << " round = " << got << " round_span = " << span[i]
+                  << " float round_span = " << span_f[i] << " MPFR = " << want);
+      CHECK(ok);
     }
   }
   CHECK(mismatches == 0);
@@ -233,6 +254,13 @@ TEST_CASE("MPFR reference itself agrees with hand-computed fp16 facts", "[round]
   CHECK(ref(1.0 + std::ldexp(1.0, -12), {RoundMode::odd}) == 1.0 + std::ldexp(1.0, -10));
   CHECK(ref(std::ldexp(1.0, -30), {RoundMode::odd}) == std::ldexp(1.0, -24));
   CHECK(ref(std::ldexp(1.0, -15), {RoundMode::nearest_even, Overflow::ieee, false, true}) == 0.0);
+  const RoundOptions rna{RoundMode::nearest_away};
+  CHECK(ref(std::ldexp(1.0, -25), rna) == std::ldexp(1.0, -24));  // half of 2^-24: away, to 2^-24
+  CHECK(ref(std::ldexp(5.0, -25), rna) == std::ldexp(3.0, -24));  // 2.5 ulp: away (3), not even (2)
+  CHECK(ref(-(1.0 + std::ldexp(1.0, -11)), rna) == -(1.0 + std::ldexp(1.0, -10)));
+  CHECK(ref(std::nextafter(1.0 + std::ldexp(1.0, -11), 0.0), rna) == 1.0);
+  CHECK(ref(65520.0, rna) == kInf);
+  CHECK(ref(65520.0, {RoundMode::nearest_away, Overflow::saturate}) == 65504.0);
 }
 
 TEST_CASE("flush and saturate options on hand-picked values", "[round]") {
@@ -273,6 +301,7 @@ double no_subnormal_reference(const Format& f, double x, const RoundOptions& o) 
   if (!(o.flush_input || a == 0)) {
     switch (o.mode) {
       case RoundMode::nearest_even: r = a > mn / 2 ? mn : 0.0; break;  // exactly mn/2: 0 (even)
+      case RoundMode::nearest_away: r = a >= mn / 2 ? mn : 0.0; break;  // exactly mn/2: mn (away)
       case RoundMode::toward_pos: r = neg ? 0.0 : mn; break;
       case RoundMode::toward_neg: r = neg ? mn : 0.0; break;
       default: r = 0.0;
@@ -296,7 +325,8 @@ TEST_CASE("MPFR: formats without subnormals, the scalar rounding and the span ke
     for (int k = 0; k < 64; ++k) xs.push_back(std::ldexp(1.0 + k / 64.0, f.emin() + k % 6) * (1 + 0x1p-40 * (k % 3)));
     const std::size_t n = xs.size();
     for (std::size_t i = 0; i < n; ++i) xs.push_back(-xs[i]);
-    for (RoundMode m : {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos, RoundMode::toward_neg})
+    for (RoundMode m : {RoundMode::nearest_even, RoundMode::nearest_away, RoundMode::toward_zero, RoundMode::toward_pos,
+                        RoundMode::toward_neg})
       for (const RoundOptions& o : {RoundOptions{m}, RoundOptions{m, Overflow::saturate, false, true}}) {
         std::vector<double> span_d(xs.size());
         round_span(xs, span_d, f, o);
@@ -317,4 +347,83 @@ TEST_CASE("MPFR: formats without subnormals, the scalar rounding and the span ke
   const Format h = custom_format(11, 15, false);
   CHECK(round(0x1p-15, h) == 0.0);
   CHECK(round(std::nextafter(0x1p-15, 1.0), h) == 0x1p-14);
+  CHECK(round(0x1p-15, h, {RoundMode::nearest_away}) == 0x1p-14);  // and away from zero: 2^-14
+  CHECK(round(-0x1p-15, h, {RoundMode::nearest_away}) == -0x1p-14);
+  CHECK(round(std::nextafter(0x1p-15, 0.0), h, {RoundMode::nearest_away}) == 0.0);
+}
+
+TEST_CASE("nearest_away: exact ties by hand, every kind of format, scalar, spans, round_sum and MPFR",
+          "[round][mpfr]") {
+  // Ties away from zero where ties to even goes the other way (the last bit of the lower neighbour even), and
+  // where both agree; at 1, between subnormals, at half the smallest subnormal (0 or min_sub), at the top of
+  // the subnormals and just above 2^emin, below max and at the overflow threshold max + ulp/2; both signs.
+  // The expected values are written from the format's parameters alone. (p = 53: the ties are not doubles;
+  // test_round_sum.cpp has them as hi + lo.)
+  struct Tie {
+    double x, away, even;  // x > 0; the results for -x are their negatives
+    const char* what;
+  };
+  for (const char* name : {"fp8_e4m3fn", "fp8_e5m2", "fp16", "bf16", "tf32", "fp32", "p=5,emax=7", "p=3,emax=4",
+                           "p=20,emax=300", "p=51,emax=1000"}) {
+    const Format f = format_by_name(name);
+    const double u1 = std::ldexp(1.0, 1 - f.p), q = f.min_subnormal(), mn = f.min_normal(), mx = f.max_finite();
+    const double ulp_max = std::ldexp(1.0, f.emax - f.p + 1);
+    const double over = f.has_infinity() ? kInf : kNaN;
+    // fp8_e4m3fn: max = 1.110·2^8 is even and 1.111·2^8 is NaN, so the tie at max + ulp/2 goes back to max in
+    // RNE; in the IEEE formats max is odd and RNE overflows too.
+    const double over_even = f.specials == Specials::fn ? mx : over;
+    const double below_max_even = f.specials == Specials::fn ? mx : mx - ulp_max;
+    const std::vector<Tie> ties = {
+        {1 + u1 / 2, 1 + u1, 1.0, "1 + ulp/2"},
+        {1 + 3 * u1 / 2, 1 + 2 * u1, 1 + 2 * u1, "1 + 3 ulp/2 (even is up)"},
+        {q / 2, q, 0.0, "min_sub/2"},
+        {5 * q / 2, 3 * q, 2 * q, "5 min_sub/2"},
+        {mn - q / 2, mn, mn, "2^emin - min_sub/2"},
+        {mn + q / 2, mn + q, mn, "2^emin + min_sub/2"},
+        {mx - ulp_max / 2, mx, below_max_even, "max - ulp/2"},
+        {mx + ulp_max / 2, over, over_even, "max + ulp/2"},
+    };
+    MpfrReference ref(f);
+    for (const Tie& t : ties)
+      for (const double sign : {1.0, -1.0}) {
+        const double x = sign * t.x;
+        INFO(name << " " << t.what << " x = " << std::hexfloat << x);
+        for (const bool sat : {false, true}) {
+          const double clamp = sat && !std::isfinite(t.away) ? mx : t.away;
+          const double clamp_even = sat && !std::isfinite(t.even) ? mx : t.even;
+          const RoundOptions rna{RoundMode::nearest_away, sat ? Overflow::saturate : Overflow::ieee};
+          const RoundOptions rne{RoundMode::nearest_even, rna.overflow};
+          const double want = sign * clamp;
+          CHECK(test::same_bits(ref(x, rna), want));  // the reference itself
+          CHECK(test::same_bits(round(x, f, rna), want));
+          CHECK(test::same_bits(round_sum(x, 0.0, f, rna), want));
+          CHECK(test::same_bits(round(x, f, rne), sign * clamp_even));
+          std::vector<double> in{x}, out(1);
+          round_span(in, out, f, rna);
+          CHECK(test::same_bits(out[0], want));
+          if (f.emax <= 127 && static_cast<double>(static_cast<float>(x)) == x) {
+            std::vector<float> fin{static_cast<float>(x)}, fout(1);
+            round_span(fin, fout, f, rna);
+            CHECK(test::same_bits(static_cast<double>(fout[0]), want));
+          }
+          // A tie of hi is no tie of hi + lo: the sum below the tie goes toward zero, above it away (where x,
+          // a double, has room below its last bit for lo: not deep in double's subnormals).
+          const double tiny = std::ldexp(t.x, -60);
+          if (tiny > 0 && tiny <= (std::nextafter(t.x, kInf) - t.x) / 2) {
+            const double toward_zero = round(x, f, {RoundMode::toward_zero, rna.overflow});
+            CHECK(test::same_bits(round_sum(x, -sign * tiny, f, rna), toward_zero));
+            CHECK(test::same_bits(round_sum(x, sign * tiny, f, rna), want));
+          }
+        }
+        // Flushing: the subnormal results to ±0 (FTZ), the subnormal inputs to ±0 (DAZ).
+        const RoundOptions ftz{RoundMode::nearest_away, Overflow::ieee, false, true};
+        const RoundOptions daz{RoundMode::nearest_away, Overflow::ieee, true, false};
+        const double want_ftz = std::fabs(t.away) < mn ? sign * 0.0 : sign * t.away;
+        const double want_daz = t.x < mn ? sign * 0.0 : sign * t.away;
+        CHECK(test::same_bits(round(x, f, ftz), want_ftz));
+        CHECK(test::same_bits(round(x, f, daz), want_daz));
+        CHECK(test::same_bits(ref(x, ftz), want_ftz));
+        CHECK(test::same_bits(ref(x, daz), want_daz));
+      }
+  }
 }

@@ -22,8 +22,8 @@ using namespace pasa;
 
 namespace {
 
-constexpr RoundMode kDeterministic[] = {RoundMode::nearest_even, RoundMode::toward_zero, RoundMode::toward_pos,
-                                        RoundMode::toward_neg, RoundMode::odd};
+constexpr RoundMode kDeterministic[] = {RoundMode::nearest_even, RoundMode::nearest_away, RoundMode::toward_zero,
+                                        RoundMode::toward_pos,   RoundMode::toward_neg,   RoundMode::odd};
 
 bool same(double a, double b) {
   if (std::isnan(a)) return std::isnan(b);
@@ -58,8 +58,12 @@ void check_all_options(double hi, double lo, const Format& f) {
       }
 }
 
+// The built-in formats test::mpfr_round_to models (IEEE-like grids with IEEE or fn specials; the element
+// formats of block-scaled quantisation have their round_sum checks in test_formats_mx.cpp), and customs.
 std::vector<Format> formats() {
-  std::vector<Format> fs = builtin_formats();
+  std::vector<Format> fs;
+  for (const Format& f : builtin_formats())
+    if (f.ieee_like_grid() && f.has_nan()) fs.push_back(f);
   fs.push_back(format_by_name("p=52,emax=1023"));
   fs.push_back(format_by_name("p=53,emax=15"));  // 53 bits with a narrow range: subnormals of a p = 53 grid
   fs.push_back(format_by_name("p=51,emax=100"));
@@ -93,6 +97,43 @@ TEST_CASE("round_sum: the cases that defeat rounding through double or a neighbo
     check_all_options(-(1 + 3 * 0x1p-8), 0x1p-60, f);
     check_all_options(2.0, -0x1p-53, f);
     check_all_options(f.max_finite() + std::ldexp(f.max_finite(), -f.p - 1), -0x1p-70, f);
+  }
+}
+
+TEST_CASE("round_sum: ties that only hi + lo holds, nearest_away against nearest_even", "[round][round_sum]") {
+  // At 53 bits a midpoint has 54: hi is a grid point and lo half its quantum (or hi the midpoint's RN and lo
+  // the rest). Ties away go up in magnitude, ties to even to the even neighbour; hi + lo a hair off the tie
+  // goes to the nearer neighbour in both. Both signs; fp64, 53 bits with subnormals from 2^-14, and fp32
+  // (where a tie is a double: lo = 0 and lo = ±tiny next to it).
+  const RoundOptions rna{RoundMode::nearest_away}, rne{};
+  const Format fp64 = format_by_name("fp64"), n53 = format_by_name("p=53,emax=15"), fp32 = format_by_name("fp32");
+  for (const double s : {1.0, -1.0}) {
+    CHECK(round_sum(s * 1.0, s * 0x1p-53, fp64, rna) == s * (1 + 0x1p-52));             // 1 + ulp/2: away
+    CHECK(round_sum(s * 1.0, s * 0x1p-53, fp64, rne) == s * 1.0);                       // to even (1)
+    CHECK(round_sum(s * (1 + 0x1p-52), s * 0x1p-53, fp64, rna) == s * (1 + 0x1p-51));   // both up: even is up
+    CHECK(round_sum(s * (1 + 0x1p-52), -s * 0x1p-53, fp64, rna) == s * (1 + 0x1p-52));  // the tie below it
+    CHECK(round_sum(s * (1 + 0x1p-52), -s * 0x1p-53, fp64, rne) == s * 1.0);
+    // n53: min normal 2^-14, quantum 2^-66 from 2^-14 down (subnormals included).
+    CHECK(round_sum(s * 0x1p-14, s * 0x1p-67, n53, rna) == s * (0x1p-14 + 0x1p-66));
+    CHECK(round_sum(s * 0x1p-14, s * 0x1p-67, n53, rne) == s * 0x1p-14);
+    CHECK(round_sum(s * 0x1p-14, s * std::nextafter(0x1p-67, 0.0), n53, rna) == s * 0x1p-14);
+    CHECK(round(s * 0x1p-67, n53, rna) == s * 0x1p-66);  // half the smallest subnormal: up to it, not to 0
+    CHECK(round(s * 0x1p-67, n53, rne) == 0.0);
+    CHECK(round_sum(s * (5 * 0x1p-67), s * 0x1p-120, n53, rna) == s * (3 * 0x1p-66));   // above 2.5 quanta
+    CHECK(round_sum(s * (5 * 0x1p-67), -s * 0x1p-120, n53, rna) == s * (2 * 0x1p-66));  // below
+    // fp32's tie 1 + 2^-24 (a double): lo = 0 is the tie (away), lo = ∓2^-80 moves it off.
+    CHECK(round_sum(s * (1 + 0x1p-24), 0.0, fp32, rna) == s * (1 + 0x1p-23));
+    CHECK(round_sum(s * (1 + 0x1p-24), -s * 0x1p-80, fp32, rna) == s * 1.0);
+    // fp64's overflow threshold max + ulp/2 = 2^1024 − 2^970 (not a double): hi = max, lo = 2^970.
+    const double mx = std::numeric_limits<double>::max();
+    CHECK(round_sum(s * mx, s * 0x1p970, fp64, rna) == s * std::numeric_limits<double>::infinity());
+    CHECK(round_sum(s * mx, s * 0x1p970, fp64, {RoundMode::nearest_away, Overflow::saturate}) == s * mx);
+    CHECK(round_sum(s * mx, s * std::nextafter(0x1p970, 0.0), fp64, rna) == s * mx);
+  }
+  for (const Format& f : {fp64, n53, fp32}) {
+    check_all_options(1.0, 0x1p-53, f);
+    check_all_options(-0x1p-14, -0x1p-67, f);
+    check_all_options(5 * 0x1p-67, 0x1p-120, f);
   }
 }
 

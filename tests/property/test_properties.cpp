@@ -1,15 +1,18 @@
 // The toolkit's contract checked on random combinations of problem options and algorithms (docs/contract.md):
 //   1. every blocked algorithm in fp64 (any s1, s2, splits, PASA / fdpp / FP8-recipe options) equals the MPFR
 //      golden: relative RMSE of O <= 1e-13, and lse within 1e-12·(1 + |lse|);
-//   2. under a low-precision allocation (a random preset) it gives the independent reference emulator's bits
+//   2. under a low-precision allocation (a random preset; one case in four with one stage, or every stage,
+//      rounding to nearest with ties away, rna) it gives the independent reference emulator's bits
 //      (tests/reference/) wherever the emulator covers the combination (split-KV, pse and select included; not
 //      the FP8 recipe, fdpp, the tensor-core GEMM, stochastic rounding or formats without subnormals; small
-//      shapes: MPFR per operation);
+//      shapes: MPFR per operation); one case in six runs its GEMMs under a named tensor-core model of any
+//      generation (then property 3: threads, fused vs general path);
 //   3. its bits do not depend on the thread count (1 vs 2) nor on the fused/general path (fa2 and pasa: an
 //      all-zero pse selects the general path without changing a value);
 //   4. a combination the toolkit does not support is refused with an InputError naming it, before any work
 //      (drawn on purpose: split-KV on a normalising engine, the FP8 recipe on the others, shift_first without
-//      scales, fdpp with a >= b, s1 = 0, kv_len > Skv, β = 1, ...).
+//      scales, fdpp with a >= b, s1 = 0, kv_len > Skv, β = 1, an element format of block-scaled quantisation
+//      (fp6/fp4, e8m0, int8/int4, hif8) as a stage or input format, ...).
 // Paged problems ("kind": "paged", attention/unified.hpp), one case in ten: mixed decode / chunked prefill /
 // fresh prefill sequences, shared prefixes (share_from), spare cache blocks, generated or given block tables
 // (given ones may alias any blocks), any block size; fa2 or pasa with random s1, s2 and splits. Property 1 is
@@ -17,7 +20,7 @@
 // prefills without splits (one part per sequence) gives run_attention's bits on each sequence's gathered dense
 // inputs, which property 2 ties to the emulator; 3 the thread count; 4 refusals (an algorithm without unified
 // attention, the FP8 recipe, a broken layout) by validate_case on the problem, before anything is generated.
-// The draws: B, Nq and Nkv (GQA ratios 1–8), Sq != Skv (1 to ~300), D (1 to 80, mostly not multiples of 16),
+// The draws (property_draws.cpp, the Case of property_case.hpp): B, Nq and Nkv (GQA ratios 1–8), Sq != Skv (1 to ~300), D (1 to 80, mostly not multiples of 16),
 // every input format and generator, kv_len (none, 0, partial, full), causal, pse, select with any value (very
 // negative, mild, 0, positive, every key of a row), every algorithm with random s1, s2 and splits.
 //
@@ -47,6 +50,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pasa/attention/algorithm.hpp"
+#include "pasa/attention/quantise.hpp"
 #include "pasa/attention/unified.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/exact/golden.hpp"
@@ -56,8 +60,10 @@
 #include "pasa/io/problem_json.hpp"
 #include "reference/reference_attention.hpp"
 #include "support/bits.hpp"
+#include "property/property_case.hpp"
 
 using namespace pasa;
+using namespace pasa_property;
 
 namespace {
 
@@ -92,275 +98,6 @@ double score_magnitude(const QV& q, const KV& k, std::size_t D, double scale) {
   return m * scale;
 }
 
-// SplitMix64 [Steele, Lea & Flood 2014]: one 64-bit state, a fixed output function.
-struct Draw {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-  std::size_t in(std::size_t a, std::size_t b) { return a + below(b - a + 1); }  // [a, b]
-  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
-  double range(double a, double b) { return a + (b - a) * unit(); }
-  bool chance(double p) { return unit() < p; }
-  template <class T>
-  T pick(const std::vector<T>& v) { return v[below(v.size())]; }
-};
-
-// The algorithms and what each supports, from the registry (algorithm.hpp): a new algorithm is drawn at once.
-const std::vector<std::string> kAlgorithms = algorithm_names();
-bool splittable(const std::string& a) { return algorithm_info(a).split_kv; }
-bool quantises(const std::string& a) { return algorithm_info(a).quant; }
-std::vector<std::string> names_without(bool AlgorithmInfo::*flag) {
-  std::vector<std::string> n;
-  for (const AlgorithmInfo& a : algorithm_registry())
-    if (!(a.*flag)) n.push_back(a.name);
-  return n;
-}
-
-struct Case {
-  ProblemSpec ps;
-  AlgorithmSpec spec;      // its alloc is fp64 for property 1
-  std::string preset;      // "" or the low-precision preset of properties 2–3
-  std::string refusal;     // non-empty: the spec was broken on purpose (what was broken); property 4 only
-};
-
-// A problem size drawn mostly small, sometimes up to ~300 along a sequence.
-std::size_t seq_len(Draw& d) {
-  const std::size_t r = d.below(20);
-  if (r < 12) return d.in(1, 20);
-  if (r < 18) return d.in(1, 80);
-  return d.in(1, 300);
-}
-
-TensorGen draw_gen(Draw& d) {
-  TensorGen g;
-  switch (d.below(3)) {
-    case 0:
-      g.kind = GenKind::uniform;
-      g.x0 = d.pick<double>({0.0, 0.0, 1.0, -2.0, 3.0});
-      g.am = d.pick<double>({1.0, 0.5, 2.0, 4.0});
-      break;
-    case 1:
-      g.kind = GenKind::hybrid;
-      g.x0 = d.pick<double>({0.0, 1.0});
-      g.am = d.pick<double>({1.0, 5.0});
-      g.p = d.pick<double>({0.001, 0.05});
-      break;
-    default:
-      g.kind = GenKind::resonance;
-      g.x0 = d.pick<double>({0.0, 0.5});
-      g.am = d.pick<double>({1.0, 2.0});
-      g.wavelength = d.pick<double>({4.0, 8.0, 3.0});
-      g.phase_deg = d.pick<double>({0.0, 180.0, 90.0});
-      g.seq_bias = d.pick<double>({0.0, 1.0});
-      g.noise = d.pick<double>({0.0, 0.1});
-  }
-  return g;
-}
-
-// A paged problem and a unified algorithm (see the top of the file).
-Case draw_paged_case(Draw& d) {
-  Case c;
-  ProblemSpec& p = c.ps;
-  p.Nkv = d.in(1, 2);
-  p.Nq = p.Nkv * d.in(1, 4);
-  p.D = d.chance(0.2) ? d.pick<std::size_t>({16, 32}) : d.in(1, 40);
-  p.seed = d.next() % 1000;
-  p.format = d.pick<std::string>({"fp16", "fp16", "bf16", "fp32", "fp8_e4m3", "fp8_e5m2", "tf32"});
-  p.q = draw_gen(d);
-  p.k = d.chance(0.5) ? p.q : draw_gen(d);
-  p.v = draw_gen(d);
-  if (d.chance(0.1)) p.scale = d.pick<double>({0.1, 0.5});
-  PagedLayout l;
-  l.block_size = d.chance(0.3) ? d.in(1, 4) : d.in(5, 32);
-  const bool prefills = d.chance(0.2);  // fresh prefills only: property 2
-  const std::size_t n = d.in(1, 4);
-  for (std::size_t s = 0; s < n; ++s) {
-    PagedSequenceSpec q;
-    q.ctx_len = d.chance(0.2) ? d.in(1, 8) : d.in(1, 120);
-    q.q_len = prefills ? q.ctx_len : d.pick<std::size_t>({1, 1, q.ctx_len, d.in(1, q.ctx_len)});
-    q.q_len = std::min(q.q_len, std::size_t{40});
-    const std::size_t room = (q.ctx_len - q.q_len) / l.block_size;
-    if (room > 0 && d.chance(0.5)) {
-      q.shared_blocks = d.in(1, room);
-      std::vector<std::size_t> from;  // earlier sequences holding as many full blocks
-      for (std::size_t r = 0; r < s; ++r)
-        if (l.seqs[r].ctx_len / l.block_size >= q.shared_blocks) from.push_back(r);
-      if (!from.empty() && d.chance(0.7)) q.share_from = d.pick(from);
-    }
-    l.seqs.push_back(q);
-  }
-  p.paged = l;
-  std::size_t need = 0;
-  for (std::size_t s = 0; s < n; ++s) need += l.blocks_of(s) - (l.seqs[s].share_from ? l.seqs[s].shared_blocks : 0);
-  if (d.chance(0.4)) p.paged->num_blocks = need + d.in(0, 3);
-  if (d.chance(0.2)) {  // given tables: any blocks, aliasing allowed
-    const std::size_t nb = std::max<std::size_t>(1, need / 2 + d.in(0, 3));
-    p.paged->num_blocks = d.chance(0.5) ? nb : 0;
-    for (auto& q : p.paged->seqs) {
-      q.share_from.reset();
-      q.block_table.clear();
-      for (std::size_t t = 0; t < (q.ctx_len + l.block_size - 1) / l.block_size; ++t) q.block_table.push_back(d.below(nb));
-    }
-  }
-  AlgorithmSpec& a = c.spec;
-  a.name = d.pick<std::string>({"fa2", "pasa"});
-  a.alloc = allocation_preset("fp64");
-  a.s1 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 48);
-  a.s2 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 48);
-  a.seed = d.next() % 100;
-  if (!prefills && d.chance(0.5)) a.splits = d.in(2, 6);
-  if (a.name == "pasa") {
-    a.pasa.beta = d.pick<double>({0.984497, 0.5, 0.0, 0.9});
-    a.pasa.alpha_in_M = d.chance(0.7);
-  }
-  if (prefills || d.chance(0.5)) c.preset = d.pick(allocation_preset_names());
-  if (d.chance(0.06)) {  // a combination the toolkit refuses
-    switch (d.below(4)) {
-      case 0:
-        a.name = d.pick(names_without(&AlgorithmInfo::unified));
-        a.splits = 1;
-        c.refusal = "unified attention with an algorithm that has none";
-        break;
-      case 1:
-        a.quant.scales = QuantScale::block;
-        c.refusal = "the FP8 recipe on a paged cache";
-        break;
-      case 2:
-        p.paged->seqs.back().q_len = p.paged->seqs.back().ctx_len + 1;
-        c.refusal = "q_len > ctx_len";
-        break;
-      default:
-        p.format = "fp64";
-        c.refusal = "a cache format wider than fp32";
-    }
-  }
-  return c;
-}
-
-Case draw_case(Draw& d) {
-  Case c;
-  ProblemSpec& p = c.ps;
-  // A third of the cases are small and within the reference emulator's reach (no FP8 recipe, no fdpp), with a
-  // low-precision preset: property 2 on many of them.
-  const bool plain = d.chance(0.35);
-  const std::size_t work_cap = plain ? 20000 : 400000;
-  for (;;) {  // shapes with a bounded amount of work (B·Nq·Sq·Skv·D)
-    p.B = d.in(1, 3);
-    p.Nkv = d.in(1, 2);
-    p.Nq = p.Nkv * d.in(1, 8);
-    p.Sq = seq_len(d);
-    p.Skv = seq_len(d);
-    p.D = d.chance(0.2) ? d.pick<std::size_t>({16, 32, 64}) : d.in(1, 80);
-    if (p.B * p.Nq * p.Sq * p.Skv * p.D <= work_cap) break;
-  }
-  p.seed = d.next() % 1000;
-  p.format = d.pick<std::string>({"fp16", "fp16", "bf16", "fp32", "fp64", "fp8_e4m3", "fp8_e5m2", "tf32"});
-  p.q = draw_gen(d);
-  p.k = d.chance(0.5) ? p.q : draw_gen(d);
-  p.v = draw_gen(d);
-  p.causal = d.chance(0.3);
-  if (d.chance(0.4)) {
-    for (std::size_t b = 0; b < p.B; ++b)
-      p.kv_len.push_back(d.pick<std::size_t>({0, p.Skv, p.Skv, d.in(0, p.Skv), d.in(0, p.Skv)}));
-  }
-  if (d.chance(0.3)) {
-    p.has_pse = true;
-    p.pse.kind = GenKind::uniform;
-    p.pse.am = d.pick<double>({1.0, 3.0});
-  }
-  if (d.chance(0.35)) {
-    p.select_p = d.pick<double>({0.1, 0.5, 0.9, 1.0});
-    p.select_value = d.pick<double>({-1e12, -1e4, -30.0, -20.0, -2.0, 0.0, 3.0, d.range(-10, 10)});
-  }
-  if (d.chance(0.1)) p.scale = d.pick<double>({0.1, 0.5, 1.0});
-
-  AlgorithmSpec& s = c.spec;
-  static const std::vector<std::string> emulated = [] {  // what the reference emulator restates
-    std::vector<std::string> n;
-    for (const std::string& a : kAlgorithms)
-      if (a != "fdpp") n.push_back(a);
-    return n;
-  }();
-  s.name = plain ? d.pick(emulated) : d.pick(kAlgorithms);
-  s.alloc = allocation_preset("fp64");
-  s.s1 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 64);
-  s.s2 = d.chance(0.5) ? d.in(1, 8) : d.in(1, 64);
-  s.seed = d.next() % 100;
-  if (splittable(s.name) && d.chance(0.5)) s.splits = d.in(2, 8);
-  if (algorithm_info(s.name).pasa_options) {
-    s.pasa.beta = d.pick<double>({0.984497, 0.5, 0.0, 0.9, 0.999});
-    s.pasa.alpha_in_M = d.chance(0.7);
-    s.pasa.form = d.chance(0.7) ? "fa2" : "printed";
-    // Alg. 1 as printed starts from m_0 = 0: exact unless every weight of a row underflows against it (a row
-    // whose keys are all selected with a very negative value), which is what "as printed" means.
-    s.pasa.m0_zero = d.chance(0.15) && !(p.select_p > 0 && p.select_value < -500);
-    s.pasa.bf16_to_fp16 = d.chance(0.8);
-  }
-  if (algorithm_info(s.name).fdpp_options) s.fdpp.phi = d.pick<double>({0.0, 2.0, 8.0, -5.0});
-  if (!plain && quantises(s.name) && d.chance(0.3)) {
-    s.quant.scales = d.pick<QuantScale>({QuantScale::none, QuantScale::tensor, QuantScale::head, QuantScale::block});
-    s.quant.hadamard = d.chance(std::has_single_bit(p.D) ? 0.5 : 0.05);  // D = 2^k, else refused
-    s.quant.hadamard_seed = d.in(1, 9);
-    s.quant.p_offset = d.chance(0.3) ? 8 : 0;
-    s.quant.shift_first = algorithm_info(s.name).pasa_options && s.quant.scales != QuantScale::none && d.chance(0.5);
-  }
-  if (plain || d.chance(0.5)) {  // low-precision runs
-    static const std::vector<std::string> presets = allocation_preset_names();
-    c.preset = d.pick(presets);
-  }
-  if (d.chance(0.04)) {  // a combination the toolkit refuses
-    switch (d.below(8)) {
-      case 0:
-        s.name = d.pick(names_without(&AlgorithmInfo::split_kv));
-        s.splits = d.in(2, 5);
-        c.refusal = "split-KV on a normalising engine";
-        break;
-      case 1:
-        s.name = d.pick(names_without(&AlgorithmInfo::quant));
-        s.splits = 1;
-        s.quant.scales = QuantScale::block;
-        c.refusal = "FP8 recipe on an algorithm without it";
-        break;
-      case 2:
-        s.name = "pasa";
-        s.quant = QuantOptions{};
-        s.quant.shift_first = true;
-        c.refusal = "shift_first without scales";
-        break;
-      case 3:
-        s.name = "fdpp";
-        s.fdpp.a = 5;
-        s.fdpp.b = d.pick<double>({5.0, -1.0});
-        c.refusal = "fdpp with a >= b";
-        break;
-      case 4:
-        (d.chance(0.5) ? s.s1 : s.s2) = 0;
-        c.refusal = "a block size of 0";
-        break;
-      case 5:
-        p.kv_len.assign(p.B, p.Skv);
-        p.kv_len[d.below(p.B)] = p.Skv + d.in(1, 3);
-        c.refusal = "kv_len > Skv";
-        break;
-      case 6:
-        s.name = "pasa";
-        s.quant = QuantOptions{};
-        s.pasa.beta = d.pick<double>({1.0, -0.5});
-        c.refusal = "beta outside [0, 1)";
-        break;
-      default:
-        s.splits = 0;
-        c.refusal = "splits = 0";
-    }
-  }
-  return c;
-}
-
 // The inputs of a case's problem, built as the library builds them (the problem JSON's meaning), except a
 // refused kv_len, which the problem JSON itself would refuse: set after generation, for run_attention to see.
 AttentionInputs inputs_of(const ProblemSpec& p) {
@@ -382,6 +119,7 @@ std::string sci(double x) {
 
 struct Stats {
   std::size_t cases = 0, fp64 = 0, low = 0, reference = 0, reference_biased = 0, fused = 0, refused = 0;
+  std::size_t reference_modes = 0;         // of the emulator checks, those with a stage in rna
   std::size_t paged = 0, paged_dense = 0;  // paged cases; of them, prefill batches equal to their dense runs
 };
 
@@ -401,7 +139,10 @@ std::string check_paged(const Case& c, Stats* st) {
   GoldenOptions go;
   go.threads = 1;
   const Golden g = unified_golden(pb, go);
-  const AttentionOutput o = unified_attention(pb, c.spec, 2);
+  AlgorithmSpec spec64 = c.spec;  // (the KV cache's block schemes: low-precision runs only)
+  spec64.quant.k_block.reset();
+  spec64.quant.v_block.reset();
+  const AttentionOutput o = unified_attention(pb, spec64, 2);
   AttentionInputs scaled;  // (the batch's scale as the engines take it: AttentionInputs::effective_scale)
   scaled.q.shape = pb.q.shape;
   scaled.scale = pb.scale;
@@ -423,9 +164,10 @@ std::string check_paged(const Case& c, Stats* st) {
   if (st) ++st->fp64;
   if (c.preset.empty()) return "";
   AlgorithmSpec low = c.spec;
-  low.alloc = allocation_preset(c.preset);
+  low.alloc = low_alloc(c);
   const AttentionOutput a1 = unified_attention(pb, low, 1), a2 = unified_attention(pb, low, 2);
-  if (std::string d = test::first_difference(a1, a2); !d.empty()) return c.preset + ": paged, 1 vs 2 threads differ: " + d;
+  if (std::string d = test::first_difference(a1, a2); !d.empty())
+    return label(c) + ": paged, 1 vs 2 threads differ: " + d;
   if (st) ++st->low;
   bool one_part = low.splits == 1;
   for (const PagedSequence& s : pb.seqs) one_part = one_part && s.q_len == s.ctx_len;
@@ -437,11 +179,56 @@ std::string check_paged(const Case& c, Stats* st) {
     for (std::size_t h = 0; h < pb.q.shape.N; ++h)
       for (std::size_t i = 0; i < ql * D; ++i)
         if (!test::same_bits(a1.o.data[(h * T + off) * D + i], r.o.data[h * ql * D + i]))
-          return c.preset + ": paged prefill, sequence " + std::to_string(s) + " differs from its dense run at head " +
+          return label(c) + ": paged prefill, sequence " + std::to_string(s) + " differs from its dense run at head " +
                  std::to_string(h) + ", element " + std::to_string(i);
     off += ql;
   }
   if (st) ++st->paged_dense;
+  return "";
+}
+
+// Property 1b: block schemes on Q, K, V in fp64 give the golden of the inputs replaced by their elements times
+// scales (quantised as numeric/block_scale.hpp says, in the engine's order Q, K, V on the spec's seed, the
+// stream of stochastic element rounding), within the fp64 bound. Not with P's scheme (inside the tiles) nor
+// with FA3's transform.
+std::string check_blocks_fp64(const Case& c, const AttentionInputs& in, const AlgorithmSpec& spec64) {
+  const QuantOptions& q = c.spec.quant;
+  if (!(q.q_block || q.k_block || q.v_block) || q.p_block || q.hadamard || c.spec.splits > 1) return "";
+  AttentionInputs qin = in;
+  RandomBits rng(c.spec.seed);
+  const std::pair<Tensor*, const std::optional<BlockScheme>*> ops[] = {{&qin.q, &q.q_block}, {&qin.k, &q.k_block}, {&qin.v, &q.v_block}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    Tensor& t = *ops[i].first;
+    if (!*ops[i].second) continue;
+    block_quantise_heads(t.data.data(), t.shape.B * t.shape.N, t.shape.S, t.shape.D, **ops[i].second, i != 0, i == 2, &rng);
+    t.format = format_by_name("fp64");
+  }
+  qin.allow_nonfinite = true;
+  for (const Tensor* t : {&qin.q, &qin.k, &qin.v})
+    for (double x : t->data)
+      if (!std::isfinite(x)) return "";  // (an unsaturated element beyond its format: NaN or inf, not the golden's case)
+  GoldenOptions go;
+  go.threads = 1;
+  const Golden g = golden_attention(qin, go);
+  AlgorithmSpec blocked = spec64;
+  blocked.quant = q;
+  AttentionOutput o;
+  try {
+    o = run_attention(in, blocked, 2);
+  } catch (const std::exception& e) {
+    return std::string("fp64 run with block schemes threw: ") + e.what();
+  }
+  long double num = 0, den = 0, vmax = 0;
+  for (std::size_t i = 0; i < o.o.data.size(); ++i) {
+    const long double dlt = static_cast<long double>(o.o.data[i]) - g.o.data[i];
+    num += dlt * dlt;
+    den += static_cast<long double>(g.o.data[i]) * g.o.data[i];
+  }
+  for (double x : qin.v.data) vmax = std::max(vmax, static_cast<long double>(std::abs(x)));
+  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.o.data.size()));
+  const double rel = den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
+  const double tol = fp64_bound(c.spec, score_magnitude(qin.q.data, qin.k.data, qin.q.shape.D, qin.effective_scale()));
+  if (!(rel <= tol)) return "fp64 with block schemes vs the golden of the quantised inputs: relative RMSE " + sci(rel);
   return "";
 }
 
@@ -464,13 +251,19 @@ std::string check(const Case& c, Stats* st) {
     }
     return "accepted a refused combination: " + refusal;
   }
-  // Property 1: fp64 = golden.
+  // Property 1: fp64 = golden. (Block schemes quantise to their own element formats, not to the stages: the
+  // fp64 run leaves them out, and property 1b holds them against the golden of their quantised inputs.)
   GoldenOptions go;
   go.threads = 1;
   const Golden g = golden_attention(in, go);
+  AlgorithmSpec spec64 = c.spec;
+  spec64.quant.q_block.reset();
+  spec64.quant.k_block.reset();
+  spec64.quant.v_block.reset();
+  spec64.quant.p_block.reset();
   AttentionOutput o;
   try {
-    o = run_attention(in, c.spec, 2);
+    o = run_attention(in, spec64, 2);
   } catch (const std::exception& e) {
     return std::string("fp64 run threw: ") + e.what();
   }
@@ -497,37 +290,39 @@ std::string check(const Case& c, Stats* st) {
     }
   }
   if (st) ++st->fp64;
+  if (std::string why = check_blocks_fp64(c, in, spec64); !why.empty()) return why;
   if (c.preset.empty()) return "";
   // Properties 2 and 3 under a low-precision preset.
   AlgorithmSpec low = c.spec;
-  low.alloc = allocation_preset(c.preset);
+  low.alloc = low_alloc(c);
   AttentionOutput a1, a2;
   try {
     a1 = run_attention(in, low, 1);
     a2 = run_attention(in, low, 2);
   } catch (const std::exception& e) {
-    return "low-precision run (" + c.preset + ") threw: " + e.what();
+    return "low-precision run (" + label(c) + ") threw: " + e.what();
   }
-  if (std::string d = test::first_difference(a1, a2); !d.empty()) return c.preset + ": 1 vs 2 threads differ: " + d;
+  if (std::string d = test::first_difference(a1, a2); !d.empty()) return label(c) + ": 1 vs 2 threads differ: " + d;
   if (st) ++st->low;
   const bool biased = !in.pse.data.empty() || !in.mask.select.empty();
   if (algorithm_info(low.name).fused_path && !biased && !low.quant.active()) {
     AttentionInputs general = in;  // +0 bias: the general path, the same values
     general.pse = Tensor({in.q.shape.B, in.q.shape.N, in.q.shape.S, in.k.shape.S}, format_by_name("fp16"));
     if (std::string d = test::first_difference(a1, run_attention(general, low, 1)); !d.empty())
-      return c.preset + ": fused vs general path differ: " + d;
+      return label(c) + ": fused vs general path differ: " + d;
     if (st) ++st->fused;
   }
   const std::size_t work = in.q.shape.B * in.q.shape.N * in.q.shape.S * in.k.shape.S * in.q.shape.D;
-  if (low.name != "fdpp" && !low.quant.active() && low.alloc.gemm.kind != GemmKind::tensor_core && work <= 30000) {
+  if (low.name != "fdpp" && !low.quant.fa3_active() && low.alloc.gemm.kind != GemmKind::tensor_core && work <= 30000) {
     AttentionOutput r;
     try {
       r = reference::reference_attention(in, low);
     } catch (const std::invalid_argument&) {
       return "";  // not covered by the emulator (stochastic rounding, formats without subnormals)
     }
-    if (std::string d = test::first_difference(a1, r); !d.empty()) return c.preset + ": engine vs reference emulator: " + d;
-    if (st) ++st->reference, st->reference_biased += biased;
+    if (std::string d = test::first_difference(a1, r); !d.empty())
+      return label(c) + ": engine vs reference emulator: " + d;
+    if (st) ++st->reference, st->reference_biased += biased, st->reference_modes += !c.mode_stage.empty();
   }
   return "";
 }
@@ -563,7 +358,9 @@ std::vector<Case> shrinks(const Case& c) {
   add([](Case& x) { return x.spec.s1 > 1 && (x.spec.s1 = (x.spec.s1 + 1) / 2, true); });
   add([](Case& x) { return x.spec.s2 > 1 && (x.spec.s2 = (x.spec.s2 + 1) / 2, true); });
   add([](Case& x) { return x.spec.quant.active() && x.refusal.empty() && (x.spec.quant = QuantOptions{}, true); });
-  add([](Case& x) { return !x.preset.empty() && (x.preset.clear(), true); });
+  add([](Case& x) { return !x.tc_model.empty() && (x.tc_model.clear(), true); });
+  add([](Case& x) { return !x.mode_stage.empty() && (x.mode_stage.clear(), true); });
+  add([](Case& x) { return !x.preset.empty() && (x.preset.clear(), x.mode_stage.clear(), x.tc_model.clear(), true); });
   add([](Case& x) { return x.ps.paged && x.ps.paged->seqs.size() > 1 && (x.ps.paged->seqs.pop_back(), true); });
   return out;
 }
@@ -593,7 +390,7 @@ Case shrink(Case c, std::string& why) {
 
 std::string describe(const Case& c) {
   AlgorithmSpec s = c.spec;
-  if (!c.preset.empty()) s.alloc = allocation_preset(c.preset);
+  if (!c.preset.empty()) s.alloc = low_alloc(c);
   std::ostringstream o;
   // Each line a ready file for pasa-attn --problem P.json --algo-json A.json.
   o << "problem JSON:   " << to_json(c.ps).dump() << "\n";
@@ -654,9 +451,9 @@ void run_properties(std::size_t n, std::uint64_t seed) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "[property] " << st.cases << " cases in " << secs << " s: " << st.fp64 << " fp64 = golden, " << st.low
             << " low-precision thread-independent, " << st.fused << " fused = general, " << st.reference
-            << " = reference emulator (" << st.reference_biased << " with pse or select), " << st.refused
-            << " refused as they should; " << st.paged << " paged (" << st.paged_dense
-            << " prefill batches = their dense runs)\n";
+            << " = reference emulator (" << st.reference_biased << " with pse or select, " << st.reference_modes
+            << " with a stage in rna), " << st.refused << " refused as they should; " << st.paged << " paged ("
+            << st.paged_dense << " prefill batches = their dense runs)\n";
   CHECK(st.cases == planned);
 }
 

@@ -67,3 +67,12 @@ def read_json(path):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261123)
+
+
+# A sweep of 8 cases that runs in a fraction of a second (2 grid points, one of them overflowing fp16 in
+# FA-FP16/FP32, x 2 seeds x 2 algorithms): the tests of pasa.sweep's rows and of a second run into a folder.
+SMALL_SWEEP = {"name": "small", "problem": {"shape": {"Nq": 1, "Sq": 32, "D": 16}, "format": "fp16", "seed": "$seed",
+                                            "generator": {"kind": "uniform", "x0": "$x0", "am": 0.5}},
+               "grid": {"x0": [1, 30]}, "seeds": [1, 2],
+               "algorithms": [{"label": "FA", "name": "fa2", "alloc": "fa_fp16_fp32", "s1": 16, "s2": 16},
+                              {"label": "PASA", "name": "pasa", "alloc": "pasa_fp16", "s1": 16, "s2": 16}]}

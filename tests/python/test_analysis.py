@@ -75,15 +75,15 @@ def test_sweep_as_pasa_sweep(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(CONFIG))
     run_app("pasa-sweep", tmp_path / "c.json", "--out", tmp_path / "cli", "--threads", 2)
     r = pasa.sweep(CONFIG, tmp_path / "py", threads=2)
-    assert r["cases_run"] == 8 and r["cases_reused"] == 0
-    assert table(r["csv"]) == table(tmp_path / "cli" / "results.csv")
-    assert "PASA-FP16" in r["digest"] and r["summary"].endswith("summary.json")
+    assert r.attrs["cases_run"] == 8 and r.attrs["cases_reused"] == 0
+    assert table(r.attrs["csv"]) == table(tmp_path / "cli" / "results.csv")
+    assert "PASA-FP16" in r.attrs["digest"] and r.attrs["summary"].endswith("summary.json")
     # from the file, resumed: nothing left to run
     r2 = pasa.sweep(str(tmp_path / "c.json"), str(tmp_path / "py"), resume=True)
-    assert r2["cases_run"] == 0 and r2["cases_reused"] == 8
+    assert r2.attrs["cases_run"] == 0 and r2.attrs["cases_reused"] == 8
     # a shard
     r3 = pasa.sweep(CONFIG, tmp_path / "shard", shard="1/2")
-    assert r3["summary"] is None and r3["cases_run"] == 4
+    assert r3.attrs["summary"] is None and r3.attrs["cases_run"] == 4
 
 
 def test_sweep_errors_as_pasa_sweep(tmp_path):

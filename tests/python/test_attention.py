@@ -185,6 +185,14 @@ def test_errors_carry_the_programs_messages(tmp_path, rng):
         pasa.attention(q, k, v, mask=np.ones((1, 64, 64)))
     with pytest.raises(ValueError, match=r"mask"):
         pasa.attention(q, k, v, mask=np.ones((1, 64, 63), bool))
+    # the shape is checked, not only the element count: a transposed (B, Skv, Sq) mask is refused
+    qr, kr, vr = np.zeros((1, 1, 4, 8)), np.zeros((1, 1, 6, 8)), np.zeros((1, 1, 6, 8))
+    with pytest.raises(ValueError, match=r"^mask: shape \(1, 6, 4\) is not \(B, Sq, Skv\) = \(1, 4, 6\)"):
+        pasa.attention(qr, kr, vr, mask=np.ones((1, 6, 4), bool))
+    with pytest.raises(ValueError, match=r"^mask: shape \(24,\) is not"):
+        pasa.golden(qr, kr, vr, mask=np.ones(24, bool))
+    m = np.arange(24).reshape(4, 6) % 5 != 0
+    assert_same_bits(pasa.attention(qr, kr, vr, mask=m[None])[0], pasa.attention(qr, kr, vr, mask=m)[0])  # B = 1
     (tmp_path / "p.json").write_text(json.dumps({"shape": {"Sqq": 3}}))
     cli = app_error("pasa-attn", "--problem", tmp_path / "p.json")
     with pytest.raises(ValueError) as e:

@@ -77,7 +77,7 @@ def test_sweep_stops_on_ctrl_c_and_keeps_partial(tmp_path):
     done = len(partial.read_text().splitlines()) - 1
     assert 0 < done < 3000
     r = pasa.sweep(config | {"seeds": list(range(1, done + 2))}, tmp_path / "small", threads=1)
-    assert r["cases_run"] == done + 1
+    assert r.attrs["cases_run"] == done + 1
 
 
 def test_guaranteed_bits_beyond_1075_bits():
@@ -88,7 +88,7 @@ def test_guaranteed_bits_beyond_1075_bits():
 
 @pytest.mark.parametrize("precision_bits", [128, 300, 2000])
 def test_golden_precision_and_fast_reach_the_library(precision_bits):
-    # golden.cpp's MPFR path (fast=False) documents E = 2.2·(1.01·max δ + u) + 1.1·(3n + 2)·u with u = 2^-P
+    # golden_mpfr.cpp's MPFR path (fast=False) documents E = 2.2·(1.01·max δ + u) + 1.1·(3n + 2)·u with u = 2^-P
     # (error_bound a double: 2^-P underflows beyond ~1074 bits); Q = 0 makes every score 0 and δ = 0 exactly,
     # so E = (2.2 + 1.1·(3n + 2))·u and bits = floor(-log2 E) (at most 999, golden.hpp), computed here from the
     # arguments passed; the output is the mean of V. The fast path (the default) reports no MPFR.
@@ -163,4 +163,4 @@ def test_sweep_takes_json_text(tmp_path):
               "seeds": [1, 2], "algorithms": [{"label": "FA", "name": "fa2", "alloc": "fa_fp16_fp32"}]}
     a = pasa.sweep(json.dumps(config), tmp_path / "a", threads=1)
     b = pasa.sweep(config, tmp_path / "b", threads=1)
-    assert a["digest"] == b["digest"] and a["cases_run"] == 2
+    assert a.attrs["digest"] == b.attrs["digest"] and a.attrs["cases_run"] == 2

@@ -50,7 +50,7 @@ EFFICIENT = ["uniform_fp16_full_d64_odd", "uniform_bf16_full_d256_rect", "unifor
 
 
 # torch_cudnn_sm90, the closest model of cuDNN's closed engines (not pinned: docs/kernels.md): prefill with D
-# 64/128/256, where it reaches 99.98 % and more.
+# 64/128/256, where it reaches 99.98 % and more (D 160 and the split decode: test_cudnn_gaps.py).
 CUDNN = ["uniform_fp16_full_d64_rect", "uniform_bf16_causal_d128_odd", "uniformx20_fp16_full_d256_odd",
          "hybridx20am10_fp16_causal_d128_gqa", "probe_onehotv_x20_skv256_fp16_full_d256"]
 
@@ -108,7 +108,7 @@ def test_kernels_listing_and_refusals(tmp_path):
         pasa.attention(q, q, q, kernel="torch_flash_sm90", alloc="fa_fp32")
     with pytest.raises(ValueError, match="kernel/kv_order: unknown value \"sideways\"; known: forward, reverse"):
         pasa.attention(q, q, q, kernel={"recipe": "torch_flash_sm90", "kv_order": "sideways"})
-    with pytest.raises(ValueError, match="runs on fp16 or bf16 Q, K and V"):
+    with pytest.raises(ValueError, match="runs on Q, K and V of one format among fp16, bf16"):
         pasa.attention(q.astype(np.float32), q.astype(np.float32), q.astype(np.float32), kernel="torch_flash_sm90")
     r = run_app("pasa-attn", "--list-kernels")
     assert "`torch_flash_sm90`" in r.stdout
@@ -182,12 +182,14 @@ def test_gpu_math_names_and_domain():
     assert pasa.gpu_math(np.float32([1, 2, 4]), "lg2").tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(ValueError, match="modelled for x >= 1 only"):
         pasa.gpu_math(np.float32([0.5]), "lg2")
-    with pytest.raises(ValueError, match='unknown GPU function "exp10"; known: ex2, lg2'):
+    with pytest.raises(ValueError, match='unknown GPU function "exp10"; known: ex2, lg2, rcp'):
         pasa.gpu_math(np.float32([1]), "exp10")
 
 
 @pytest.mark.parametrize("kernel", ["torch_flash_sm90", "torch_efficient_sm90",
-                                    '{"recipe": "torch_cudnn_sm90", "kv_order": "reverse"}'])
+                                    '{"recipe": "torch_cudnn_sm90", "kv_order": "reverse"}', "fa3_sm90",
+                                    '{"recipe": "fa4_sm100", "rescale_threshold": 2, "soft_exp2": "fixed", '
+                                    '"soft_exp2_freq": 4}'])
 def test_every_front_end_gives_the_same_bits(kernel, tmp_path):
     """pasa-attn --kernel on .npy inputs, --algo-json {"kernel": ...}, and pasa.attention(kernel=...)."""
     case = CASES["uniform_fp16_full_d128_odd"]
@@ -202,3 +204,30 @@ def test_every_front_end_gives_the_same_bits(kernel, tmp_path):
     py, _ = pasa.attention(q, k, v, format="fp16", kernel=kj)
     assert np.array_equal(np.load(tmp_path / "cli.npy"), py)
     assert np.array_equal(np.load(tmp_path / "json.npy"), py)
+
+
+ENGINES = json.load(open(os.path.join(RES, "engines_manifest.json")))
+ENGINE_CASES = {c["name"]: c for c in ENGINES["cases"]}
+ENGINE_CAPTURES = load_captures(os.path.join(RES, "captures_engines.npz"))
+# cuDNN's decode kernels (decode: cudnn_sm80): one per engine it picks by Skv — knob_3 (Skv <= 256), knob_35
+# with 4 warps (257-512), the split with the lean reduction (1024) — over fp16/bf16, D 64-160, GQA 8:1.
+CUDNN_DECODE = ["engines_uniform_fp16_dec2x2_skv128_d64", "engines_uniform_bf16_dec2x2_skv129_d160",
+                "engines_uniform_bf16_dec8x1_skv333_d96", "engines_uniformx20_bf16_dec2x2_skv333_d160",
+                "engines_uniformx20_fp16_dec8x1_skv1024_d64"]
+
+
+@pytest.mark.parametrize("name", CUDNN_DECODE)
+def test_cudnn_decode_matches_the_gpu_bit_for_bit(name):
+    case = ENGINE_CASES[name]
+    got, _ = run_recipe(case, "torch_cudnn_sm90")
+    want = ENGINE_CAPTURES[case["results"]["sdpa_cudnn"]["out_key"]].reshape(got.shape)
+    assert np.array_equal(got, want), f"{name}: {np.mean(got == want) * 100:.4f} % identical"
+
+
+def test_cudnn_decode_is_not_the_prefill_schedule():
+    missed = 0
+    for name in CUDNN_DECODE:
+        case = ENGINE_CASES[name]
+        other, _ = run_recipe(case, {"recipe": "torch_cudnn_sm90", "decode": "same"})
+        missed += not np.array_equal(other, ENGINE_CAPTURES[case["results"]["sdpa_cudnn"]["out_key"]].reshape(other.shape))
+    assert missed >= 3

@@ -8,7 +8,7 @@ import pasa
 from conftest import app_error, assert_same_bits, run_app
 
 FORMATS = ["fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2", "tf32", "p=5,emax=7,subnormals=0"]
-MODES = ["rne", "rz", "ru", "rd", "ro", "sr"]
+MODES = ["rne", "rna", "rz", "ru", "rd", "ro", "sr"]
 
 
 def spread_f64(rng, n, fmt):
@@ -65,6 +65,20 @@ def test_bf16_matches_integer_rounding(rng):
     u = x.view(np.uint32).astype(np.uint64)
     ref = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
     assert_same_bits(pasa.round(x, "bf16"), ref)
+
+
+def test_bf16_ties_away_matches_integer_rounding(rng):
+    """mode "rna" to bf16 by integer arithmetic: add 0x8000 (half of bf16's last place) to the magnitude's bits,
+    truncate; float32 ties (low half exactly 0x8000) and their negatives included, and every float32 overflow."""
+    x = spread_f32(rng, 1 << 16)
+    ties = (rng.integers(0, 2**16, 4096, dtype=np.uint64).astype(np.uint32) << 16) | 0x8000
+    x = np.concatenate([x, ties.view(np.float32)])
+    x = x[~np.isnan(x)]
+    u = x.view(np.uint32).astype(np.uint64)
+    ref = (((u + 0x8000) >> 16) << 16).astype(np.uint32).view(np.float32)
+    assert_same_bits(pasa.round(x, "bf16", mode="rna"), ref)
+    assert not np.array_equal(pasa.round(ties.view(np.float32), "bf16", mode="rne").view(np.uint32),
+                              pasa.round(ties.view(np.float32), "bf16", mode="rna").view(np.uint32))
 
 
 def test_shapes_strides_and_empty(rng):

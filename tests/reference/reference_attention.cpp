@@ -12,7 +12,9 @@
 
 #include <mpfr.h>
 
+#include "pasa/numeric/block_scale.hpp"
 #include "pasa/numeric/round.hpp"
+#include "support/mpfr_round.hpp"
 
 namespace pasa::reference {
 namespace {
@@ -62,7 +64,8 @@ double overflow_value(bool neg, const Format& f, const RoundOptions& o) {
 
 // One rounding of an MPFR value that is not a double: MPFR at precision p with the exponent range of the
 // format (mpfr_check_range brings a p-bit result of unbounded exponent into it, mpfr_subnormalize gives
-// gradual underflow without double rounding); then the format's overflow and flush conventions.
+// gradual underflow without double rounding); then the format's overflow and flush conventions. Ties away
+// (no mode of mpfr_set) by its definition: the nearer of RZ and RA, RA on a tie (test::mpfr_round_ties_away).
 double mpfr_round_to(mpfr_srcptr x, const Format& f, const RoundOptions& o) {
   if (!f.subnormals) throw std::invalid_argument("reference: formats without subnormals are not supported");
   const bool neg = mpfr_signbit(x) != 0;
@@ -72,17 +75,21 @@ double mpfr_round_to(mpfr_srcptr x, const Format& f, const RoundOptions& o) {
                          : o.mode == RoundMode::toward_pos ? MPFR_RNDU
                          : o.mode == RoundMode::toward_neg ? MPFR_RNDD
                                                            : MPFR_RNDZ;  // rz, and ro's first step
+  auto on_grid = [&](mpfr_t out, mpfr_rnd_t mode) {
+    int tern = mpfr_set(out, x, mode);
+    const mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
+    mpfr_set_emin(f.emin() - f.p + 2);  // smallest subnormal 2^(emin−p+1) = 0.5·2^(emin−p+2)
+    mpfr_set_emax(f.emax + 8);          // never overflows inside MPFR; the format's convention is applied below
+    tern = mpfr_check_range(out, tern, mode);
+    tern = mpfr_subnormalize(out, tern, mode);
+    mpfr_set_emin(old_emin);
+    mpfr_set_emax(old_emax);
+    return tern;
+  };
   mpfr_t y;
   mpfr_init2(y, f.p);
-  int t = mpfr_set(y, x, rnd);
-  const mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
-  mpfr_set_emin(f.emin() - f.p + 2);  // smallest subnormal 2^(emin−p+1) = 0.5·2^(emin−p+2)
-  mpfr_set_emax(f.emax + 8);          // never overflows inside MPFR; the format's convention is applied below
-  t = mpfr_check_range(y, t, rnd);
-  t = mpfr_subnormalize(y, t, rnd);
+  const int t = o.mode == RoundMode::nearest_away ? test::mpfr_round_ties_away(y, x, on_grid) : on_grid(y, rnd);
   double r = mpfr_get_d(y, MPFR_RNDN);  // exact: p <= 53 bits, inf only beyond double's range
-  mpfr_set_emin(old_emin);
-  mpfr_set_emax(old_emax);
   mpfr_clear(y);
   if (o.mode == RoundMode::odd && t != 0) {  // round to odd: toward zero, then the last bit set if inexact
     const double a = std::fabs(r);
@@ -271,7 +278,13 @@ class Reference {
   Reference(const AttentionInputs& in, const AlgorithmSpec& spec)
       : in_(in), spec_(spec), a_(effective_allocation(in, spec)) {
     for (const auto& s : a_.stages) no_stochastic(s);
-    if (spec.quant.active()) throw std::invalid_argument("reference: the FP8 recipe (quant) is not restated here");
+    if (spec.quant.fa3_active()) throw std::invalid_argument("reference: the FP8 recipe (quant) is not restated here");
+    // Block schemes (numeric/block_scale.hpp, tested on their own): P's only where its groups lie within one
+    // query row, as this emulator computes P a row at a time; none with stochastic element rounding.
+    for (const auto* b : {&spec.quant.q_block, &spec.quant.k_block, &spec.quant.v_block, &spec.quant.p_block})
+      if (*b && (*b)->round == RoundMode::stochastic) throw std::invalid_argument("reference: stochastic block rounding");
+    if (spec.quant.p_block && spec.quant.p_block->a.group != Grouping::row && spec.quant.p_block->a.group != Grouping::block)
+      throw std::invalid_argument("reference: P's block scheme spans rows");
     B = in.q.shape.B, Nq = in.q.shape.N, Nkv = in.k.shape.N, Sq = in.q.shape.S, Skv = in.k.shape.S;
     D = in.q.shape.D;
     group = Nq / Nkv;
@@ -282,6 +295,29 @@ class Reference {
     for (double& x : q_) x = rnd(st(Stage::q), x);
     for (double& x : k_) x = rnd(st(Stage::k), x);
     for (double& x : v_) x = rnd(st(Stage::v), x);
+    // A block scheme replaces the stage's rounding: the operand is its elements times their scales, each head
+    // an S × D matrix grouped along D (Q the GEMM's A operand, K its B), V's transposed to D × S (its GEMM
+    // contracts over the keys), where a per-token group is a column and a per-channel group a row.
+    auto blocked = [](const auto& x, std::size_t heads, std::size_t S, std::size_t D,
+                      const BlockScheme& s, bool b) {
+      const std::vector<double> v = block_quantise(x.data(), heads, S, D, s, b).values;
+      return std::vector<double>(v.begin(), v.end());
+    };
+    if (spec.quant.q_block) q_ = blocked(in.q.data, B * Nq, Sq, D, *spec.quant.q_block, false);
+    if (spec.quant.k_block) k_ = blocked(in.k.data, B * Nkv, Skv, D, *spec.quant.k_block, true);
+    if (spec.quant.v_block) {
+      BlockScheme s = *spec.quant.v_block;
+      if (s.b.group == Grouping::row) s.b.group = Grouping::column;
+      else if (s.b.group == Grouping::column) s.b.group = Grouping::row;
+      std::vector<double> t(v_.size());
+      for (std::size_t h = 0; h < B * Nkv; ++h)
+        for (std::size_t j = 0; j < Skv; ++j)
+          for (std::size_t d = 0; d < D; ++d) t[(h * D + d) * Skv + j] = in.v.data[(h * Skv + j) * D + d];
+      const std::vector<double> q = blocked(t, B * Nkv, D, Skv, s, true);
+      for (std::size_t h = 0; h < B * Nkv; ++h)
+        for (std::size_t j = 0; j < Skv; ++j)
+          for (std::size_t d = 0; d < D; ++d) v_[(h * Skv + j) * D + d] = q[(h * D + d) * Skv + j];
+    }
     keys_ = k_;
     scale_ = rnd(st(Stage::scale), in.effective_scale());
     // [IFA] The select value is a score: held in the score (scale) format, one rounding.
@@ -384,11 +420,17 @@ class Reference {
   }
   void write_empty(std::size_t b, std::size_t h, std::size_t r) { write(b, h, r, std::vector<double>(D, 0.0), -kInf); }
 
+  // P's block scheme on one row of a tile (after the p stage): groups within the row, along its keys.
+  void p_scheme(std::vector<double>& p) const {
+    if (spec_.quant.p_block) p = block_quantise(p.data(), 1, 1, p.size(), *spec_.quant.p_block).values;
+  }
+
   // Last pass of the 3-pass and online softmax (Eq. 9): a = e^{z − m}/d rounded to div, then p, and O = P·V
   // as one GEMM over the whole row, rounded to out.
   void normalised_output(std::size_t b, std::size_t h, std::size_t r, const std::vector<double>& z, double m, double d) {
     std::vector<double> p(Skv);
     for (std::size_t c = 0; c < Skv; ++c) p[c] = R(Stage::p, div(Stage::div, p_tilde(z[c], m), d));
+    p_scheme(p);
     std::vector<double> o = pv(b, h, p, 0);
     for (double& x : o) x = R(Stage::out, x);
     write(b, h, r, o, m + std::log(d));
@@ -464,6 +506,7 @@ class Reference {
       for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], mt);
       const double lt = reduce_sum(p, st(Stage::sum));
       for (double& x : p) x = R(Stage::p, x);
+      p_scheme(p);
       const std::vector<double> PV = pv(b, h, p, j0);
       const double mnew = std::max(m, mt);
       const double eo = m == -kInf ? 0.0 : exp(Stage::exp, sub(Stage::max, m, mnew));
@@ -606,6 +649,7 @@ class Reference {
       for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], ps.m);
       const double rs = reduce_sum(p, st(Stage::sum));
       for (double& x : p) x = R(Stage::p, x);
+      p_scheme(p);
       const std::vector<double> PV = pv(b, h, p, j0);
       ps.l = add(Stage::sum, mul(Stage::sum, alpha, ps.l), rs);
       for (std::size_t d = 0; d < D; ++d) ps.O[d] = add(Stage::o, mul(Stage::o, alpha, ps.O[d]), PV[d]);
@@ -764,6 +808,7 @@ class Reference {
       for (std::size_t c = 0; c < n; ++c) p[c] = p_tilde(z[c], shift);
       double rs = reduce_sum(p, st(Stage::sum));  // l'_j
       for (double& x : p) x = R(Stage::p, x);
+      p_scheme(p);
       std::vector<double> PV = pv(b, h, p, j0);  // step 19
       if (printed) {  // steps 18/20: the new block's terms scaled by e^{Δm_j}
         rs = mul(Stage::sum, e_new, rs);

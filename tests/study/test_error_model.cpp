@@ -122,3 +122,37 @@ TEST_CASE("error model: same bits for any thread count; what it does not cover",
   CHECK(ov.overflow);
   CHECK(std::isinf(ov.rel_rmse()));
 }
+
+TEST_CASE("error model: the regime, the largest exponent perturbations it linearises", "[error_model]") {
+  // Exact stages: no perturbation at all.
+  const AttentionInputs in10 = inputs(10, 3);
+  ErrorModelOptions o;
+  o.pasa = true;
+  o.s2 = 128;
+  const ErrorPrediction exact = predict_error(in10, allocation_preset("fp64"), o);
+  CHECK(exact.max_score_shift == 0);
+  CHECK(exact.max_block_shift == 0);
+  // PASA with only the `mean` stage in fp16: the block shift is Inva times the rounding error of S̄'
+  // (≤ Inva·ulp(S̄')/2 plus the correction's roundings), and the first-order prediction holds while it is
+  // small, and not once it reaches order 1.
+  Allocation a = allocation_preset("fp64");
+  a.spec(Stage::mean).format = format_by_name("fp16");
+  a.spec(Stage::mean).reduce.acc = format_by_name("fp64");
+  const AlgorithmSpec s = spec("pasa", a);
+  for (double x0 : {10.0, 60.0}) {
+    INFO("x0 = " << x0);
+    const AttentionInputs in = inputs(x0, 3);
+    const ErrorPrediction p = predict_error(in, a, error_model_options(s));
+    auto [m, pr] = measured_and_predicted(in, s);
+    INFO("max block shift " << p.max_block_shift << ", measured / predicted " << m / pr);
+    CHECK(p.max_score_shift == 0);  // the scores are exact here
+    if (x0 == 10) {  // (measured: shift 0.25, ratio 0.995)
+      CHECK(p.max_block_shift > 0.05);
+      CHECK(p.max_block_shift < 0.5);
+      CHECK(m / pr == Approx(1).margin(0.1));
+    } else {  // (measured: shift 7.9, ratio 13.8): the linearisation no longer describes the error
+      CHECK(p.max_block_shift > 2);
+      CHECK(m / pr > 3);
+    }
+  }
+}

@@ -53,6 +53,28 @@ TEST_CASE("seed stats: spread and the prediction interval for one more draw", "[
   CHECK(s.predict_hi == Approx(5 + half).epsilon(1e-9));
   CHECK((s.min == 2 && s.max == 9 && s.p50 == 4.5));
   CHECK_THROWS(seed_spread({1.0}));
+  // The same draws shifted by 10: their normal interval (lo ≈ 9.6) stays above 0 and is kept, flag off; the
+  // unshifted ones reach below 0 (lo ≈ −0.36) and get the empirical interval.
+  std::vector<double> y;
+  for (double v : x) y.push_back(v + 10);
+  const SeedSpread kept = seed_spread(y, /*nonnegative=*/true);
+  CHECK((kept.predict_lo == Approx(15 - half).epsilon(1e-9) && !kept.predict_empirical));
+  CHECK(seed_spread(x, /*nonnegative=*/true).predict_empirical);
+}
+
+TEST_CASE("seed stats: a skewed nonnegative quantity gets the empirical interval", "[stats]") {
+  // Nineteen zeros and one 10 (a NaN % that is 0 on most draws): mean 0.5, sd sqrt(5), so the normal interval
+  // starts near −4.2; the empirical 2.5th–97.5th percentile (type 7) is [0, 10·(0.975·19 − 18)] = [0, 5.25].
+  std::vector<double> x(19, 0.0);
+  x.push_back(10.0);
+  const SeedSpread normal = seed_spread(x);
+  CHECK(normal.predict_lo < 0);
+  CHECK(!normal.predict_empirical);
+  const SeedSpread s = seed_spread(x, /*nonnegative=*/true);
+  CHECK(s.predict_empirical);
+  CHECK(s.predict_lo == 0);
+  CHECK(s.predict_hi == Approx(5.25).epsilon(1e-12));
+  CHECK(s.mean == normal.mean);
 }
 
 TEST_CASE("seed stats: paired ratio is a geometric mean with a t interval on the log ratios", "[stats]") {

@@ -157,7 +157,7 @@ TEST_CASE("sweep: an interrupted run resumes to the same table", "[sweep]") {
 
   // Without --resume the folder is refused; with it only the 36 - 8 missing rows run.
   FakeBackend resumed;
-  CHECK_THROWS_WITH(run_sweep(cfg, resumed.backend(), opt2), Catch::Contains("pasa-sweep --resume"));
+  CHECK_THROWS_WITH(run_sweep(cfg, resumed.backend(), opt2), Catch::Contains("give --resume"));
   opt2.resume = true;
   const SweepReport r = run_sweep(cfg, resumed.backend(), opt2);
   CHECK(r.cases_reused == 8);
@@ -575,4 +575,31 @@ TEST_CASE("sweep: one backend computes a problem shared by two sweeps once, and 
     ++compared;
   }
   CHECK(compared == 8);
+}
+
+TEST_CASE("sweep: a grid over block-scale schemes and scale rules (placeholders in /quant)", "[sweep][block_quant]") {
+  json c = tiny_real_config();
+  c["grid"] = {{"x0", 10}, {"scheme", {"mxfp8_e4m3", "int8_per_warp"}}, {"rule", {"floor", "rceil"}}};
+  c["seeds"] = {3};
+  c["algorithms"] = json::parse(R"([{"label": "FA-FP32-Q", "name": "fa2", "alloc": "fa_fp32", "s1": 16, "s2": 16,
+      "quant": {"q": {"scheme": "$scheme", "scale_rule": "$rule"}, "k": "$scheme", "v": "mxfp8_e4m3"}}])");
+  CHECK(library_error_of(c) == "(no error)");
+  const SweepConfig cfg = parse_sweep_config(c, "grid.json");
+  SweepOptions opt;
+  opt.out_dir = test::fresh_dir("sweep-blocks");
+  opt.threads = 1;
+  run_sweep(cfg, library_backend(), opt);
+  const CsvFileLines lines = read_complete_lines(opt.out_dir / "results.csv");
+  REQUIRE(lines.lines.size() == 1 + 4);
+  const CsvRow header = parse_csv_line(lines.lines[0]);
+  const auto col = static_cast<std::size_t>(std::find(header.begin(), header.end(), "algorithm_json") - header.begin());
+  std::set<std::string> seen;
+  for (std::size_t i = 1; i < lines.lines.size(); ++i) {
+    const AlgorithmSpec s = algorithm_from_json(json::parse(parse_csv_line(lines.lines[i])[col]), "t");
+    REQUIRE(s.quant.q_block);
+    seen.insert(s.quant.q_block->name + "/" + std::string(scale_rule_name(s.quant.q_block->rule)));
+  }
+  CHECK(seen == std::set<std::string>{"mxfp8_e4m3/floor", "mxfp8_e4m3/rceil", "int8_per_warp/floor", "int8_per_warp/rceil"});
+  c["grid"]["rule"] = {"floor", "flor"};
+  CHECK_THAT(library_error_of(c), Catch::Contains("/algorithms/0/quant/q/scale_rule") && Catch::Contains("flor"));
 }

@@ -9,7 +9,6 @@ RMSE of emulation and kernel against an exact float64 reference on the same inpu
 Inputs are regenerated from the manifest (kernel_inputs.py) and checked against its sha256 first.
 """
 import argparse
-import csv
 import json
 import os
 import sys
@@ -19,7 +18,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
-from kernel_inputs import bits_to_float64, load_captures, make_inputs, sha256_hex  # noqa: E402
+from kernel_inputs import (bits_to_float64, identity_summary, load_captures, make_inputs, sha256_hex,  # noqa: E402
+                           ulp_distance, write_rows_csv)
 
 import pasa  # noqa: E402
 from pasa_capture import reference_attention  # noqa: E402  (float64 softmax(QKᵀ·scale)·V, GQA, causal to the end)
@@ -29,14 +29,6 @@ RES = os.path.join(ROOT, "results", "hardware", "kernels")
 
 def captures(which):
     return load_captures(os.path.join(RES, f"captures_{which}.npz"))
-
-
-def ulp_distance(a_bits, b_bits):
-    """|a − b| in units of the 16-bit format's grid (sign-magnitude bit patterns made monotone)."""
-    def key(x):
-        x = x.astype(np.int64)
-        return np.where(x & 0x8000, 0x8000 - (x & 0x7FFF), 0x8000 + x)
-    return np.abs(key(a_bits) - key(b_bits))
 
 
 def main():
@@ -87,17 +79,9 @@ def main():
         print(f"{case['name']:55s} {same:9.4f} %  max ulp {rows[-1]['max_ulp']}  rmse ratio {rows[-1]['rmse_ratio']}")
     for name, why in refused:
         print(f"{name:55s} refused: {why[:100]}")
-    ids = np.array([float(r["identical_pct"]) for r in rows])
-    ratios = np.array([float(r["rmse_ratio"]) for r in rows if r["rmse_ratio"] != "nan"])
-    print(f"{len(rows)} cases: identical median {np.median(ids):.4f} %, min {ids.min():.4f} %, "
-          f"all bits {100 * np.sum(ids == 100) / len(ids):.1f} % of cases; rmse ratio {ratios.min():.4f}-{ratios.max():.4f}; "
-          f"{len(refused)} refused")
+    print(f"{identity_summary(rows)}; {len(refused)} refused")
     if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-            w.writeheader()
-            w.writerows(rows)
-
+        write_rows_csv(a.csv, rows)
 
 if __name__ == "__main__":
     main()

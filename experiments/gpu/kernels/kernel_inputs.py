@@ -170,6 +170,30 @@ if __name__ == "__main__":
 # output is stored XOR the case's sdpa_flash output ("<case>__<op>__xor_flash") and an LSE XOR the case's
 # aten_flash LSE ("<case>__<op>__xor_flash_lse") where those exist with the same shape: the backends agree in
 # most bits, so the XOR compresses to a fraction. load_captures undoes it.
+
+def ulp_distance(a_bits, b_bits):
+    """|a - b| in units of the 16-bit format's grid (sign-magnitude bit patterns made monotone)."""
+    def key(x):
+        x = x.astype(np.int64)
+        return np.where(x & 0x8000, 0x8000 - (x & 0x7FFF), 0x8000 + x)
+    return np.abs(key(a_bits) - key(b_bits))
+
+
+def identity_summary(rows):
+    """The one-line summary of per-case identity rows (identical_pct, rmse_ratio) and the CSV they make."""
+    ids = np.array([float(r["identical_pct"]) for r in rows])
+    ratios = np.array([float(r["rmse_ratio"]) for r in rows if r["rmse_ratio"] != "nan"])
+    return (f"{len(rows)} cases: identical median {np.median(ids):.4f} %, min {ids.min():.4f} %, every bit in "
+            f"{int(np.sum(ids == 100))} of {len(ids)}; rmse ratio {ratios.min():.4f}-{ratios.max():.4f}")
+
+
+def write_rows_csv(path, rows):
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
 def load_captures(path):
     z = np.load(path)
     raw = {k: z[k] for k in z.files}

@@ -1,6 +1,9 @@
 #include "pasa/analysis/attribution.hpp"
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -42,6 +45,27 @@ AlgorithmSpec with_lifted_gemms(AlgorithmSpec run, const AlgorithmSpec& given, c
   return run;
 }
 
+// One row of the table from its runs: the base, the exact floor, this stage lifted, and it alone.
+StageShare share_row(std::string stage, std::string format, RunError base, RunError exact, RunError lifted,
+                     RunError only) {
+  StageShare r;
+  r.stage = std::move(stage);
+  r.format = std::move(format);
+  r.rmse_base = base.rmse;
+  r.rmse_fp64 = exact.rmse;
+  r.nan_pct_base = base.nan_pct;
+  r.rmse_lifted = lifted.rmse;
+  r.nan_pct_lifted = lifted.nan_pct;
+  r.rmse_only = only.rmse;
+  r.nan_pct_only = only.nan_pct;
+  r.reduction = base.rmse - lifted.rmse;
+  // A zero baseline (e.g. the fp64 allocation on exactly representable data) leaves nothing to share;
+  // a NaN baseline (overflow) gives NaN shares: the nan_pct columns then carry the attribution.
+  r.share = base.rmse == 0 ? 0.0 : r.reduction / base.rmse;
+  r.share_only = base.rmse == 0 ? 0.0 : (only.rmse - exact.rmse) / base.rmse;
+  return r;
+}
+
 }  // namespace
 
 std::vector<StageShare> attribute_error(const AttentionInputs& in, const AlgorithmSpec& spec, const Golden& golden,
@@ -49,22 +73,29 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
   const StageSpec fp64{format_by_name("fp64"), RoundOptions{}};
   const std::vector<std::string> names = stage_names();
 
+  // A kernel recipe runs its own schedule: its numerics are not the allocation's stages, so lifting a stage
+  // would change nothing and every share would read 0 % (as pasa-attribute --kernel printed before this check).
+  if (spec.kernel)
+    throw InputError(fmt::format("attribution: kernel recipe \"{}\" has no allocation stages to lift (its numerics are "
+                                 "its schedule's); compare the recipe with one schedule field changed instead "
+                                 "(docs/field-questions.md)", spec.kernel->name));
   const CaseLayout layout = case_layout(in);
   validate_case(layout, spec);  // the allocation as given must run as it is
   AlgorithmSpec all64 = spec;
   for (const std::string& s : names) all64.alloc.spec(s) = fp64;
+  // Block-scale schemes (QuantOptions::q_block ...) replace their operand's stage rounding: the exact run
+  // has none, and each is a row of its own below (lifted: the scheme removed, the operand rounded by its
+  // stage as without it; only: that scheme alone on the exact run).
+  const std::pair<std::optional<BlockScheme> QuantOptions::*, const char*> schemes[] = {
+      {&QuantOptions::q_block, "q_block"}, {&QuantOptions::k_block, "k_block"},
+      {&QuantOptions::v_block, "v_block"}, {&QuantOptions::p_block, "p_block"}};
+  for (const auto& entry : schemes) all64.quant.*entry.first = std::nullopt;
   const RunError base = measure(in, spec, golden, threads);
   const RunError exact = measure(in, with_lifted_gemms(all64, spec, layout), golden, threads);
 
   std::vector<StageShare> rows;
   for (const std::string& s : names) {
-    StageShare r;
-    r.stage = s;
     const StageSpec& f = spec.alloc.spec(s);
-    r.format = f.format.name;
-    r.rmse_base = base.rmse;
-    r.rmse_fp64 = exact.rmse;
-    r.nan_pct_base = base.nan_pct;
     RunError lifted = base, only = exact;
     const bool unused = s == "merge" && spec.splits <= 1;  // the merge stage runs only with split-KV
     if (!is_fp64(f.format) && !unused) {
@@ -75,16 +106,17 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
       low.alloc.spec(s) = f;
       only = measure(in, with_lifted_gemms(low, spec, layout), golden, threads);
     }
-    r.rmse_lifted = lifted.rmse;
-    r.nan_pct_lifted = lifted.nan_pct;
-    r.rmse_only = only.rmse;
-    r.nan_pct_only = only.nan_pct;
-    r.reduction = base.rmse - lifted.rmse;
-    // A zero baseline (e.g. the fp64 allocation on exactly representable data) leaves nothing to share;
-    // a NaN baseline (overflow) gives NaN shares: the nan_pct columns then carry the attribution.
-    r.share = base.rmse == 0 ? 0.0 : r.reduction / base.rmse;
-    r.share_only = base.rmse == 0 ? 0.0 : (only.rmse - exact.rmse) / base.rmse;
-    rows.push_back(r);
+    rows.push_back(share_row(s, f.format.name, base, exact, lifted, only));
+  }
+  for (const auto& entry : schemes) {
+    const std::optional<BlockScheme>& scheme = spec.quant.*entry.first;
+    if (!scheme) continue;
+    AlgorithmSpec up = spec;  // this scheme removed, everything else as given
+    up.quant.*entry.first = std::nullopt;
+    AlgorithmSpec low = all64;  // only this scheme, on the exact run
+    low.quant.*entry.first = scheme;
+    rows.push_back(share_row(entry.second, scheme->name, base, exact, measure(in, up, golden, threads),
+                             measure(in, with_lifted_gemms(low, spec, layout), golden, threads)));
   }
   return rows;
 }

@@ -41,7 +41,10 @@ struct StageShare {
   double nan_pct_base = 0, nan_pct_lifted = 0, nan_pct_only = 0;  // NaN output elements, percent
 };
 
-// One row per stage of spec.alloc, in the allocation's stage order (see the header comment for the views).
+// One row per stage of spec.alloc, in the allocation's stage order (see the header comment for the views),
+// then one per block-scale scheme the spec sets (QuantOptions q_block, k_block, v_block, p_block; `stage` is
+// that name, `format` the scheme's): the quantisation stages. The exact run (rmse_fp64, and the `only` view)
+// has every stage in fp64 and no block scheme.
 std::vector<StageShare> attribute_error(const AttentionInputs& in, const AlgorithmSpec& spec, const Golden& golden,
                                         int threads = default_threads());
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pasa/attention/detail/blocked_attention.hpp"
+#include "pasa/attention/quantise.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/attention/detail/fdpp.hpp"
 #include "pasa/attention/detail/kernel_flash.hpp"
@@ -179,14 +180,16 @@ std::vector<CaseGemm> case_gemms(const CaseLayout& c, const AlgorithmSpec& spec)
       if (s.format == bf16) s.format = format_by_name("fp16");
   const QuantOptions& qo = spec.quant;
   const bool scaled = qo.scales != QuantScale::none, qk_transformed = scaled || qo.hadamard;
-  const Format q = fed_format(c.q_format, a.spec(Stage::q), qk_transformed);
-  const Format k = fed_format(c.k_format, a.spec(Stage::k), qk_transformed);
-  const Format v = fed_format(c.v_format, a.spec(Stage::v), scaled);
+  // (a block-scaled operand reaches its GEMM as elements × scales: quantise.hpp block_value_format)
+  const Format q = qo.q_block ? block_value_format(*qo.q_block) : fed_format(c.q_format, a.spec(Stage::q), qk_transformed);
+  const Format k = qo.k_block ? block_value_format(*qo.k_block) : fed_format(c.k_format, a.spec(Stage::k), qk_transformed);
+  const Format v = qo.v_block ? block_value_format(*qo.v_block) : fed_format(c.v_format, a.spec(Stage::v), scaled);
   // pasa and smooth_k multiply Q by their shifted keys, held in the k_shift stage.
   const AlgorithmInfo& info = algorithm_info(spec.name);
   const bool shifted = info.shifts_keys;
   std::vector<CaseGemm> g = {{GemmId::qk, q, shifted ? a.spec(Stage::k_shift).format : k, Stage::qk_acc},
-                             {GemmId::pv, a.spec(Stage::p).format, v, Stage::pv_acc}};
+                             {GemmId::pv, qo.p_block ? block_value_format(*qo.p_block) : a.spec(Stage::p).format, v,
+                              Stage::pv_acc}};
   // (shift_first runs its pre-processing as an ordered FMA chain of its own: pasa_attention.cpp.)
   if (info.pasa_options && !qo.shift_first) g.push_back({GemmId::shift, a.spec(Stage::shift).format, k, Stage::qk_acc});
   return g;
@@ -194,14 +197,22 @@ std::vector<CaseGemm> case_gemms(const CaseLayout& c, const AlgorithmSpec& spec)
 
 void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
   const AlgorithmInfo& info = algorithm_info(spec.name, "/name: ");
+  if (spec.kernel && spec.quant.blocks())
+    throw InputError("/quant: block-scale schemes apply to the algorithms, not to kernel recipes (/kernel)");
+  for (const auto& [what, f] : {std::pair<const char*, const Format*>{"q", &c.q_format}, {"k", &c.k_format},
+                                {"v", &c.v_format}})
+    if (!attention_format(*f))
+      throw InputError(fmt::format("/format: input {} in format {}: attention's inputs take fp64, fp32, tf32, bf16, fp16, "
+                                   "fp8_e4m3fn, fp8_e5m2 or a custom \"p=<bits>,emax=<e>\" (the element formats of "
+                                   "block-scaled quantisation are not input formats)", what, f->name));
+  check_stage_formats(spec.alloc, "/alloc: ");
   if (spec.kernel) {  // the recipe's own checks (detail/kernel_flash.hpp); the rest of the spec is unused
     if (spec.name != "fa2")
       throw InputError(fmt::format("/kernel: kernel {} runs FlashAttention-2 (\"name\": \"fa2\"), not \"{}\"",
                                    spec.kernel->name, spec.name));
-    const std::string& f = c.q_format.name;
-    if ((f != "fp16" && f != "bf16") || c.k_format.name != f || c.v_format.name != f)
-      throw InputError(fmt::format("/kernel: kernel {} runs on fp16 or bf16 Q, K and V of one format (as the GPU "
-                                   "kernel); got {}, {}, {}", spec.kernel->name, f, c.k_format.name, c.v_format.name));
+    detail::check_kernel_layout(*spec.kernel, c.q_format, c.k_format, c.v_format, c.q.D, "/kernel: ");
+    if (spec.kernel->schedule.engine == KernelEngine::blocked_fa2)  // fa2's own checks on the spec it runs
+      validate_case(c, detail::blocked_kernel_spec(*spec.kernel, c.q_format, c.q.N / std::max<std::size_t>(1, c.kv.N)));
     return;
   }
   if (spec.s1 == 0) throw InputError("/s1: block sizes s1 and s2 must be at least 1");
@@ -219,7 +230,19 @@ void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
     if (spec.pasa.form != "fa2" && spec.pasa.form != "printed")
       throw InputError("/pasa/form: pasa: form must be \"fa2\" or \"printed\", got \"" + spec.pasa.form + "\"");
   }
-  if (spec.quant.active()) {
+  {
+    const QuantOptions& q = spec.quant;
+    const std::pair<const std::optional<BlockScheme>*, const char*> blocks[] = {
+        {&q.q_block, "q"}, {&q.k_block, "k"}, {&q.v_block, "v"}, {&q.p_block, "p"}};
+    for (const auto& [b, name] : blocks)
+      if (*b) validate_block_scheme(**b, fmt::format("/quant/{}/", name));
+    if (q.scales != QuantScale::none && (q.q_block || q.k_block || q.v_block))
+      throw InputError("/quant/scales: FA3's scales (tensor, head, block) and a block-scale scheme on Q, K or V are two "
+                       "quantisations of one operand: give one");
+    if (q.shift_first && q.k_block)
+      throw InputError("/quant/shift_first: shift_first quantises K' = M·K with FA3's scales; with /quant/k give no shift_first");
+  }
+  if (spec.quant.fa3_active()) {
     const QuantOptions& q = spec.quant;
     if (!info.quant)
       throw InputError(fmt::format("/quant: the FP8 recipe runs with {} (tile by tile), got \"{}\"",
@@ -244,11 +267,31 @@ void validate_case(const CaseLayout& c, const AlgorithmSpec& spec) {
                                    "at most {} bits (its products are exact in double), but gets {} ({} bits) x {} ({} bits); "
                                    "use narrower stages or inputs, or the ordered model",
                                    spec.alloc.name, gemm_text(g.id), kTensorCoreMaxOperandBits, g.a.name, g.a.p, g.b.name, g.b.p));
+    // The integer engines take integer operands, which attention's stages are not (an INT8 recipe would
+    // quantise them first); operand_bits cuts fp32 values, so it needs operands that floats hold.
+    if (m.tc.integer != TcInteger::off)
+      throw InputError(fmt::format("/alloc: allocation \"{}\": {} runs under an integer tensor_core model (\"integer\": "
+                                   "\"{}\"), which takes integer operands; attention's {} x {} are not: use a "
+                                   "floating-point model",
+                                   spec.alloc.name, gemm_text(g.id), tc_integer_name(m.tc.integer), g.a.name, g.b.name));
+    if (m.tc.group > 0 && !tc_group_exact(g.a, g.b, m.tc.group))
+      throw InputError(fmt::format("/alloc: allocation \"{}\": {} runs under a tensor_core model that sums groups of {} "
+                                   "products exactly (block-scaled FP4 kinds), which {} x {} operands do not allow: "
+                                   "use fp4, fp6 or E4M3 stages for its operands",
+                                   spec.alloc.name, gemm_text(g.id), m.tc.group, g.a.name, g.b.name));
+    auto floats_hold = [](const Format& f) { return f.p <= 24 && f.emax <= 127 && f.emin() - (f.p - 1) >= -149; };
+    if (m.tc.operand_bits > 0 && (!floats_hold(g.a) || !floats_hold(g.b)))
+      throw InputError(fmt::format("/alloc: allocation \"{}\": {} runs under a tensor_core model that cuts fp32 operands to "
+                                   "{} bits (operand_bits), but gets {} x {}",
+                                   spec.alloc.name, gemm_text(g.id), m.tc.operand_bits, g.a.name, g.b.name));
     const RoundMode acc_mode = spec.alloc.spec(g.acc).round.mode;
     if (acc_mode == RoundMode::stochastic || m.tc.block_round == RoundMode::stochastic || m.tc.block_round == RoundMode::odd)
-      throw InputError(fmt::format("/alloc: allocation \"{}\": {} runs under the tensor_core model, which rounds rne, rz, "
-                                   "ru or rd only (the {} stage's rounding and the model's block_round; no stochastic or odd)",
-                                   spec.alloc.name, gemm_text(g.id), stage_name(g.acc)));
+      throw InputError(
+          fmt::format("/alloc: allocation \"{}\": {} runs under the tensor_core model, which rounds "
+                      "rne, rna, rz, ru or rd only (the {} stage's rounding and the model's block_round; "
+                      "no stochastic or odd); got {} and {}",
+                      spec.alloc.name, gemm_text(g.id), stage_name(g.acc), round_mode_name(acc_mode),
+                      round_mode_name(m.tc.block_round)));
   }
 }
 
@@ -261,6 +304,9 @@ void validate_case(const ProblemSpec& p, const AlgorithmSpec& spec) {
 AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& spec, int threads) {
   validate(in, threads);
   validate_case(case_layout(in), spec);
+  if (spec.kernel && spec.kernel->schedule.engine == KernelEngine::blocked_fa2)
+    return run_attention(in, detail::blocked_kernel_spec(*spec.kernel, in.q.format, in.q.shape.N / in.k.shape.N),
+                         threads);
   if (spec.kernel) return detail::kernel_attention(in, *spec.kernel, threads);
   // A block longer than the sequence is the whole sequence (the engines already cut every block at S):
   // clamping changes no result, only the size of the per-block buffers (s2 = 4e6 on 256 keys allocated

@@ -47,7 +47,7 @@ std::vector<CaseGemm> case_gemms(const CaseLayout&, const AlgorithmSpec&);
 // Everything run_attention checks of an algorithm against inputs of this layout before it touches a value:
 // the algorithm's options, and their combination with the allocation and the inputs (a Hadamard transform
 // needs a power-of-two D; a tensor_core GEMM operands of at most kTensorCoreMaxOperandBits bits and
-// rounding rne/rz/ru/rd; ...). run_attention calls it, so a case that passes does not fail later for these
+// rounding rne/rna/rz/ru/rd; ...). run_attention calls it, so a case that passes does not fail later for these
 // reasons; sweeps (every grid point), pasa-attn and pasa-attribute call it before they compute or create
 // anything. Throws InputError whose message starts with the JSON pointer, inside the AlgorithmSpec JSON, of
 // the offending option ("/quant/hadamard: ...", "/alloc: ...").

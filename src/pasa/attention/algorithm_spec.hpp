@@ -14,6 +14,7 @@
 #include "pasa/attention/allocation.hpp"
 #include "pasa/attention/kernel_recipe.hpp"
 #include "pasa/inputs/tensor.hpp"
+#include "pasa/numeric/block_scale.hpp"
 
 namespace pasa {
 
@@ -61,7 +62,15 @@ struct QuantOptions {
   // in the qk_acc stage: fp32, as a separate kernel would do it), then K' quantised with its own scales into k_shift;
   // false: M·K_q on the quantised keys, under the allocation's GEMM model (the shift after quantisation)
   bool shift_first = false;
-  bool active() const { return scales != QuantScale::none || hadamard || p_offset != 0 || shift_first; }
+  // Block scaling (numeric/block_scale.hpp, docs/block-scaling.md), one scheme per operand, in every
+  // algorithm: the operand's values become its elements times their scales (exact in fp64), in place of its
+  // stage's rounding, and the GEMMs take them as they are (the MX GEMM's products of scaled elements). Q and K
+  // are grouped along D, V along the keys (its GEMM's contracting axis), P along the keys of each tile after
+  // the p stage's rounding. Unset: the operand as without it.
+  std::optional<BlockScheme> q_block, k_block, v_block, p_block;
+  bool fa3_active() const { return scales != QuantScale::none || hadamard || p_offset != 0 || shift_first; }
+  bool blocks() const { return q_block || k_block || v_block || p_block; }
+  bool active() const { return fa3_active() || blocks(); }
   bool operator==(const QuantOptions&) const = default;
 };
 const char* quant_scale_name(QuantScale s);
@@ -82,7 +91,7 @@ struct AlgorithmSpec {
   // is). fa2, smooth_k and pasa only.
   std::size_t splits = 1;
   FdppOptions fdpp;  // the "fdpp" algorithm only
-  QuantOptions quant;  // fa2 and pasa only
+  QuantOptions quant;  // FA3's recipe: fa2 and pasa only; block schemes: every algorithm
   // A kernel recipe (kernel_recipe.hpp): fa2 as that GPU kernel runs it; its schedule and numerics replace
   // the allocation, s1, s2 and splits (which stay at their defaults).
   std::optional<KernelRecipe> kernel;

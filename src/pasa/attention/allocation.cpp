@@ -209,55 +209,6 @@ std::vector<std::string> allocation_preset_names() {
   return n;
 }
 
-namespace {
-
-// Measured on an H100 SXM (experiments/gpu/tc_probe.py; docs/tensor-cores.md): products exact, aligned to
-// the largest exponent sum, 25 bits kept below it (fp16, bf16, tf32) or 13 (fp8), dropped bits truncated
-// toward zero, the accumulator one of the aligned terms, the block's sum rounded toward zero into fp32
-// (fp8: into 14 significant bits, e8m13), promoted to fp32 every 128 products unless use_fast_accum.
-// One table: tensor_core_preset and tensor_core_preset_names read it.
-TensorCore tc_fp8(int promote) {
-  TensorCore t;
-  t.block = 32;
-  t.align_bits = 13;
-  t.acc_bits = 14;
-  t.promote = promote;
-  return t;
-}
-TensorCore tc_exact() {
-  TensorCore t;
-  t.align_bits = kUnlimitedAlign;
-  t.block_round = RoundMode::nearest_even;
-  return t;
-}
-TensorCore tc_tf32() {
-  TensorCore t;
-  t.block = 8;
-  return t;
-}
-const std::vector<std::pair<std::string, TensorCore>>& tensor_core_presets() {
-  static const std::vector<std::pair<std::string, TensorCore>> p = {
-      {"h100_fp16", TensorCore{}},     {"h100_bf16", TensorCore{}},     {"h100_tf32", tc_tf32()},
-      {"h100_e4m3", tc_fp8(128)},      {"h100_e5m2", tc_fp8(128)},      {"h100_e4m3_fast", tc_fp8(0)},
-      {"h100_e5m2_fast", tc_fp8(0)},   {"exact", tc_exact()}};
-  return p;
-}
-
-}  // namespace
-
-TensorCore tensor_core_preset(std::string_view name) {
-  for (const auto& [n, t] : tensor_core_presets())
-    if (n == name) return t;
-  throw InputError(fmt::format("unknown tensor-core model \"{}\"; known: {}", name,
-                               fmt::join(tensor_core_preset_names(), ", ")));
-}
-
-std::vector<std::string> tensor_core_preset_names() {
-  std::vector<std::string> n;
-  for (const auto& p : tensor_core_presets()) n.push_back(p.first);
-  return n;
-}
-
 const char* align_round_name(AlignRound r) { return enum_name(kAlignRounds, r).data(); }
 
 AlignRound align_round_by_name(std::string_view name) {
@@ -266,5 +217,27 @@ AlignRound align_round_by_name(std::string_view name) {
 }
 
 Allocation allocation_preset(std::string_view name) { return with_kernel_merge(preset_or_throw(name, "")); }
+
+bool attention_format(const Format& f) {
+  return f.ieee_like_grid() && (f.specials == Specials::ieee || f.specials == Specials::fn);
+}
+
+void check_stage_formats(const Allocation& a, const std::string& where) {
+  for (std::size_t i = 0; i < kStageCount; ++i) {
+    const StageSpec& s = a.stages[i];
+    const std::string& st = stage_name(static_cast<Stage>(i));
+    for (const auto& [what, f] : {std::pair<const char*, const Format*>{"format", &s.format}, {"acc", &s.acc()},
+                                  {"partial", &s.partial()}, {"lse", &s.lse()}})
+      if (!attention_format(*f))
+        throw InputError(fmt::format("{}allocation \"{}\": stage {}: {} {} is an element format of block-scaled "
+                                     "quantisation, not an attention stage format; stages take fp64, fp32, tf32, bf16, "
+                                     "fp16, fp8_e4m3fn, fp8_e5m2 or a custom \"p=<bits>,emax=<e>\"",
+                                     where, a.name, st, what, f->name));
+    if (s.round.mode == RoundMode::hybrid)
+      throw InputError(fmt::format("{}allocation \"{}\": stage {}: rounding hr (hybrid) is HiFloat8's conversion "
+                                   "rounding, not a stage rounding; stages take rne, rna, rz, ru, rd, ro or sr",
+                                   where, a.name, st));
+  }
+}
 
 }  // namespace pasa

@@ -104,15 +104,56 @@ static_assert(enum_table_in_order(kAlignRounds) && static_cast<std::size_t>(Alig
 // the stage: the CUDA cores' fp32 FADD) — the FP8 recipes' promotion; split-K with sequential reduction of
 // the partial sums is the same computation. align_bits = kUnlimitedAlign keeps every bit (the block's exact
 // sum rounded once). Measured H100 values: tensor_core_preset().
+//
+// The fields after acc_bits describe the engines of other generations [MMA-Sim, `simulator/arithmetic.py`]
+// (tensor_core_models(), tensor_core_models.cpp, holds them per architecture); their defaults leave the
+// model above as it was:
+// - operand_bits > 0: every operand cut toward zero to that many significand bits first (the TF32 `mma` of
+//   Ampere/Ada reads fp32 registers and drops their 13 low bits: MMA-Sim `truncate_to_tf32`).
+// - zero_at_emin: a zero accumulator, operand or block scale counts with exponent −126 (fp32's emin) in the
+//   alignment (MMA-Sim `extract_significand_exponent`: frexp of 0 gives exponent −126), instead of never
+//   being the largest: with small block scales a zero c then cuts the products.
+// - scale != none: per-block operand scales (dgemm_tensor_core's TcScales), one for every `scale_block`
+//   consecutive k of a row of A and of a column of B. e8m0 (OCP MX): a power of two; ue4m3 (NVFP4): an
+//   E4M3 value taken unsigned (its sign ignored: PTX ISA, `mma.block_scale`, "ue4m3").
+// - group = G > 0: every G consecutive products (within a block) summed exactly into one term, multiplied by
+//   both block scales, whose exponent in the alignment is that of the scales' product (e(s_a) + e(s_b), the
+//   group sum's own magnitude aside): `tcgen05.mma` kind::mxf4 / mxf4nvf4 (MMA-Sim
+//   `nv_fused_dot_add_with_block_scale`, 35 fractional bits). group = 0 with e8m0 scales: each product's
+//   exponent is e_a + e_b + e(s_a) + e(s_b) (kind::mxf8f6f4: MMA-Sim `nv_fused_dot_add` with the scales).
+// - integer != off: integer operands and an int32 accumulator (`mma` .s8/.u8/.s4, PTX ISA "mma": integer
+//   types, optional .satfinite): each block's products and the accumulator summed exactly, then wrapped to
+//   32 bits (two's complement) or clamped to int32 (.satfinite); the alignment fields are unused. The
+//   result is that integer (the output stage rounds it as any value). Measured: docs/tensor-cores.md.
+enum class BlockScale { none, e8m0, ue4m3 };
+inline constexpr EnumTable<BlockScale, 3> kBlockScales = {{
+    {BlockScale::none, "none", "no block scales"},
+    {BlockScale::e8m0, "e8m0", "OCP MX E8M0: a power of two per block"},
+    {BlockScale::ue4m3, "ue4m3", "NVFP4: an unsigned E4M3 value per block"},
+}};
+static_assert(enum_table_in_order(kBlockScales) && static_cast<std::size_t>(BlockScale::ue4m3) + 1 == kBlockScales.size());
+enum class TcInteger { off, wrap, saturate };
+inline constexpr EnumTable<TcInteger, 3> kTcIntegers = {{
+    {TcInteger::off, "off", "floating-point operands"},
+    {TcInteger::wrap, "wrap", "integer operands, an int32 accumulator that wraps around (mma .s32)"},
+    {TcInteger::saturate, "saturate", "integer operands, an int32 accumulator clamped per MMA (.satfinite)"},
+}};
+static_assert(enum_table_in_order(kTcIntegers) && static_cast<std::size_t>(TcInteger::saturate) + 1 == kTcIntegers.size());
 inline constexpr int kUnlimitedAlign = -1;
 struct TensorCore {
   int block = 16;           // products per multi-operand addition, >= 1
   bool acc_in_block = true;  // the accumulator is one of the aligned terms
   int align_bits = 25;      // bits kept below the largest exponent, 0..60, or kUnlimitedAlign
   AlignRound align_round = AlignRound::truncate;
-  RoundMode block_round = RoundMode::toward_zero;  // normalisation into the accumulator (rne, rz, ru, rd)
+  RoundMode block_round = RoundMode::toward_zero;  // normalisation into the accumulator (rne, rna, rz, ru, rd)
   int promote = 0;          // products per promotion to the outer accumulator; 0: never
   int acc_bits = 0;         // significand bits of the tensor core's accumulator; 0: the acc stage's (2..53)
+  int operand_bits = 0;     // operands cut toward zero to this many significand bits first; 0: as given
+  bool zero_at_emin = false;  // zeros align with exponent −126 (MMA-Sim), else never the largest
+  BlockScale scale = BlockScale::none;
+  int scale_block = 0;      // k per block scale (scale != none): 16 or 32
+  int group = 0;            // products summed exactly per term; 0: each product a term
+  TcInteger integer = TcInteger::off;
   bool operator==(const TensorCore&) const = default;
 };
 
@@ -120,6 +161,10 @@ struct TensorCore {
 // bits (fp32's 24, tf32's 11, ...; the product of two has <= 52 bits). validate_case (algorithm.hpp)
 // refuses a case whose tensor-core GEMM would receive wider operands.
 inline constexpr int kTensorCoreMaxOperandBits = 26;
+// A model with group > 0 sums `group` products exactly in double: operands whose products span at most 53
+// bits over a group (quantum min_subnormal_a·min_subnormal_b up to group·max_a·max_b: fp4, fp6, E4M3; not
+// fp16 or bf16, whose grouped engines do not exist). validate_case refuses the others.
+bool tc_group_exact(const Format& a, const Format& b, int group);
 
 // The GEMMs of blocked attention; each runs under Allocation::gemm_of(id).
 enum class GemmId {
@@ -146,8 +191,30 @@ struct GemmModel {
 //                         use_fast_accum=False); h100_e4m3_fast, h100_e5m2_fast: no promotion
 //   exact                 unlimited bits, one block per product group of 16, rne (the wide-adder ideal)
 // Throws InputError naming the known ones.
+// The presets of other generations (Volta .. Blackwell, integer mma) are in tensor_core_models(): where each
+// one's parameters come from.
 TensorCore tensor_core_preset(std::string_view name);
 std::vector<std::string> tensor_core_preset_names();
+// Where a named model's parameters come from.
+enum class TcEvidence {
+  measured_here,  // measured on this project's GPUs (H100/H200: experiments/gpu/, results/hardware/)
+  published,      // published models and measurements (MMA-Sim, Khattak & Mikaitis), tested against MMA-Sim's
+  ideal,          // no hardware: an ideal
+};
+struct TensorCoreModel {
+  std::string_view name;
+  std::string_view arch;         // "Hopper (sm_90)", ...
+  std::string_view instruction;  // the instruction (and shape) it models
+  TcEvidence evidence = TcEvidence::published;
+  std::string_view source;       // where the parameters come from
+  TensorCore tc;
+};
+// Every named model, in the order of tensor_core_preset_names().
+const std::vector<TensorCoreModel>& tensor_core_models();
+const char* block_scale_name(BlockScale s);
+BlockScale block_scale_by_name(std::string_view name);  // throws InputError
+const char* tc_integer_name(TcInteger i);
+TcInteger tc_integer_by_name(std::string_view name);  // throws InputError
 const char* align_round_name(AlignRound r);
 AlignRound align_round_by_name(std::string_view name);  // throws InputError
 
@@ -228,7 +295,7 @@ struct StageSpec {
   StageSpec() = default;
   StageSpec(Format f, RoundOptions r = {}) : format(std::move(f)), round(r) {}  // NOLINT: a format is a stage
   Format format;
-  RoundOptions round;  // mode (rne, rz, ru, rd, ro, sr), overflow (ieee, saturate), ftz/daz
+  RoundOptions round;  // mode (rne, rna, rz, ru, rd, ro, sr), overflow (ieee, saturate), ftz/daz
   Reduction reduce;    // used by the stages that reduce (sum, mean)
   ExpVia via = ExpVia::exact;  // used by the exp stage only
   MergeSpec merge;             // used by the merge stage only
@@ -285,5 +352,14 @@ ExpVia exp_via_by_name(std::string_view name);  // throws InputError naming the 
 // presets keep the `ordered` model.
 Allocation allocation_preset(std::string_view name);
 std::vector<std::string> allocation_preset_names();
+
+// Whether attention's engines take f as an input or stage format: an IEEE 754-like grid with IEEE or fn
+// specials (fp64 ... fp8_e5m2, custom "p=,emax="). The element formats of block-scaled quantisation (fp6,
+// fp4, e8m0, int8/int4, hif8) are not: their grids, ranges and NaN rules are outside what the engines' fast
+// paths are written for, so they are refused by name rather than rounded on a wrong grid.
+bool attention_format(const Format& f);
+// InputError "<where>stage <s>: ..." for the first stage (format, acc, partial, lse) attention_format refuses,
+// or whose rounding is hybrid (HiFloat8's conversion rounding, not a stage's).
+void check_stage_formats(const Allocation& a, const std::string& where);
 
 }  // namespace pasa

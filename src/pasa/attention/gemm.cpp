@@ -116,11 +116,11 @@ void dgemm_generic(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t 
 
 void round_rows(const GemmSpec& g, std::size_t m, std::size_t n, double* C, std::size_t ldc, RandomBits* rng) {
   // The tensor-core model's results are values of its accumulator format (or IEEE's inf and NaN) unless a
-  // narrower internal accumulator (acc_bits) is left unpromoted: an output stage of that format (with IEEE
+  // narrower internal accumulator (acc_bits) is left unpromoted or the accumulator is an int32: an output stage of that format (with IEEE
   // specials) rounding RNE with IEEE overflow and no flushing leaves each as it is.
   const TensorCore& tc = g.model.tc;
   const bool tc_acc_values = g.model.kind == GemmKind::tensor_core && (tc.acc_bits == 0 || tc.promote > 0) &&
-                             g.acc.format.specials == Specials::ieee;
+                             tc.integer == TcInteger::off && g.acc.format.specials == Specials::ieee;
   if (tc_acc_values && g.out.format == g.acc.format && plain_rne(g.out.round)) return;
   if (!native(g.out, fp64()))
     for (std::size_t r = 0; r < m; ++r)
@@ -234,6 +234,15 @@ void gemm_accumulate(const GemmSpec& g, std::size_t m, std::size_t n, std::size_
   if (g.model.kind != GemmKind::tensor_core)
     throw std::invalid_argument("gemm_accumulate: only the tensor_core model has an accumulator operand");
   dgemm_tensor_core(g, m, n, k, A, lda, B, ldb, C, ldc, C);
+  round_rows(g, m, n, C, ldc, rng);
+}
+
+void gemm_block_scaled(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                       std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc,
+                       const TcScales& scales, const double* C0, RandomBits* rng) {
+  if (g.model.kind != GemmKind::tensor_core || g.model.tc.scale == BlockScale::none)
+    throw std::invalid_argument("gemm_block_scaled: needs a tensor_core model with block scales (e.g. b200_mxf4)");
+  dgemm_tensor_core(g, m, n, k, A, lda, B, ldb, C, ldc, C0, &scales);
   round_rows(g, m, n, C, ldc, rng);
 }
 

@@ -30,6 +30,12 @@ void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, con
 void gemm_accumulate(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A,
                      std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc,
                      RandomBits* rng = nullptr);
+// C = out(C0 + A·B) under a block-scaled tensor_core model (TensorCore::scale) with the operands' block scales
+// (TcScales: A's per row and k-block, B's per k-block and column; C0 = nullptr: 0); the MX/NVFP4 engines
+// (tcgen05.mma.block_scale). std::invalid_argument for another model or a scale its format does not hold.
+void gemm_block_scaled(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const double* A,
+                       std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc,
+                       const TcScales& scales, const double* C0 = nullptr, RandomBits* rng = nullptr);
 // Both operands as floats; only for specs that run on the float kernels (gemm_uses_floats).
 void gemm(const GemmSpec& spec, std::size_t m, std::size_t n, std::size_t k, const float* A, std::size_t lda,
           const float* B, std::size_t ldb, double* C, std::size_t ldc, RandomBits* rng = nullptr);

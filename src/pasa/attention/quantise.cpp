@@ -6,6 +6,7 @@
 
 #include "pasa/attention/algorithm_spec.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/numeric/block_scale.hpp"
 #include "pasa/numeric/double_double.hpp"
 #include "pasa/numeric/round.hpp"
 
@@ -55,11 +56,36 @@ void hadamard_rows(double* x, std::size_t rows, std::size_t D, const std::vector
   }
 }
 
-double fp8_scale(double amax, double fmax) {
-  if (!(amax > 0) || !std::isfinite(amax)) return 1.0;
-  // torch's `tensor / python_number` multiplies by the fp32 reciprocal (checked on the H100: 32 of 32 scales)
-  const float s = static_cast<float>(amax) * static_cast<float>(1.0 / fmax);
-  return s > 0 && std::isfinite(s) ? static_cast<double>(s) : 1.0;
+// The block-scale registry's `recip` rule (numeric/block_scale.cpp), FA3's scale.
+double fp8_scale(double amax, double fmax) { return fp32_recip_scale(amax, fmax); }
+
+Format block_value_format(const BlockScheme& s) {
+  const ElementSpec e = element_spec(s);
+  const int scale_bits = s.scale_format == "e8m0" ? 0 : format_by_name(s.scale_format).p;
+  return custom_format(std::min(53, e.p + scale_bits + (s.tensor_scale ? 24 : 0)), 1023);
+}
+
+void block_quantise_heads(double* data, std::size_t heads, std::size_t S, std::size_t D, const BlockScheme& s,
+                          bool operand_b, bool along_rows, RandomBits* rng) {
+  if (!along_rows) {
+    const BlockQuantised q = block_quantise(data, heads, S, D, s, operand_b, rng);
+    std::copy(q.values.begin(), q.values.end(), data);
+    return;
+  }
+  // V: each head transposed to D × S, so that the blocks run along the keys, and back; `row` (per token) and
+  // `column` (per channel) keep their meaning in the operand's own layout (tokens × D).
+  BlockScheme st = s;
+  for (GroupLayout* g : {&st.a, &st.b})
+    if (g->group == Grouping::row) g->group = Grouping::column;
+    else if (g->group == Grouping::column) g->group = Grouping::row;
+  std::vector<double> t(heads * S * D);
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t r = 0; r < S; ++r)
+      for (std::size_t d = 0; d < D; ++d) t[(h * D + d) * S + r] = data[(h * S + r) * D + d];
+  const BlockQuantised q = block_quantise(t.data(), heads, D, S, st, operand_b, rng);
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t r = 0; r < S; ++r)
+      for (std::size_t d = 0; d < D; ++d) data[(h * S + r) * D + d] = q.values[(h * D + d) * S + r];
 }
 
 void quantise(double* x, std::size_t n, double scale, const StageSpec& stage, RandomBits* rng) {

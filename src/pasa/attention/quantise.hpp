@@ -36,6 +36,15 @@ void quantise(double* x, std::size_t n, double scale, const StageSpec& stage, Ra
 // Quantises `heads` heads of S rows × D values (head after head in data) group by group, with one scale per
 // group from its amax (qo.scales: the whole tensor, a head, or `rows` rows of a head — FA3's block
 // quantisation); returns the scales, heads · ceil(S / rows) of them, in (head, group) order.
+// Block scaling (QuantOptions::q_block ...; numeric/block_scale.hpp): the format block-scaled values are
+// held in: enough bits for an element times its scale (times the tensor scale), double's exponent range.
+Format block_value_format(const BlockScheme& s);
+// Each of the `heads` heads of S rows × D values (head after head) replaced by its block-quantised values
+// (elements × scales, exact): grouped along D as the A operand (Q, operand_b false) or the B operand (K), or
+// along the rows (along_rows: V, whose P·V contracts over its keys) as the B operand.
+void block_quantise_heads(double* data, std::size_t heads, std::size_t S, std::size_t D, const BlockScheme& s,
+                          bool operand_b, bool along_rows, RandomBits* rng);
+
 std::vector<double> quantise_groups(double* data, std::size_t heads, std::size_t S, std::size_t D, std::size_t rows,
                                     const QuantOptions& qo, const StageSpec& stage, RandomBits* rng);
 

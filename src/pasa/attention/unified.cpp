@@ -237,14 +237,32 @@ namespace {
 
 // The algorithm against a batch whose largest sequence has max_q new tokens and max_ctx keys (validate_unified).
 void check_unified(const AlgorithmSpec& spec, const CaseLayout& largest) {
+  check_stage_formats(spec.alloc, "/alloc: ");
   if (!algorithm_info(spec.name, "/name: unified attention: ").unified)
     throw InputError(fmt::format("/name: unified attention needs fa2 or pasa (an unnormalised output to merge), got "
                                  "\"{}\"", spec.name));
   if (spec.s1 == 0 || spec.s2 == 0 || spec.splits == 0) throw InputError("/s1: s1, s2 and splits must be at least 1");
   // The FP8 recipe's scales are per head and per tile of dense Q, K, V; the paged engine reads K and V in place
   // and groups a KV head's query heads, so it has no place for them yet.
-  if (spec.quant.active())
+  if (spec.quant.fa3_active())
     throw InputError("/quant: unified attention: the FP8 recipe (quant) runs on dense inputs only (pasa-attn, sweeps)");
+  // Block schemes on the KV cache: each part of a sequence (shared prefix, cached blocks, new tokens) gathers
+  // its K and V and quantises them, so a group must lie within one token (a real cache quantises a token as
+  // it is written, once: vLLM's fp8_per_token_head), and deterministically (a shared block is gathered by
+  // every sequence that reads it).
+  const std::pair<const std::optional<BlockScheme>*, const char*> kv[] = {{&spec.quant.k_block, "k"}, {&spec.quant.v_block, "v"}};
+  for (const auto& [b, name] : kv) {
+    if (!*b) continue;
+    const Grouping g = (*b)->b.group;
+    const bool v = name[0] == 'v';
+    if (!(g == Grouping::row || (!v && g == Grouping::block)))
+      throw InputError(fmt::format("/quant/{}: unified attention quantises the KV cache token by token: its groups are "
+                                   "rows (per token{}), got \"{}\"", name, v ? "" : ") or blocks along D (\"block\"",
+                                   enum_name(kGroupings, g)));
+    if ((*b)->round == RoundMode::stochastic)
+      throw InputError(fmt::format("/quant/{}/round: unified attention: the KV cache's rounding must be deterministic "
+                                   "(a shared block is read by several sequences)", name));
+  }
   validate_case(largest, spec);
 }
 
@@ -282,7 +300,7 @@ AttentionOutput unified_attention(const PagedBatch& pb, const AlgorithmSpec& spe
                             sp.round.overflow == Overflow::ieee && !sp.round.flush_input && !sp.round.flush_output;
     return plain_fp64 || (sp.format == c.format && sp.round.mode != RoundMode::stochastic);
   };
-  const bool in_place = !pasa && as_is(Stage::k) && as_is(Stage::v);
+  const bool in_place = !pasa && as_is(Stage::k) && as_is(Stage::v) && !spec.quant.k_block && !spec.quant.v_block;
   const bool stochastic = std::any_of(spec.alloc.stages.begin(), spec.alloc.stages.end(),
                                       [](const StageSpec& sp) { return sp.round.mode == RoundMode::stochastic; });
   const std::size_t group = qs.N / c.Nkv, heads = stochastic ? 1 : group;

@@ -1,5 +1,5 @@
 // Exact fp64 attention scores where provably exact, Dot2 elsewhere: the score kernels shared by the golden
-// (golden.cpp) and the score statistics (metrics.cpp), so both give the bits of dot2_scores (score_rows.hpp)
+// (golden_rows.cpp) and the score statistics (metrics.cpp), so both give the bits of dot2_scores (score_rows.hpp)
 // at the cost of a plain fp64 GEMM. Internal to exact/; the argument is in docs/golden.md.
 #pragma once
 

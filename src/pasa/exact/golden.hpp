@@ -62,7 +62,7 @@ using GoldenRows = std::function<void(std::size_t p, bool values, std::size_t j0
 // fast-path decision, that of their union (its largest |q|, |k|, |v|, |pse| and longest key range): where
 // the parts of a group are (KV head, block of 32 query rows) pieces of one problem, each with the keys its
 // rows can see, every part's result is bit for bit its rows of golden_attention of that problem (rows are
-// computed one by one, golden.cpp), and its bits, bound and MPFR use are that problem's over its rows.
+// computed one by one, golden_rows.cpp), and its bits, bound and MPFR use are that problem's over its rows.
 std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_t>& group,
                                  const std::function<void(std::size_t, AttentionInputs&)>& fill,
                                  const GoldenRows& kv_rows, double kv_bound, const GoldenOptions& = {});

@@ -20,6 +20,7 @@
 
 #include "pasa/core/assert.hpp"
 #include "pasa/core/parallel.hpp"
+#include "pasa/exact/golden_finite.hpp"
 
 namespace pasa::detail {
 

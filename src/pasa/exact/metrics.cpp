@@ -432,6 +432,15 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
   return m;
 }
 
+std::size_t score_stats_bytes(const Shape& q, const Shape& kv, int threads) {
+  // score_stats' Buffers (kt: (Skv rounded up to 8) x D, s: kGroupRows = 32 rows x Skv, zero: D, five padded
+  // RowScratch rows) and its KeyInfo (3 words per key), on at most one thread per (batch, head).
+  const std::size_t padded = (kv.S + kLanes - 1) / kLanes * kLanes;
+  const std::size_t per_thread = sat_add(sat_add(sat_mul(padded, q.D + 5), sat_mul(kv.S, 32 + 3)), q.D);
+  const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), std::max<std::size_t>(sat_product(q.B, q.N), 1));
+  return sat_mul(sizeof(double), sat_mul(per_thread, t));
+}
+
 ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, int threads) {
   validate(in, threads);
   const Shape& qs = in.q.shape;

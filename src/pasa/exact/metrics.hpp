@@ -71,6 +71,9 @@ struct ScoreStats {
 
 // Scores are computed as in the golden (double-double, error-free products); the scale is effective_scale().
 ScoreStats score_stats(const AttentionInputs&, const Format& score_format, int threads = default_threads());
+// Memory score_stats needs beyond its inputs, in bytes (saturating): per thread, one (batch, head) at a time,
+// its keys in strips, the scores of a group of rows, one row's padded scratch and the keys' KeyInfo.
+std::size_t score_stats_bytes(const Shape& q, const Shape& kv, int threads = default_threads());
 
 
 }  // namespace pasa

@@ -9,6 +9,7 @@
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/io/allocation_json.hpp"
+#include "pasa/io/block_scheme_json.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/io/kernel_json.hpp"
 
@@ -38,8 +39,13 @@ PasaOptions pasa_from_json(const json& j, const std::string& path) {
 // [FA3, §3.3] the FP8 recipe: {"scales": "none"|"tensor"|"head"|"block", "fmax": 448, "hadamard": false,
 // "hadamard_seed": 1, "p_offset": 0}.
 QuantOptions quant_from_json(const json& j, const std::string& path) {
-  check_keys(j, {"scales", "fmax", "hadamard", "hadamard_seed", "p_offset", "shift_first"}, path);
+  check_keys(j, {"scales", "fmax", "hadamard", "hadamard_seed", "p_offset", "shift_first", "q", "k", "v", "p"}, path);
   QuantOptions q;
+  // Block-scale schemes per operand (numeric/block_scale.hpp): a name or {"scheme": name, overrides}.
+  if (j.contains("q")) q.q_block = block_scheme_from_json(j.at("q"), path + "/q");
+  if (j.contains("k")) q.k_block = block_scheme_from_json(j.at("k"), path + "/k");
+  if (j.contains("v")) q.v_block = block_scheme_from_json(j.at("v"), path + "/v");
+  if (j.contains("p")) q.p_block = block_scheme_from_json(j.at("p"), path + "/p");
   if (j.contains("scales")) {
     const std::string s = as_string(j.at("scales"), path + "/scales");
     try {
@@ -60,6 +66,9 @@ QuantOptions quant_from_json(const json& j, const std::string& path) {
     json_fail(path + "/p_offset", fmt::format("expected an integer in [-64, 64], got {}", j.at("p_offset").dump()));
   q.p_offset = static_cast<int>(po);
   read_bool(j, "shift_first", path, q.shift_first);
+  if (q.scales != QuantScale::none && (q.q_block || q.k_block || q.v_block))
+    json_fail(path + "/scales", "FA3's scales and a block-scale scheme on Q, K or V are two quantisations of one "
+                                "operand: give one");
   return q;
 }
 
@@ -117,10 +126,10 @@ AlgorithmSpec algorithm_from_json(const json& j, const std::string& path) {
     s.pasa = pasa_from_json(j.at("pasa"), path + "/pasa");
   }
   if (j.contains("quant")) {
-    if (!info.quant)
+    s.quant = quant_from_json(j.at("quant"), path + "/quant");
+    if (!info.quant && s.quant.fa3_active())
       json_fail(path + "/quant", fmt::format("the FP8 recipe (quant) runs with {}, not \"{}\"",
                                              fmt::join(algorithm_names_with(&AlgorithmInfo::quant), " or "), s.name));
-    s.quant = quant_from_json(j.at("quant"), path + "/quant");
     if (s.quant.shift_first && (!info.pasa_options || s.quant.scales == QuantScale::none))
       json_fail(path + "/quant/shift_first", "shift_first is PASA's pre-processing before quantisation: it needs "
                                              "\"pasa\" and scales (tensor, head or block)");
@@ -140,10 +149,14 @@ json to_json(const AlgorithmSpec& s) {
                  {"m0", s.pasa.m0_zero ? "zero" : "-inf"},
                  {"bf16_to_fp16", s.pasa.bf16_to_fp16},
                  {"form", s.pasa.form}};
-  if (s.quant.active())
+  if (s.quant.fa3_active())
     j["quant"] = {{"scales", quant_scale_name(s.quant.scales)}, {"fmax", s.quant.fmax}, {"hadamard", s.quant.hadamard},
                   {"hadamard_seed", s.quant.hadamard_seed}, {"p_offset", s.quant.p_offset},
                   {"shift_first", s.quant.shift_first}};
+  const std::pair<const std::optional<BlockScheme>*, const char*> blocks[] = {
+      {&s.quant.q_block, "q"}, {&s.quant.k_block, "k"}, {&s.quant.v_block, "v"}, {&s.quant.p_block, "p"}};
+  for (const auto& [b, name] : blocks)
+    if (*b) j["quant"][name] = to_json(**b);
   return j;
 }
 

@@ -1,6 +1,9 @@
 #include "pasa/io/allocation_json.hpp"
 
+#include <array>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pasa/core/error.hpp"
@@ -53,16 +56,52 @@ void read_stage(const json& j, const std::string& path, Stage st, StageSpec& s) 
   if (j.contains("lse")) s.merge.lse = as_named(j.at("lse"), path + "/lse", format_by_name);
 }
 
+constexpr std::array<const char*, 14> kTensorCoreKeys = {
+    "tensor_core", "block",        "acc_in_block", "align_bits", "align_round", "block_round", "promote",
+    "acc_bits",    "operand_bits", "zero_at_emin", "scale",      "scale_block", "group",       "integer"};
+
+// The fields of the newer engines (TensorCore: operand_bits .. integer), each checked where it is read; the
+// combinations (a group that divides the block, a scale_block exactly with a scale) after all are read.
+void read_engine_fields(const json& g, const std::string& gp, TensorCore& t) {
+  if (g.contains("operand_bits")) {
+    const std::int64_t b = as_integer(g.at("operand_bits"), gp + "/operand_bits");
+    if (b != 0 && (b < 2 || b > 24)) json_fail(gp + "/operand_bits", fmt::format("expected 0 or 2..24, got {}", b));
+    t.operand_bits = static_cast<int>(b);
+  }
+  read_bool(g, "zero_at_emin", gp, t.zero_at_emin);
+  if (g.contains("scale")) t.scale = as_named(g.at("scale"), gp + "/scale", block_scale_by_name);
+  if (g.contains("scale_block")) {
+    const std::int64_t b = as_integer(g.at("scale_block"), gp + "/scale_block");
+    if (b < 0 || b > 1024) json_fail(gp + "/scale_block", fmt::format("expected 0..1024 elements, got {}", b));
+    t.scale_block = static_cast<int>(b);
+  }
+  if (g.contains("group")) {
+    const std::int64_t b = as_integer(g.at("group"), gp + "/group");
+    if (b < 0 || b > 1024) json_fail(gp + "/group", fmt::format("expected 0..1024 products, got {}", b));
+    t.group = static_cast<int>(b);
+  }
+  if (g.contains("integer")) t.integer = as_named(g.at("integer"), gp + "/integer", tc_integer_by_name);
+  if (t.group > 0 && t.block % t.group != 0)
+    json_fail(gp + "/group", fmt::format("group ({}) must divide block ({})", t.group, t.block));
+  if ((t.scale == BlockScale::none) != (t.scale_block == 0))
+    json_fail(gp + "/scale_block", fmt::format("scale_block ({}) must be > 0 exactly when scale is not \"none\" (scale: "
+                                               "\"{}\")", t.scale_block, block_scale_name(t.scale)));
+  if (t.group > 0 && t.scale_block > 0 && t.scale_block % t.group != 0)
+    json_fail(gp + "/scale_block", fmt::format("scale_block ({}) must be a multiple of group ({})", t.scale_block, t.group));
+  if (t.scale == BlockScale::ue4m3 && t.group == 0)
+    json_fail(gp + "/scale", "ue4m3 block scales need \"group\" > 0 (kind::mxf4nvf4 sums 16 products per term)");
+  if (t.integer != TcInteger::off && (t.scale != BlockScale::none || t.group != 0 || t.operand_bits != 0))
+    json_fail(gp + "/integer", "an integer tensor core takes no scale, group or operand_bits");
+}
+
 // The tensor-core fields of "gemm": "tensor_core" (a named model: tensor_core_preset) first, then the fields
 // given one by one override it. Only with "model": "tensor_core" (or a base allocation that has it).
 void read_tensor_core(const json& g, const std::string& gp, GemmModel& m) {
-  const bool any = g.contains("tensor_core") || g.contains("block") || g.contains("acc_in_block") ||
-                   g.contains("align_bits") || g.contains("align_round") || g.contains("block_round") ||
-                   g.contains("promote") || g.contains("acc_bits");
+  bool any = false;
+  for (const char* key : kTensorCoreKeys) any = any || g.contains(key);
   if (!any) return;
   if (m.kind != GemmKind::tensor_core)
-    json_fail(gp, "tensor-core fields (tensor_core, block, acc_in_block, align_bits, align_round, block_round, "
-                  "promote, acc_bits) need \"model\": \"tensor_core\"");
+    json_fail(gp, fmt::format("tensor-core fields ({}) need \"model\": \"tensor_core\"", fmt::join(kTensorCoreKeys, ", ")));
   TensorCore& t = m.tc;
   if (g.contains("tensor_core")) t = as_named(g.at("tensor_core"), gp + "/tensor_core", tensor_core_preset);
   if (g.contains("block")) {
@@ -84,7 +123,9 @@ void read_tensor_core(const json& g, const std::string& gp, GemmModel& m) {
   if (g.contains("block_round")) {
     const RoundMode r = as_named(g.at("block_round"), gp + "/block_round", round_mode_by_name);
     if (r == RoundMode::stochastic || r == RoundMode::odd)
-      json_fail(gp + "/block_round", "expected rne, rz, ru or rd (a tensor core rounds deterministically)");
+      json_fail(gp + "/block_round", fmt::format("expected rne, rna, rz, ru or rd (a tensor core's normalisation), got "
+                                                 "\"{}\"",
+                                                 round_mode_name(r)));
     t.block_round = r;
   }
   if (g.contains("acc_bits")) {
@@ -92,6 +133,7 @@ void read_tensor_core(const json& g, const std::string& gp, GemmModel& m) {
     if (b != 0 && (b < 2 || b > 53)) json_fail(gp + "/acc_bits", fmt::format("expected 0 or 2..53, got {}", b));
     t.acc_bits = static_cast<int>(b);
   }
+  read_engine_fields(g, gp, t);
   if (g.contains("promote")) t.promote = static_cast<int>(as_size(g.at("promote"), gp + "/promote", 0));
   if (t.promote > 0 && t.promote % t.block != 0)
     json_fail(gp + "/promote", fmt::format("promote ({}) must be 0 or a multiple of block ({})", t.promote, t.block));
@@ -101,9 +143,9 @@ void read_tensor_core(const json& g, const std::string& gp, GemmModel& m) {
 
 GemmModel gemm_model_from_json(const json& g, const std::string& gp, GemmModel m) {
   require_object(g, gp);
-  check_keys(g, {"model", "chunk", "tensor_core", "block", "acc_in_block", "align_bits", "align_round",
-                 "block_round", "promote", "acc_bits"},
-             gp);
+  std::vector<std::string> known = {"model", "chunk"};
+  known.insert(known.end(), kTensorCoreKeys.begin(), kTensorCoreKeys.end());
+  check_keys(g, known, gp);
   if (g.contains("model")) m.kind = as_named(g.at("model"), gp + "/model", gemm_kind_by_name);
   if (g.contains("chunk")) {
     // Bounded: the chunked model keeps 2·chunk + 2 doubles per thread (an int chunk of 2^40 wrapped around).
@@ -203,6 +245,14 @@ json to_json(const Allocation& a) {
     gemm["block_round"] = round_mode_name(t.block_round);
     gemm["promote"] = t.promote;
     gemm["acc_bits"] = t.acc_bits;
+    // (the newer engines' fields only where set: every committed allocation JSON stays as it was)
+    const TensorCore d;
+    if (t.operand_bits != d.operand_bits) gemm["operand_bits"] = t.operand_bits;
+    if (t.zero_at_emin != d.zero_at_emin) gemm["zero_at_emin"] = t.zero_at_emin;
+    if (t.scale != d.scale) gemm["scale"] = block_scale_name(t.scale);
+    if (t.scale_block != d.scale_block) gemm["scale_block"] = t.scale_block;
+    if (t.group != d.group) gemm["group"] = t.group;
+    if (t.integer != d.integer) gemm["integer"] = tc_integer_name(t.integer);
   }
   return {{"name", a.name}, {"gemm", gemm}, {"stages", stages}};
 }

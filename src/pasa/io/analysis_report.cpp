@@ -21,6 +21,19 @@ nlohmann::json to_json(const BetaRow& r) {
           {"iterations", r.iterations}};
 }
 
+std::string binade_rows_csv(const std::vector<BinadeRow>& rows) {
+  std::string out = csv_line({"beta0", "sbar0", "cost0", "beta", "sbar", "cost", "inva", "inva_r"});
+  for (const BinadeRow& r : rows)
+    out += csv_line({csv_number(r.beta0), csv_number(r.sbar0), csv_number(r.cost0), csv_number(r.beta),
+                     csv_number(r.sbar), csv_number(r.cost), csv_number(r.inva), csv_number(r.inva_r)});
+  return out;
+}
+
+nlohmann::json to_json(const BinadeRow& r) {
+  return {{"beta0", r.beta0}, {"sbar0", r.sbar0}, {"cost0", r.cost0}, {"beta", r.beta},
+          {"sbar", r.sbar},   {"cost", r.cost},   {"inva", r.inva},   {"inva_r", r.inva_r}};
+}
+
 nlohmann::json to_json(const StageShare& r) {
   return {{"stage", r.stage},
           {"format", r.format},

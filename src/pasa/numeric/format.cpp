@@ -13,24 +13,41 @@
 namespace pasa {
 
 double Format::max_finite() const {
-  // ieee: (2 - 2^(1-p)) * 2^emax. fn: the all-ones fraction at the top exponent is NaN, so one ulp less.
-  // The significand is formed first and scaled last, so fp64 gives DBL_MAX rather than overflowing.
-  const double ulps = specials == Specials::fn ? 2.0 : 1.0;
-  return std::ldexp(2.0 - ulps * std::ldexp(1.0, 1 - p), emax);
+  // ieee: (2 - 2^(1-p)) * 2^emax. fn, top_inf: the top pattern of the top binade is NaN / inf, so one ulp
+  // less. A tapered format counts ulps of its top binade. The significand is formed first and scaled last,
+  // so fp64 gives DBL_MAX rather than overflowing.
+  const double ulps = specials == Specials::fn || specials == Specials::top_inf ? 2.0 : 1.0;
+  return std::ldexp(2.0 - ulps * std::ldexp(1.0, 1 - p_at(emax)), emax);
+}
+double Format::max_negative() const {
+  if (!is_signed) return 0.0;
+  return extra_negative ? std::ldexp(1.0, emax + 1) : max_finite();  // two's complement: -2^(b-1)
 }
 double Format::min_normal() const { return std::ldexp(1.0, emin()); }
-double Format::min_subnormal() const { return subnormals ? std::ldexp(1.0, emin() - (p - 1)) : min_normal(); }
+double Format::min_subnormal() const {
+  return subnormals ? std::ldexp(1.0, emin() - (p_at(emin()) - 1)) : min_normal();
+}
 double Format::unit_roundoff() const { return std::ldexp(1.0, -p); }
 
 int Format::exponent_bits() const {
-  // ieee: emax = 2^(w-1) - 1; fn: emax = 2^(w-1). Custom exponent ranges that are not of this form get the
-  // smallest w that holds them (their storage encoding is then a superset; see encode()).
+  // ieee, fnu: emax = 2^(w-1) - 1; fn, finite: emax = 2^(w-1). Custom exponent ranges that are not of this
+  // form get the smallest w that holds them (their storage encoding is then a superset; see encode()).
+  // The other layouts have no exponent field of this kind: 0.
+  if (layout != Layout::sign_exponent_fraction) return 0;
   int w = 1;
-  const int need = specials == Specials::fn ? emax : emax + 1;
+  const int need = specials == Specials::fn || specials == Specials::finite ? emax : emax + 1;
   while ((1 << (w - 1)) < need) ++w;
   return w;
 }
-int Format::bias() const { return specials == Specials::fn ? emax - 1 : emax; }
+int Format::storage_bits() const {
+  switch (layout) {
+    case Layout::sign_exponent_fraction: return (is_signed ? 1 : 0) + exponent_bits() + (p - 1);
+    case Layout::twos_complement: return emax + 2;
+    case Layout::dot_prefix: return storage;
+  }
+  return storage;
+}
+int Format::bias() const { return specials == Specials::fn || specials == Specials::finite ? emax - 1 : emax; }
 
 Format custom_format(int p, int emax, bool subnormals, Specials specials) {
   if (p < 2 || p > 53)
@@ -47,7 +64,11 @@ Format custom_format(int p, int emax, bool subnormals, Specials specials) {
 const std::vector<Format>& builtin_formats() {
   static const std::vector<Format> formats = [] {
     std::vector<Format> v;
-    for (const FormatEntry& e : kBuiltinFormats) v.push_back({std::string(e.name), e.p, e.emax, e.subnormals, e.specials});
+    for (const FormatEntry& e : kBuiltinFormats)
+      v.push_back({.name = std::string(e.name), .p = e.p, .emax = e.emax, .subnormals = e.subnormals,
+                   .specials = e.specials, .emin_ = e.emin, .is_signed = e.is_signed, .has_zero = e.has_zero,
+                   .extra_negative = e.extra_negative, .layout = e.layout, .storage = e.storage, .taper = e.taper,
+                   .taper_runs = e.taper_runs});
     return v;
   }();
   return formats;

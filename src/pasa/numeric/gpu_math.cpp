@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-// The tables, measured on an H200 (experiments/gpu/kernels/mufu_probe.py, lg2_probe.cu): three zlib streams of
+// The tables, measured on an H200 (experiments/gpu/kernels/mufu_probe.py, lg2_probe.cu; packed by
+// pack_mufu_tables.py, which checks each against the probe's sha256): four zlib streams of
 // 2^23 little-endian uint32 differences (the first entry, then each entry minus the one before, mod 2^32),
 // "PASAMUFU" then per table a 4-byte name and the stream's length. Embedded at build time (CMake defines
 // PASA_MUFU_TABLES as the file's path), so that no installed program needs a data file at run time.
@@ -42,8 +43,11 @@ struct Table {
 
 // Table `name` of the embedded file, decompressed on first use (32 MiB each).
 const std::vector<std::uint32_t>& table(const char* name) {
-  static Table ex2p, ex2n, lg2m;
-  Table& t = std::strcmp(name, "EX2P") == 0 ? ex2p : std::strcmp(name, "EX2N") == 0 ? ex2n : lg2m;
+  static Table ex2p, ex2n, lg2m, rcpm;
+  Table& t = std::strcmp(name, "EX2P") == 0   ? ex2p
+             : std::strcmp(name, "EX2N") == 0 ? ex2n
+             : std::strcmp(name, "RCPM") == 0 ? rcpm
+                                              : lg2m;
   std::call_once(t.once, [&] {
     const unsigned char* p = pasa_mufu_tables_begin;
     const unsigned char* end = pasa_mufu_tables_end;
@@ -86,6 +90,37 @@ float ex2_approx_ftz(float x) {
   const std::uint32_t t = x < 0 ? table("EX2N")[f] : table("EX2P")[f];
   const float r = std::ldexp(from_bits(t), x < 0 ? -e : e);
   return r < 0x1p-126f ? 0.0f : r;  // a subnormal result is flushed
+}
+
+float rcp_approx_ftz(float x) {
+  if (std::isnan(x)) return from_bits(0x7fffffff);
+  const std::uint32_t b = bits(x), sign = b & 0x80000000u;
+  if (std::isinf(x)) return from_bits(sign);                      // ±inf → ±0
+  if ((b & 0x7f800000u) == 0) return from_bits(sign | 0x7f800000u);  // ±0, subnormals (flushed) → ±inf
+  const int E = static_cast<int>((b >> 23) & 0xffu) - 127;
+  const std::uint32_t r = table("RCPM")[b & 0x7fffffu];  // rcp(1.m) in (0.5, 1]
+  const int e = static_cast<int>(r >> 23) - E;              // the result's biased exponent
+  if (e <= 0) return from_bits(sign);                       // below 2^-126: flushed
+  return from_bits(sign | (r - static_cast<std::uint32_t>(E) * 0x800000u));
+}
+
+float ex2_poly3(float x) {
+  constexpr float kRound = 12582912.0f;  // 2^23 + 2^22: adding it leaves floor(x) in the low bits (ulp 1)
+  const float xc = std::isnan(x) ? -127.0f : std::max(x, -127.0f);  // max.f32: a NaN operand gives the other
+  // add.rm.ftz: the input flushed, then the exact sum t = s + e (Fast2Sum: |kRound| >= |x|) toward −inf.
+  const double xf = (bits(xc) & 0x7f800000u) == 0 ? 0.0 : static_cast<double>(xc);
+  const double s = xf + static_cast<double>(kRound), e = xf - (s - static_cast<double>(kRound));
+  float r = static_cast<float>(s);
+  if (static_cast<double>(r) > s || (static_cast<double>(r) == s && e < 0))
+    r = std::nextafter(r, -std::numeric_limits<float>::infinity());
+  const float back = r - kRound;
+  const float f = xc - back;
+  const float p = std::fma(std::fma(std::fma(0.077119089663028717041015625f, f, 0.227564394474029541015625f), f,
+                                    0.695146143436431884765625f),
+                           f, 1.0f);
+  // (a NaN from the GPU's FFMA is the canonical 0x7fffffff: only x = +inf, outside the kernel's x <= 127, gets one)
+  const std::uint32_t pb = std::isnan(p) ? 0x7fffffffu : bits(p);
+  return from_bits(pb + (bits(r) << 23));  // (mod 2^32, as add.s32)
 }
 
 float lg2_approx_ftz(float x) {

@@ -13,6 +13,7 @@
 #include "pasa/core/assert.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/double_double.hpp"
+#include "pasa/numeric/round_extended.hpp"
 
 #if (defined(__F16C__) && defined(__AVX__)) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -22,42 +23,49 @@
 #endif
 
 namespace pasa {
+
+// The value an out-of-range magnitude becomes (IEEE 754 §7.4 for the ieee policy: both nearest modes carry
+// every overflow to inf, max + ulp/2 included, which nearest_away and nearest_even both round up). A format
+// without inf and NaN (OCP MX FP6/FP4, integers) saturates under either policy: ±max is the only finite
+// choice, as OCP MX v1.0 §5.3.2 has it. A full-range integer's negative side ends at -2^(b-1).
+double detail::overflow_value(bool neg, const Format& f, const RoundOptions& o) {
+  const double maxf = neg ? f.max_negative() : f.max_finite();
+  if (o.overflow == Overflow::saturate || f.specials == Specials::finite) return neg ? -maxf : maxf;
+  const bool toward_zero = o.mode == RoundMode::toward_zero || o.mode == RoundMode::odd ||
+                           (o.mode == RoundMode::toward_neg && !neg) || (o.mode == RoundMode::toward_pos && neg);
+  if (toward_zero) return neg ? -maxf : maxf;
+  if (!f.has_infinity()) return std::numeric_limits<double>::quiet_NaN();
+  return neg ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+}
+
 namespace {
 
+using detail::overflow_value;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 bool is_fp64_equivalent(const Format& f) {
   return f.p == 53 && f.emin() <= -1022 && f.subnormals;
 }
 
-// The value an out-of-range magnitude becomes (IEEE 754 §7.4 for the ieee policy).
-double overflow_value(bool neg, const Format& f, const RoundOptions& o) {
-  const double maxf = f.max_finite();
-  if (o.overflow == Overflow::saturate) return neg ? -maxf : maxf;
-  const bool toward_zero = o.mode == RoundMode::toward_zero || o.mode == RoundMode::odd ||
-                           (o.mode == RoundMode::toward_neg && !neg) || (o.mode == RoundMode::toward_pos && neg);
-  if (toward_zero) return neg ? -maxf : maxf;
-  if (!f.has_infinity()) return std::numeric_limits<double>::quiet_NaN();
-  return neg ? -kInf : kInf;
-}
-
-// Branch-free round-to-nearest-even of one value held in a binary float type T (float or double, bits U):
-// the integer carry trick on the bit pattern for the format's normal range, and (a + C) - C with C's ulp
-// equal to the format's smallest subnormal below it (one RNE addition in T, exact otherwise). Written with
-// selects only, so that GCC vectorises the loops that call it.
+// Branch-free round to nearest (ties to even, or away from zero) of one value held in a binary float type T
+// (float or double, bits U): the integer carry trick on the bit pattern for the format's normal range, and
+// (a + C) - C with C's ulp equal to the format's smallest subnormal below it (one RNE addition in T, exact
+// otherwise). Written with selects only, so that GCC vectorises the loops that call it.
 template <class T, class U>
 struct RneKernel {
   static constexpr int kMant = std::numeric_limits<T>::digits - 1;  // 23 or 52 stored fraction bits
   U drop_half_minus_1, drop_mask;
   int drop;
-  T c, min_normal, half_min_normal, maxf, over;
-  bool flush_in, flush_out, subnormals;
+  T c, q, half_q, min_normal, half_min_normal, maxf, over;
+  bool flush_in, flush_out, subnormals, away, sub_ties;
 
   RneKernel(const Format& f, const RoundOptions& o) {
     drop = kMant + 1 - f.p;
     drop_half_minus_1 = drop > 0 ? (U(1) << (drop - 1)) - 1 : 0;
     drop_mask = drop > 0 ? ~((U(1) << drop) - 1) : ~U(0);
     c = static_cast<T>(std::ldexp(1.0, f.emin() - f.p + 1 + kMant));
+    q = static_cast<T>(f.min_subnormal());
+    half_q = q / 2;
     min_normal = static_cast<T>(f.min_normal());
     half_min_normal = min_normal / 2;
     maxf = static_cast<T>(f.max_finite());
@@ -65,6 +73,10 @@ struct RneKernel {
     flush_in = o.flush_input;
     flush_out = o.flush_output;
     subnormals = f.subnormals;
+    away = o.mode == RoundMode::nearest_away;
+    // A subnormal tie exists in T only where half the quantum is a value of T (not for fp32 in float, fp64 in
+    // double: q / 2 is then 0, and every value of T is on the grid).
+    sub_ties = away && half_q > T(0);
   }
 
   T operator()(T x) const {
@@ -72,10 +84,14 @@ struct RneKernel {
     const U sign = bits & (U(1) << (sizeof(U) * 8 - 1));
     const T a = std::bit_cast<T>(bits ^ sign);
     const U ab = bits ^ sign;
-    const U lsb = drop > 0 ? (ab >> drop) & 1 : 0;
+    // The carry: half a quantum minus 1, plus the kept last bit (ties to even) or plus 1 (ties away).
+    const U lsb = drop > 0 ? (away ? U(1) : (ab >> drop) & 1) : 0;
     const T normal = std::bit_cast<T>((ab + drop_half_minus_1 + lsb) & drop_mask);
-    // Without subnormals the grid below 2^emin is {0, 2^emin}; the tie goes to 0 (even).
-    const T sub = subnormals ? (a + c) - c : (a > half_min_normal ? min_normal : T(0));
+    // (a + c) - c rounds ties to even; away moves a tie it rounded down (a − t = q/2, exact) one quantum up.
+    // Without subnormals the grid below 2^emin is {0, 2^emin}; the tie goes to 0 (even) or 2^emin (away).
+    const T t = (a + c) - c;
+    const T sub = subnormals ? (sub_ties && a - t == half_q ? t + q : t)
+                             : ((away ? a >= half_min_normal : a > half_min_normal) ? min_normal : T(0));
     T r = a < min_normal ? sub : normal;
     r = r > maxf ? over : r;
     r = (flush_out && r < min_normal) || (flush_in && a < min_normal) ? T(0) : r;
@@ -93,6 +109,13 @@ struct RneKernel {
 // 2^-126 and the overflow past the largest finite value to +inf exactly as IEEE 754 §4.3.1 says; only NaNs
 // (whose payload the carry could turn into inf or flip the sign) are selected around it, kept as they are,
 // as the general kernel keeps them. A handful of integer operations per element: memory speed.
+// The vectorised nearest kernels serve IEEE 754-like grids; a NaN that a format without NaN turns into a
+// zero (the ml_dtypes convention) is the scalar path's.
+bool nearest_kernel(const Format& f, const RoundOptions& o) {
+  return (o.mode == RoundMode::nearest_even || o.mode == RoundMode::nearest_away) && f.ieee_like_grid() &&
+         (o.convention == Convention::exact || f.has_nan());
+}
+
 bool float_range_fast_path(const Format& f, const RoundOptions& o) {
   return f.p <= 24 && f.emax == 127 && f.emin() == -126 && f.subnormals && f.has_infinity() &&
          o.mode == RoundMode::nearest_even && o.overflow == Overflow::ieee && !o.flush_input && !o.flush_output;
@@ -142,19 +165,24 @@ void round_float_range(const float* in, float* out, std::size_t n, int p) {
 }  // namespace
 
 double round(double x, const Format& f, const RoundOptions& o, RandomBits* rng) {
-  if (o.mode == RoundMode::stochastic && rng == nullptr)
-    throw std::invalid_argument("stochastic rounding needs a seeded random source");
+  if (uses_random_bits(o.mode) && rng == nullptr)
+    throw std::invalid_argument("stochastic and hybrid rounding need a seeded random source");
   // Stochastic rounding consumes one draw per call, whatever the value, so streams stay aligned.
-  const std::uint64_t draw = o.mode == RoundMode::stochastic ? rng->next() : 0;
-  if (std::isnan(x)) {  // quiet, the payload cut to the format's fraction bits, as RneKernel
-    const int drop = std::max(0, 53 - f.p);
+  const std::uint64_t draw = uses_random_bits(o.mode) ? rng->next() : 0;
+  if (std::isnan(x)) {
+    // ml_dtypes 0.6 casts a NaN to a format without NaN (fp6/fp4) as -0, or +0 with the NaN's sign bit set
+    // (mxfloat.h: quiet_NaN() is the -0 pattern, and the sign of x is applied to it). Otherwise NaN stays
+    // NaN: quiet, the payload cut to the format's fraction bits, as RneKernel.
+    if (!f.has_nan() && o.convention == Convention::ml_dtypes) return std::signbit(x) ? 0.0 : -0.0;
+    const int drop = std::clamp(53 - f.p, 0, 51);  // (p = 1, E8M0: no fraction bits, but the quiet bit stays)
     return std::bit_cast<double>((std::bit_cast<std::uint64_t>(x) | (std::uint64_t(1) << 51)) &
                                  ~((std::uint64_t(1) << drop) - 1));
   }
+  if (!f.ieee_like_grid()) return detail::round_extended(x, f, o, draw);
   const bool neg = std::signbit(x);
   const double a = std::fabs(x);
   if (std::isinf(x)) {
-    if (o.overflow == Overflow::saturate) return neg ? -f.max_finite() : f.max_finite();
+    if (o.overflow == Overflow::saturate || f.specials == Specials::finite) return neg ? -f.max_finite() : f.max_finite();
     if (!f.has_infinity()) return std::numeric_limits<double>::quiet_NaN();
     return x;
   }
@@ -172,17 +200,7 @@ double round(double x, const Format& f, const RoundOptions& o, RandomBits* rng) 
     const double y = std::ldexp(a, -q);  // exact: a power-of-two scaling of a <= 53-bit significand
     const double yi = std::floor(y);
     const double frac = y - yi;           // exact, in [0, 1)
-    bool up = false;
-    switch (o.mode) {
-      case RoundMode::nearest_even: up = frac > 0.5 || (frac == 0.5 && std::fmod(yi, 2.0) != 0.0); break;
-      case RoundMode::toward_zero: up = false; break;
-      case RoundMode::toward_pos: up = frac > 0.0 && !neg; break;
-      case RoundMode::toward_neg: up = frac > 0.0 && neg; break;
-      case RoundMode::odd: up = frac > 0.0 && std::fmod(yi, 2.0) == 0.0; break;
-      // Round up with probability frac: u is uniform on the multiples of 2^-53 in [0, 1), so P(u < frac) is
-      // frac rounded up to a multiple of 2^-53 (exact whenever x is at least the quantum 2^q).
-      case RoundMode::stochastic: up = std::ldexp(static_cast<double>(draw >> 11), -53) < frac; break;
-    }
+    const bool up = detail::rounds_up(o.mode, frac, yi, neg, draw);
     r = std::ldexp(yi + (up ? 1.0 : 0.0), q);
   }
   if (r > f.max_finite()) return overflow_value(neg, f, o);
@@ -208,9 +226,10 @@ double round_sum(double hi, double lo, const Format& f, const RoundOptions& o, R
   // expansions give it; the decisions below read lo as the part below hi's last bit.
   PASA_ASSERT(std::isinf(lo) ||
               std::abs(lo) <= 0.5 * (std::nextafter(std::abs(hi), std::numeric_limits<double>::infinity()) - std::abs(hi)));
-  if (o.mode == RoundMode::stochastic && rng == nullptr)
-    throw std::invalid_argument("stochastic rounding needs a seeded random source");
-  const std::uint64_t draw = o.mode == RoundMode::stochastic ? rng->next() : 0;
+  if (uses_random_bits(o.mode) && rng == nullptr)
+    throw std::invalid_argument("stochastic and hybrid rounding need a seeded random source");
+  const std::uint64_t draw = uses_random_bits(o.mode) ? rng->next() : 0;
+  if (!f.ieee_like_grid()) return detail::round_sum_extended(hi, lo, f, o, draw);
   const bool neg = std::signbit(hi);  // x has hi's sign: |lo| <= ulp(hi)/2 < |hi|
   const double ah = std::fabs(hi);
   const double al = neg ? -lo : lo;  // x = ah + al > 0
@@ -238,6 +257,9 @@ double round_sum(double hi, double lo, const Format& f, const RoundOptions& o, R
   bool up = false;
   switch (o.mode) {
     case RoundMode::nearest_even: up = above(fl + 0.5) || (z.hi == fl + 0.5 && z.lo == 0.0 && base_odd); break;
+    case RoundMode::nearest_away:
+    case RoundMode::hybrid:  // (an untapered format: ties away)
+      up = above(fl + 0.5) || (z.hi == fl + 0.5 && z.lo == 0.0); break;
     case RoundMode::toward_zero: up = false; break;
     case RoundMode::toward_pos: up = !exact && !neg; break;
     case RoundMode::toward_neg: up = !exact && neg; break;
@@ -262,7 +284,8 @@ void round_sum_span(std::span<const double> hi, std::span<const double> lo, std:
 void round_span(std::span<const double> in, std::span<double> out, const Format& f, const RoundOptions& o,
                 RandomBits* rng) {
   if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
-  if (o.mode == RoundMode::nearest_even) {
+  detail::check_flush_options(f, o);
+  if (nearest_kernel(f, o)) {
     const RneKernel<double, std::uint64_t> k(f, o);
     for (size_t i = 0; i < in.size(); ++i) out[i] = k(in[i]);
     return;
@@ -275,7 +298,8 @@ void round_span_portable(std::span<const float> in, std::span<float> out, const 
   if (in.size() != out.size()) throw std::invalid_argument("round_span: input and output sizes differ");
   // The float kernel needs the format's grid, subnormal spacing included, to be made of float values.
   const bool fits_float = f.emax <= 127 && f.emin() - f.p + 24 >= -126;
-  if (o.mode == RoundMode::nearest_even && fits_float) {
+  detail::check_flush_options(f, o);
+  if (nearest_kernel(f, o) && fits_float) {
     const RneKernel<float, std::uint32_t> k(f, o);
     for (size_t i = 0; i < in.size(); ++i) out[i] = k(in[i]);
     return;
@@ -315,6 +339,9 @@ void round_span(std::span<const float> in, std::span<float> out, const Format& f
 }
 
 std::uint64_t encode(double x, const Format& f) {
+  if (!f.ieee_like_grid()) return detail::encode_extended(x, f);
+  if (std::isnan(x) && !f.has_nan())
+    throw std::domain_error(fmt::format("format {} has no NaN (every pattern is a number; OCP MX v1.0 §5.3.2)", f.name));
   const int nbits = f.storage_bits();
   const int w = f.exponent_bits();
   const std::uint64_t all_exp = (std::uint64_t(1) << w) - 1;
@@ -352,15 +379,15 @@ struct FastEncoder {
   static U mask(bool c) { return U(0) - U(c); }
   static U sel(U m, U a, U b) { return (a & m) | (b & ~m); }
   std::int64_t emin, emax, bias, drop, pm1, sign_shift;
-  U subnormals, fn, has_inf, frac_mask, low_mask, inf_bits, nan_bits;
+  U subnormals, fn, has_inf, has_nan, frac_mask, low_mask, inf_bits, nan_bits;
 
   explicit FastEncoder(const Format& f)
       : emin(f.emin()), emax(f.emax), bias(f.bias()), drop(53 - f.p), pm1(f.p - 1), sign_shift(f.storage_bits() - 1),
-        subnormals(f.subnormals), fn(f.specials == Specials::fn), has_inf(f.has_infinity()) {
+        subnormals(f.subnormals), fn(f.specials == Specials::fn), has_inf(f.has_infinity()), has_nan(f.has_nan()) {
     frac_mask = (U(1) << (f.p - 1)) - 1;
     low_mask = (U(1) << drop) - 1;
     inf_bits = ((U(1) << f.exponent_bits()) - 1) << (f.p - 1);
-    nan_bits = encode(std::numeric_limits<double>::quiet_NaN(), f);
+    nan_bits = f.has_nan() ? encode(std::numeric_limits<double>::quiet_NaN(), f) : 0;
   }
   U operator()(double x, U& bad) const {
     const auto u = std::bit_cast<U>(x);
@@ -382,7 +409,8 @@ struct FastEncoder {
     const U sub_bits = sig >> tc;
     const U sub_bad = (mask(subnormals == 0) & mask(sig != 0)) | mask(t < 0) | mask(((sub_bits << tc) ^ sig) != 0);
     const U bits = sel(special, sel(mask(m != 0), nan_bits, inf_bits), sel(normal, normal_bits, sub_bits));
-    bad = sel(special, mask(m == 0) & mask(has_inf == 0), sel(normal, normal_bad, sub_bad)) & 1;
+    bad = sel(special, (mask(m == 0) & mask(has_inf == 0)) | (mask(m != 0) & mask(has_nan == 0)),
+              sel(normal, normal_bad, sub_bad)) & 1;
     return sign | bits;
   }
 };
@@ -402,6 +430,14 @@ std::size_t encode_span(std::span<const In> in, std::span<Out> out, const Format
   if (in.size() != out.size()) throw std::invalid_argument("encode_span: input and output sizes differ");
   if (static_cast<int>(sizeof(Out)) * 8 < f.storage_bits())
     throw std::invalid_argument(fmt::format("encode_span: {} bits cannot hold format {}", sizeof(Out) * 8, f.name));
+  if (!f.ieee_like_grid()) {  // (the formats beyond IEEE-like grids: no bit-field shortcut, encode() itself)
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const auto b = encode_or_nothing(static_cast<double>(in[i]), f);
+      if (!b) return i;
+      out[i] = static_cast<Out>(*b);
+    }
+    return in.size();
+  }
   const FastEncoder enc(f);
   constexpr std::size_t kChunk = 1024;  // ok is checked per chunk, so that the inner loop has no exit
   for (std::size_t i0 = 0; i0 < in.size(); i0 += kChunk) {
@@ -443,6 +479,7 @@ PASA_ENCODE_SPAN(float, std::uint64_t)
 #undef PASA_ENCODE_SPAN
 
 double decode(std::uint64_t bits, const Format& f) {
+  if (!f.ieee_like_grid()) return detail::decode_extended(bits, f);
   const int nbits = f.storage_bits();
   if (nbits < 64 && (bits >> nbits) != 0)
     throw std::domain_error(fmt::format("bit pattern {:#x} is wider than format {} ({} bits)", bits, f.name, nbits));
@@ -476,9 +513,10 @@ struct ModeName {
   const char* long_name;
 };
 constexpr ModeName kModes[] = {
-    {RoundMode::nearest_even, "rne", "nearest_even"}, {RoundMode::toward_zero, "rz", "toward_zero"},
-    {RoundMode::toward_pos, "ru", "toward_pos"},      {RoundMode::toward_neg, "rd", "toward_neg"},
-    {RoundMode::odd, "ro", "odd"},                    {RoundMode::stochastic, "sr", "stochastic"},
+    {RoundMode::nearest_even, "rne", "nearest_even"}, {RoundMode::nearest_away, "rna", "nearest_away"},
+    {RoundMode::toward_zero, "rz", "toward_zero"},    {RoundMode::toward_pos, "ru", "toward_pos"},
+    {RoundMode::toward_neg, "rd", "toward_neg"},      {RoundMode::odd, "ro", "odd"},
+    {RoundMode::stochastic, "sr", "stochastic"},     {RoundMode::hybrid, "hr", "hybrid"},
 };
 }  // namespace
 
@@ -504,5 +542,14 @@ Overflow overflow_by_name(std::string_view name) {
   throw InputError(fmt::format("unknown overflow policy \"{}\"; known: ieee, saturate", name));
 }
 std::string overflow_name(Overflow o) { return o == Overflow::ieee ? "ieee" : "saturate"; }
+Convention convention_by_name(std::string_view name) {
+  if (name == "exact") return Convention::exact;
+  if (name == "ml_dtypes") return Convention::ml_dtypes;
+  if (name == "torch") return Convention::torch;
+  throw InputError(fmt::format("unknown conversion convention \"{}\"; known: exact, ml_dtypes, torch", name));
+}
+std::string convention_name(Convention c) {
+  return c == Convention::exact ? "exact" : c == Convention::ml_dtypes ? "ml_dtypes" : "torch";
+}
 
 }  // namespace pasa

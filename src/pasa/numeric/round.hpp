@@ -13,7 +13,14 @@
 
 namespace pasa {
 
-enum class RoundMode { nearest_even, toward_zero, toward_pos, toward_neg, odd, stochastic };
+// nearest_away: to nearest, ties away from zero (IEEE 754 roundTiesToAway): Ascend C's CAST_ROUND casts,
+// and microxcaling's "nearest" element rounding for OCP MX formats. Nothing stores the enum's numeric
+// values (files and the Python module use the names below), so it sits next to nearest_even.
+// hybrid: HiFloat8's HR [Luo et al. 2024, §3; Ascend C RoundMode::CAST_HYBRID]: ties away (TA) in the binades
+// that hold the format's full precision p (HiF8: |E| <= 3) and stochastic rounding in the tapered binades of
+// fewer bits; one draw per element, like stochastic. For an untapered format it is nearest_away.
+enum class RoundMode { nearest_even, nearest_away, toward_zero, toward_pos, toward_neg, odd, stochastic, hybrid };
+inline bool uses_random_bits(RoundMode m) { return m == RoundMode::stochastic || m == RoundMode::hybrid; }
 
 enum class Overflow {
   ieee,      // beyond the format's range: inf (NaN for fp8_e4m3fn, which has no inf); directed modes that
@@ -21,11 +28,21 @@ enum class Overflow {
   saturate,  // clamp to ±max_finite (what FP8 training and FA3 use); ±inf inputs saturate too.
 };
 
+// Whose conversion rules decide the cases where libraries differ (docs/formats-and-rounding.md, "Conventions";
+// results/hardware/formats/ holds the measured casts). Rounding of values inside the range is the same in all.
+enum class Convention {
+  exact,     // pasa's: the value nearest x (by the mode) among the format's values; NaN stays NaN, even for
+             // formats without one (fp6/fp4/int: encode() refuses it)
+  ml_dtypes, // ml_dtypes 0.6's casts: E8M0 rounds (0, 2^-126) as if code 0 were zero; fp6/fp4 NaN -> 0
+  torch,     // torch 2.11's float8_e8m0fnu cast: the sign ignored, zero -> 2^-127, (0, 2^-126) as ml_dtypes
+};
+
 struct RoundOptions {
   RoundMode mode = RoundMode::nearest_even;
   Overflow overflow = Overflow::ieee;
   bool flush_input = false;   // DAZ: inputs below the format's smallest normal are treated as ±0
   bool flush_output = false;  // FTZ: results that would be subnormal become ±0
+  Convention convention = Convention::exact;
 };
 
 // Seeded, reproducible source of random bits for stochastic rounding (SplitMix64: specified output on
@@ -44,7 +61,9 @@ class RandomBits {
   std::uint64_t state_;
 };
 
-// Round x to fmt. rng is required for RoundMode::stochastic and ignored otherwise.
+// Round x to fmt. rng is required for RoundMode::stochastic and hybrid and ignored otherwise. Formats
+// beyond IEEE 754-like grids (ieee_like_grid() false: tapered, unsigned, integer) go through the same
+// function: the quantum of x is that of its binade (Format::p_at), and the range ends are the format's.
 double round(double x, const Format& fmt, const RoundOptions& opt = {}, RandomBits* rng = nullptr);
 
 // Round the exact value hi + lo (an unevaluated sum, |lo| <= ulp(hi)/2, as two_sum/two_prod/fma residuals
@@ -59,7 +78,9 @@ double round_sum(double hi, double lo, const Format& fmt, const RoundOptions& op
 // threshold max + ulp/2, the FTZ/DAZ threshold 2^emin) has at most p + 1 <= 52 significant bits, so it is
 // an even double; the fold is odd unless it equals hi + lo, so it lies strictly between the same two such
 // points as hi + lo, or is hi + lo [Boldo & Melquiond 2008, "Emulation of FMA and correctly rounded sums:
-// proved algorithms using rounding to odd", IEEE TC 57(4)]. Cheap and branch-light, so that hot loops keep
+// proved algorithms using rounding to odd", IEEE TC 57(4)]. nearest_away has nearest_even's points (the
+// midpoints) and only decides them the other way: the fold is a midpoint only where hi + lo is that
+// midpoint, so the argument holds for it as it stands. Cheap and branch-light, so that hot loops keep
 // the vectorised RNE kernels and float conversions; stochastic rounding needs round_sum (exact distance).
 // The neighbour toward lo is one step of hi's bit pattern: +1 (away from zero) when lo has hi's sign, else
 // −1 (toward zero; from a power of two this is the top of the binade below). Integer arithmetic only, so
@@ -74,7 +95,7 @@ inline double sticky_fold(double hi, double lo) {
   return std::bit_cast<double>(fold ? u + static_cast<std::uint64_t>(step) : u);
 }
 inline bool sticky_fold_rounds_once(const Format& f, const RoundOptions& o) {
-  return f.p <= 51 && o.mode != RoundMode::stochastic;
+  return f.p <= 51 && !uses_random_bits(o.mode);
 }
 void round_sum_span(std::span<const double> hi, std::span<const double> lo, std::span<double> out, const Format& fmt,
                     const RoundOptions& opt = {}, RandomBits* rng = nullptr);
@@ -107,10 +128,12 @@ template <class In, class Out>
 std::size_t encode_span(std::span<const In> in, std::span<Out> out, const Format& fmt);
 
 // By name; an unknown name is an InputError listing the known ones.
-RoundMode round_mode_by_name(std::string_view name);  // "rne", "rz", "ru", "rd", "ro", "sr" (+ long names)
+RoundMode round_mode_by_name(std::string_view name);  // "rne", "rna", "rz", "ru", "rd", "ro", "sr", "hr" (+ long names)
 std::string round_mode_name(RoundMode m);
 std::string known_round_mode_names();
 Overflow overflow_by_name(std::string_view name);     // "ieee", "saturate"
 std::string overflow_name(Overflow o);
+Convention convention_by_name(std::string_view name);  // "exact", "ml_dtypes", "torch"
+std::string convention_name(Convention c);
 
 }  // namespace pasa

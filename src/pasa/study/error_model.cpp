@@ -25,6 +25,7 @@ const Format& narrower(const Format& a, const Format& b) { return a.p <= b.p ? a
 
 struct HeadSums {
   double scores = 0, block_mean = 0, p = 0, o = 0, l = 0, out = 0, norm2 = 0;
+  double max_eta = 0, max_delta = 0;  // the largest exponent perturbations (the first-order regime)
   std::size_t rows = 0;
   bool overflow = false;
 };
@@ -180,6 +181,8 @@ ErrorPrediction predict_error(const AttentionInputs& in, const Allocation& alloc
           delta = -err(Mj[j], fmax);
         }
         const double Wl = Wj[j] / L;
+        hs.max_delta = std::max(hs.max_delta, std::fabs(delta + delta_s));
+        for (std::size_t k = k0; k < k1; ++k) hs.max_eta = std::max(hs.max_eta, std::fabs(eta[k]));
         for (std::size_t d = 0; d < D; ++d) {
           const double dev = Bj[j * D + d] / Wj[j] - O[d];
           dB[d] += Wl * delta * dev;
@@ -216,6 +219,8 @@ ErrorPrediction predict_error(const AttentionInputs& in, const Allocation& alloc
     r.norm2 += hs.norm2;
     r.rows += hs.rows;
     r.overflow = r.overflow || hs.overflow;
+    r.max_score_shift = std::max(r.max_score_shift, hs.max_eta);
+    r.max_block_shift = std::max(r.max_block_shift, hs.max_delta);
   }
   return r;
 }

@@ -46,6 +46,11 @@ struct ErrorPrediction {
   double norm2 = 0;              // ‖O‖² of the same elements (exact)
   std::size_t rows = 0;
   bool overflow = false;         // some score beyond the `s` format's range (the algorithm gives NaN)
+  // The regime: the largest exponent perturbation of one score, |η_k|, and of one block, |δ_j| (PASA: the
+  // recovered bias's error included), in e-folds. Each term is first order in them: e^δ − 1 = δ to within
+  // δ²/2, so the prediction is first-order accurate where they are ≪ 1 and only an order of magnitude
+  // where they reach 1 (docs/error-model.md, "Regime").
+  double max_score_shift = 0, max_block_shift = 0;
   double total() const { return scores + block_mean + p + o + l + out; }
   double rel_rmse() const;       // sqrt(total / norm2) (inf with overflow)
   double rel_rmse_of(double term) const;  // one term alone, sqrt(term / norm2)

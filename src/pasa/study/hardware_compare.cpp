@@ -283,7 +283,7 @@ void check_batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, 
     const TensorCore& tc = spec.model.tc;
     for (RoundMode r : {spec.acc.round.mode, tc.block_round})
       if (r == RoundMode::stochastic || r == RoundMode::odd)
-        throw InputError(fmt::format("{}: a tensor-core model rounds with rne, rz, ru or rd, not {}", model_where,
+        throw InputError(fmt::format("{}: a tensor-core model rounds with rne, rna, rz, ru or rd, not {}", model_where,
                                      round_mode_name(r)));
   }
   const std::size_t doubles = sat_add(sat_mul(batch, sat_add(sat_mul(m, k), sat_mul(k, n))), sat_mul(2, sat_mul(batch, sat_mul(m, n))));

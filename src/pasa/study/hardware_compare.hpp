@@ -73,7 +73,7 @@ std::string hw_attention_csv(const std::vector<HwAttentionRow>&);
 // returns C (batch × m × n), values of spec.out. The same bits as gemm() (attention/gemm.hpp) per product.
 // What batched_gemm needs checked before any operand is read, so that a front end refuses at once with the
 // figures: the model against the operands (a tensor-core model takes operands of at most
-// kTensorCoreMaxOperandBits bits and rne, rz, ru or rd; `model_where` names the model's option) and the
+// kTensorCoreMaxOperandBits bits and rne, rna, rz, ru or rd; `model_where` names the model's option) and the
 // memory: the operands and C as doubles, C's .npy bytes and the caller's `buffer_bytes` (operand bytes held
 // while decoded), against `max_memory` (0: what the machine has available).
 void check_batched_gemm(const GemmSpec& spec, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,

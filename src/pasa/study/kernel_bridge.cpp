@@ -45,6 +45,32 @@ std::vector<std::pair<std::string, KernelSchedule>> one_field_variants(const Ker
   each("rescale", kRescales, &KernelSchedule::rescale);
   each("split", kSplitRules, &KernelSchedule::split);
   each("combine_sum", kCombineSums, &KernelSchedule::combine_sum);
+  each("soft_exp2", kSoftExp2Rules, &KernelSchedule::soft_exp2);
+  each("fold_product", kFoldProducts, &KernelSchedule::fold_product);
+  if (s.decode == DecodeEngine::cudnn_sm80) {  // (the decode fields move nothing elsewhere)
+    each("decode_partition", kDecodePartitions, &KernelSchedule::decode_partition);
+    for (std::size_t keys : {std::size_t{128}, std::size_t{256}})  // one block, or two, per CTA
+      if (keys != s.decode_split_keys) {
+        KernelSchedule t = s;
+        t.decode_split_keys = keys;
+        v.emplace_back(fmt::format("decode_split_keys={}", keys), t);
+      }
+  }
+  if (s.engine == KernelEngine::sage) {  // (SageAttention's fields: the sage engine alone reads them)
+    each("dequant", kDequants, &KernelSchedule::dequant);
+    for (const auto& entry : {std::pair<const char*, bool KernelSchedule::*>{"pv_rescale_fma", &KernelSchedule::pv_rescale_fma},
+                              {"smooth_k", &KernelSchedule::smooth_k}, {"q_prescale", &KernelSchedule::q_prescale}}) {
+      KernelSchedule t = s;
+      t.*entry.second = !(s.*entry.second);
+      v.emplace_back(fmt::format("{}={}", entry.first, t.*entry.second ? "true" : "false"), t);
+    }
+    for (const char* q : {"int8_per_block", "int8_per_warp", "int8_per_thread", "int8_per_thread_sm90"})
+      if (s.qk_quant != q) {
+        KernelSchedule t = s;
+        t.qk_quant = q;
+        v.emplace_back(fmt::format("qk_quant={}", q), t);
+      }
+  }
   for (const KernelRecipe& r : kernel_recipes())
     if (r.schedule.block_n != s.block_n) {
       KernelSchedule t = s;
@@ -53,7 +79,9 @@ std::vector<std::pair<std::string, KernelSchedule>> one_field_variants(const Ker
     }
   for (const auto& [field, member] : {std::pair<const char*, bool KernelSchedule::*>{"lse_fma", &KernelSchedule::lse_fma},
                                       {"combine_fma", &KernelSchedule::combine_fma},
-                                      {"sum_rescale_fma", &KernelSchedule::sum_rescale_fma}}) {
+                                      {"sum_rescale_fma", &KernelSchedule::sum_rescale_fma},
+                                      {"ftz", &KernelSchedule::ftz},
+                                      {"pv_two_level", &KernelSchedule::pv_two_level}}) {
     KernelSchedule t = s;
     t.*member = !(s.*member);
     v.emplace_back(fmt::format("{}={}", field, t.*member ? "true" : "false"), t);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <exception>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <atomic>
 #include <mutex>
@@ -305,7 +306,8 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
   out.header = {"no", "distribution", "x0", "Am", "seeds", "nan_pct_mean", "nan_pct_sd", "nan_pct_min", "nan_pct_p5",
                 "nan_pct_p50", "nan_pct_p95", "nan_pct_max", "predict95_lo", "predict95_hi", "paper_nan_pct",
                 "paper_percentile", "paper_in_predict95", "gpu_seeds", "gpu_nan_pct_mean", "gpu_nan_pct_sd",
-                "emu_on_gpu_inputs_nan_pct_mean", "overflow", "paper_overflow", "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max"};
+                "emu_on_gpu_inputs_nan_pct_mean", "overflow", "paper_overflow", "pasa_fp16_nan_pct_max", "fa_fp32_nan_pct_max",
+                "predict95_method"};
   // The H100 on its own (torch) draws, FA-FP16/FP32 = label fa_fp16_fp32: GPU and emulator NaN % per seed.
   std::optional<std::vector<HwRow>> hw;
   if (!hardware_csv.empty()) hw = read_hardware_rows(hardware_csv);
@@ -323,7 +325,7 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
     // The paper's value is one draw from its own generator: it is compared with the spread of single draws
     // (percentiles, the prediction interval), not with the standard error of our mean.
     const std::vector<double>& ours = draws.empty() ? nan_by_alg[kFa16] : draws[no];
-    const SeedSpread s = seed_spread(ours);
+    const SeedSpread s = seed_spread(ours, /*nonnegative=*/true);  // a percentage: skewed near 0
     const double paper = percent_value(p.nan);
     std::vector<std::string> gpu_cols(4);  // seeds, mean, sd, emulator mean
     if (hw) {
@@ -347,7 +349,8 @@ Table table4_nan(const std::function<fs::path(const PaperSweep&)>& results_csv_o
                         csv_number(s.sd), csv_number(s.min), csv_number(s.p5), csv_number(s.p50), csv_number(s.p95),
                         csv_number(s.max), csv_number(s.predict_lo), csv_number(s.predict_hi), p.nan,
                         csv_number(percentile_rank(ours, paper)), inside ? "YES" : "NO", gpu_cols[0], gpu_cols[1], gpu_cols[2],
-                        gpu_cols[3], s.max > 0 ? "YES" : "NO", "YES", max_of("PASA-FP16"), max_of("FA-FP32")});
+                        gpu_cols[3], s.max > 0 ? "YES" : "NO", "YES", max_of("PASA-FP16"), max_of("FA-FP32"),
+                        s.predict_empirical ? "empirical_2.5_97.5" : "normal"});
   }
   return out;
 }
@@ -373,7 +376,7 @@ Table error_model_table(const std::vector<std::pair<SweepConfig, fs::path>>& swe
   Table out;
   out.header = {"sweep", "distribution", "x0", "Am", "algorithm", "predicted_seeds", "predicted_heads", "predicted_rmse",
                 "measured_rmse_mean", "measured_seeds", "measured_over_predicted", "pred_scores", "pred_block_mean",
-                "pred_p", "pred_o_l", "pred_out"};
+                "pred_p", "pred_o_l", "pred_out", "max_score_shift", "max_block_shift"};
   for (const auto& [cfg0, csv] : sweeps) {
     const ResultTable t = read_table(csv);
     const auto groups = by_point_and_algorithm(t);
@@ -402,6 +405,8 @@ Table error_model_table(const std::vector<std::pair<SweepConfig, fs::path>>& swe
           ErrorPrediction& acc = pred[a];
           acc.scores += e.scores, acc.block_mean += e.block_mean, acc.p += e.p, acc.o += e.o, acc.l += e.l, acc.out += e.out;
           acc.norm2 += e.norm2, acc.rows += e.rows, acc.overflow = acc.overflow || e.overflow;
+          acc.max_score_shift = std::max(acc.max_score_shift, e.max_score_shift);
+          acc.max_block_shift = std::max(acc.max_block_shift, e.max_block_shift);
         }
       }
       const nlohmann::json& gen = first.problem.at("generator");
@@ -420,7 +425,8 @@ Table error_model_table(const std::vector<std::pair<SweepConfig, fs::path>>& swe
         auto term = [&](double v) { return e.overflow ? std::string("inf") : csv_number(e.rel_rmse_of(v)); };
         out.rows.push_back({cfg.name, gen.at("kind").get<std::string>(), gen.at("x0").dump(), gen.at("am").dump(), label,
                             std::to_string(seeds.size()), std::to_string(heads), term(e.total()), measured, mseeds, ratio,
-                            term(e.scores), term(e.block_mean), term(e.p), term(e.o + e.l), term(e.out)});
+                            term(e.scores), term(e.block_mean), term(e.p), term(e.o + e.l), term(e.out),
+                            csv_number(e.max_score_shift), csv_number(e.max_block_shift)});
       }
     }
   }
@@ -510,12 +516,14 @@ void reproduce_paper(const ReproduceOptions& opt) {
   if (error) std::rethrow_exception(error);
   if (opt.error_model_heads > 0) {
     std::vector<std::pair<SweepConfig, fs::path>> sweeps;
-    for (const PaperSweep& s : paper_sweeps())
-      if (s.varied == "x0") sweeps.emplace_back(config_of(s), results_of(s));
+    for (const PaperSweep& s : paper_sweeps()) sweeps.emplace_back(config_of(s), results_of(s));
     for (const fs::path& d : opt.error_model_sweeps)
       sweeps.emplace_back(parse_sweep_config(read_json_file(d / "config.json"), (d / "config.json").string()), d / "results.csv");
-    write_file_atomic(opt.out / "error_model.csv", error_model_table(sweeps, {1}, opt.error_model_heads, opt.threads).text());
-    log(fmt::format("error_model.csv: first-order error model (seed 1, {} heads) next to the measured RMSE", opt.error_model_heads));
+    std::vector<std::uint64_t> seeds(opt.error_model_seeds);
+    std::iota(seeds.begin(), seeds.end(), std::uint64_t{1});
+    write_file_atomic(opt.out / "error_model.csv", error_model_table(sweeps, seeds, opt.error_model_heads, opt.threads).text());
+    log(fmt::format("error_model.csv: first-order error model (seeds 1-{}, {} heads) next to the measured RMSE",
+                    opt.error_model_seeds, opt.error_model_heads));
   }
   if (opt.range_heads > 0) {
     write_file_atomic(opt.out / "ranges.csv", ranges_table(config_of, opt.range_heads, opt.threads).text());

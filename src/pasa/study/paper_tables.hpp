@@ -100,9 +100,11 @@ struct ReproduceOptions {
   int threads = 1;                        // problems run at once (one thread each), shared by the four sweeps
   bool resume = true;                     // keep finished sweeps and rows; run only what is missing
   std::size_t nan_seeds = 50;             // Table 4 over seeds 1..nan_seeds (golden-free); 0: the sweeps' seeds
-  // error_model.csv (error_model_table, seed 1) on the x0 panels of Figs. 9/10 and the finished sweep folders
-  // in error_model_sweeps (config.json + results.csv, e.g. results/pasa_allocations); 0 heads: not written.
+  // error_model.csv (error_model_table, seeds 1..error_model_seeds) on every panel of Figs. 9/10 (x0 and Am)
+  // and the finished sweep folders in error_model_sweeps (config.json + results.csv, e.g.
+  // results/pasa_allocations); 0 heads: not written.
   std::size_t error_model_heads = 0;
+  std::size_t error_model_seeds = 1;
   std::size_t range_heads = 0;            // ranges.csv (ranges_table) over this many heads; 0: not written
   std::vector<std::filesystem::path> error_model_sweeps;
   std::filesystem::path hardware_csv;     // GPU columns of Table 4 (see table4_nan); empty: none

@@ -83,7 +83,7 @@ double percentile_rank(const std::vector<double>& xs, double v) {
   return 100 * below / static_cast<double>(xs.size());
 }
 
-SeedSpread seed_spread(const std::vector<double>& all) {
+SeedSpread seed_spread(const std::vector<double>& all, bool nonnegative) {
   std::vector<double> xs;
   for (double x : all)
     if (std::isfinite(x)) xs.push_back(x);
@@ -105,6 +105,11 @@ SeedSpread seed_spread(const std::vector<double>& all) {
   const double half = student_t_quantile(0.975, n - 1) * s.sd * std::sqrt(1 + 1 / n);
   s.predict_lo = s.mean - half;
   s.predict_hi = s.mean + half;
+  if (nonnegative && s.predict_lo < 0) {
+    s.predict_lo = percentile(xs, 2.5);
+    s.predict_hi = percentile(xs, 97.5);
+    s.predict_empirical = true;
+  }
   return s;
 }
 

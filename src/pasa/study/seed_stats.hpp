@@ -30,9 +30,13 @@ struct SeedSpread {
   std::size_t n = 0;
   double mean = 0, sd = 0, min = 0, max = 0, p5 = 0, p50 = 0, p95 = 0;
   double predict_lo = 0, predict_hi = 0;  // 95 % prediction interval for one more draw (needs n >= 2)
+  bool predict_empirical = false;         // the interval is the 2.5th–97.5th percentile (see seed_spread)
 };
-// Over finite values only (throws std::invalid_argument for fewer than 2).
-SeedSpread seed_spread(const std::vector<double>& xs);
+// Over finite values only (throws std::invalid_argument for fewer than 2). With nonnegative (a quantity that
+// cannot be below 0: a NaN percentage, an RMSE), a normal prediction interval reaching below 0 says that the
+// draws are too skewed for the normal model; the interval is then the empirical one, the 2.5th–97.5th
+// percentile of the draws, and predict_empirical is set.
+SeedSpread seed_spread(const std::vector<double>& xs, bool nonnegative = false);
 
 struct PairedRatio {
   std::size_t n = 0;             // seeds where both values are finite and positive

@@ -1,3 +1,5 @@
+// Running a sweep (sweep.hpp): validation, the schedule, the workers, the output folder and its lock; the
+// table's rows are sweep_table.cpp's, the library backend sweep_backend.cpp's.
 #include "pasa/study/sweep.hpp"
 
 #include <fcntl.h>
@@ -12,7 +14,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <thread>
 #include <exception>
@@ -23,164 +24,24 @@
 
 #include <fmt/format.h>
 
-#include "pasa/attention/algorithm.hpp"
-#include "pasa/attention/unified.hpp"
 #include "pasa/core/error.hpp"
 #include "pasa/core/memory.hpp"
-#include "pasa/numeric/format.hpp"
-#include "pasa/inputs/generators.hpp"
-#include "pasa/io/problem_json.hpp"
-#include "pasa/exact/baseline.hpp"
-#include "pasa/exact/golden.hpp"
-#include "pasa/exact/metrics.hpp"
-#include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/json_check.hpp"
-#include "pasa/io/metrics_json.hpp"
-#include "pasa/study/seed_stats.hpp"
+#include "pasa/io/output_file.hpp"
+#include "pasa/study/detail/sweep_parts.hpp"
 
 namespace pasa {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using detail::FolderLock;
+using detail::make_folder;
+using detail::make_row;
+using detail::resume_row_problem;
+using detail::table_text;
 
-namespace {
+namespace detail {
 
-// Fixed columns around the grid axes and metrics (see csv_header).
-constexpr std::size_t kCaseIdCol = 0;
-constexpr std::size_t kFixedLeading = 5;   // case_id, problem_id, grid_point, seed, algorithm
-constexpr std::size_t kFixedTrailing = 4;  // problem_json, algorithm_json, golden_time_s, time_s
-
-std::size_t parse_index(const std::string& s, const std::string& what) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18)
-    throw InputError(what + ": \"" + s + "\" is not a non-negative integer");
-  return std::stoull(s);
-}
-
-std::string csv_name_with(const std::string& name, const std::string& infix) {
-  const fs::path p(name);
-  return p.stem().string() + infix + p.extension().string();
-}
-
-// The CSV text of one case.
-CsvRow make_row(const SweepConfig& cfg, const PlannedProblem& p, std::size_t a, const std::vector<double>& metrics,
-                double golden_s, double seconds) {
-  CsvRow row;
-  row.push_back(std::to_string(p.index * cfg.algorithms.size() + a));
-  row.push_back(std::to_string(p.index));
-  row.push_back(std::to_string(p.grid_index));
-  row.push_back(std::to_string(p.seed));
-  row.push_back(cfg.algorithms[a].label);
-  for (const auto& v : p.grid_values) row.push_back(v.is_string() ? v.get<std::string>() : v.dump());
-  for (double m : metrics) row.push_back(csv_number(m));
-  row.push_back(p.problem.dump());
-  row.push_back(p.algorithms[a].dump());
-  row.push_back(fmt::format("{:.6f}", golden_s));
-  row.push_back(fmt::format("{:.6f}", seconds));
-  return row;
-}
-
-std::size_t row_case_id(const CsvRow& row, const std::string& where) {
-  return parse_index(row.at(kCaseIdCol), where + ": case_id");
-}
-
-// Why a row read back from disk does not belong to this config's case `id`: the first identity column
-// (problem_id, grid_point, seed, algorithm, grid values, problem_json, algorithm_json) that differs from the
-// plan, named with both values; empty when the row is that case's.
-std::string plan_mismatch(const SweepConfig& cfg, const CsvRow& header, const CsvRow& row, std::size_t id) {
-  const PlannedProblem p = plan_problem(cfg, id / cfg.algorithms.size());
-  const std::size_t a = id % cfg.algorithms.size();
-  std::vector<std::pair<std::size_t, std::string>> want = {
-      {1, std::to_string(p.index)}, {2, std::to_string(p.grid_index)}, {3, std::to_string(p.seed)},
-      {4, cfg.algorithms[a].label}, {row.size() - 4, p.problem.dump()}, {row.size() - 3, p.algorithms[a].dump()}};
-  for (std::size_t k = 0; k < p.grid_values.size(); ++k) {
-    const json& v = p.grid_values[k];
-    want.emplace_back(kFixedLeading + k, v.is_string() ? v.get<std::string>() : v.dump());
-  }
-  for (const auto& [c, text] : want)
-    if (row[c] != text)
-      return fmt::format("column {} is \"{}\", case {} of the config has \"{}\"", header[c], row[c].substr(0, 80), id,
-                         text.substr(0, 80));
-  return "";
-}
-
-// The first metric or timing field of a row read back (--resume, merge) that does not parse as a number,
-// named with its column; empty when all do.
-std::string number_problem(const SweepConfig& cfg, const CsvRow& header, const CsvRow& row) {
-  for (std::size_t c = kFixedLeading + cfg.grid.size(); c < row.size(); ++c) {
-    if (c == row.size() - 4 || c == row.size() - 3) continue;  // the JSON columns (plan_mismatch checks them)
-    try {
-      parse_csv_number(row[c]);
-    } catch (const InputError&) {
-      return fmt::format("column {}: \"{}\" is not a number", header[c], row[c].substr(0, 40));
-    }
-  }
-  return "";
-}
-
-// What is wrong with line `row_text` of a results file read back for --resume (empty: nothing); `id` is
-// set when the row is valid. Checks the field count, the case id (a case of this shard), the identity
-// columns against the plan and that every metric and timing parses as a number.
-std::string resume_row_problem(const SweepConfig& cfg, const CsvRow& header, const std::string& row_text,
-                               const SweepOptions& opt, std::size_t& id, CsvRow& row) {
-  try {
-    row = parse_csv_line(row_text);
-  } catch (const InputError&) {
-    return "a quoted field is not terminated";
-  }
-  if (row.size() != header.size()) return fmt::format("{} fields, the header has {}", row.size(), header.size());
-  try {
-    id = row_case_id(row, "case_id");
-  } catch (const InputError&) {
-    return fmt::format("case_id \"{}\" is not a case number", row[kCaseIdCol].substr(0, 40));
-  }
-  if (id >= cfg.case_count()) return fmt::format("case_id {} is not a case of this sweep (it has {})", id, cfg.case_count());
-  if ((id / cfg.algorithms.size()) % opt.shard_count != opt.shard_index)
-    return fmt::format("case_id {} belongs to another shard than {}/{}", id, opt.shard_index, opt.shard_count);
-  if (std::string why = plan_mismatch(cfg, header, row, id); !why.empty()) return why;
-  return number_problem(cfg, header, row);
-}
-
-std::string table_text(const CsvRow& header, std::vector<CsvRow> rows) {
-  std::sort(rows.begin(), rows.end(), [](const CsvRow& x, const CsvRow& y) {
-    return std::stoull(x[kCaseIdCol]) < std::stoull(y[kCaseIdCol]);
-  });
-  std::string text = csv_line(header);
-  for (const auto& r : rows) text += csv_line(r);
-  return text;
-}
-
-std::string hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
-// Numeric (and boolean) leaves of a metrics JSON object as column names, "<prefix><key>"; text fields (like
-// ScoreStats::format) are not metrics and stay out of the table.
-void numeric_keys(const json& j, const std::string& prefix, std::vector<std::pair<std::string, json::json_pointer>>& out,
-                  const json::json_pointer& ptr = json::json_pointer()) {
-  for (const auto& [k, v] : j.items()) {
-    if (v.is_object()) numeric_keys(v, prefix + k + ".", out, ptr / k);
-    else if (v.is_number() || v.is_boolean()) out.emplace_back(prefix + k, ptr / k);
-  }
-}
-
-// metrics' to_json writes non-finite numbers as the strings "nan", "inf", "-inf" (JSON has none).
-double leaf_value(const json& j, const json::json_pointer& ptr) {
-  const json& v = j.at(ptr);
-  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
-  if (v.is_number()) return v.get<double>();
-  if (v == "inf") return INFINITY;
-  if (v == "-inf") return -INFINITY;
-  if (v == "nan") return NAN;
-  throw std::logic_error("metric " + ptr.to_string() + " is not a number: " + v.dump());
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-// The output folder, created if needed; an InputError naming it when that is impossible.
 bool make_folder(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
@@ -190,30 +51,18 @@ bool make_folder(const fs::path& dir) {
   return created;
 }
 
-// One writer per output folder: an exclusive flock on <dir>/.pasa-sweep.lock for the object's lifetime
-// (released by the kernel if the process dies, so a killed run never leaves a stale lock).
-class FolderLock {
- public:
-  explicit FolderLock(const fs::path& dir) : file_(dir / kSweepLockName) {
-    fd_ = ::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw InputError(file_.string() + ": cannot create the lock file: " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw InputError(dir.string() + " is in use by another pasa-sweep run (it holds " + file_.string() +
-                       "); wait for it to finish, or choose another output folder");
-    }
+FolderLock::FolderLock(const fs::path& dir) : file_(dir / kSweepLockName) {
+  fd_ = ::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw InputError(file_.string() + ": cannot create the lock file: " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    throw InputError(dir.string() + " is in use by another pasa-sweep run (it holds " + file_.string() +
+                     "); wait for it to finish, or choose another output folder");
   }
-  ~FolderLock() { ::close(fd_); }
-  FolderLock(const FolderLock&) = delete;
-  FolderLock& operator=(const FolderLock&) = delete;
-  const fs::path& file() const { return file_; }
+}
+FolderLock::~FolderLock() { ::close(fd_); }
 
- private:
-  fs::path file_;
-  int fd_ = -1;
-};
-
-}  // namespace
+}  // namespace detail
 
 void one_malloc_arena() {
 #if defined(__GLIBC__)
@@ -225,155 +74,6 @@ void one_malloc_arena() {
   static const bool done = [] { return mallopt(M_ARENA_MAX, 1) == 1; }();
   (void)done;
 #endif
-}
-
-std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
-                              bool golden_first, std::size_t reading_bytes) {
-  if (p.paged) return unified_memory_bytes(p, algs, go, golden_first);
-  // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem.
-  constexpr std::size_t kProcessBase = std::size_t{12} << 20;
-  const Shape q{p.B, p.Nq, p.Sq, p.D}, kv{p.B, p.Nkv, p.Skv, p.D};
-  const Format f = format_by_name(p.format);
-  const std::size_t out = sat_mul(sizeof(double), sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S)));
-  const std::size_t tensor = sat_mul(sizeof(double), sat_product(q.B, q.N, q.S, q.D));  // baseline
-  std::size_t algo = 0;
-  for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
-  const std::size_t golden = golden_bytes(q, kv, go);
-  std::size_t peak;
-  if (golden_first) {  // sweep: golden, baseline, then the algorithms, their outputs kept for one metrics pass
-    peak = std::max(golden, sat_add(sat_add(sat_mul(out, std::max<std::size_t>(1, algs.size())), tensor), algo));
-  } else {             // pasa-attn: the algorithm, then the golden and baseline with its output alive
-    peak = std::max(algo, sat_add(out, std::max(golden, sat_add(out, tensor))));
-  }
-  return sat_add(kProcessBase, sat_add(inputs_bytes(p), std::max(peak, reading_bytes)));
-}
-
-// The real backend: the generators, golden and metrics, and the algorithms. Metric columns are the numeric
-// fields of to_json(ScoreStats) (prefixed "score_") and of to_json(Metrics), so new metrics appear in the
-// table without changes here.
-SweepBackend library_backend() {
-  using Leaves = std::vector<std::pair<std::string, json::json_pointer>>;
-  auto score_leaves = std::make_shared<Leaves>(), metric_leaves = std::make_shared<Leaves>();
-  numeric_keys(to_json(ScoreStats{}), "score_", *score_leaves);
-  numeric_keys(to_json(Metrics{}), "", *metric_leaves);
-  SweepBackend b;
-  for (const auto& l : *score_leaves) b.problem_columns.push_back(l.first);
-  for (const auto& l : *metric_leaves) b.algorithm_columns.push_back(l.first);
-  b.check_problem = [](const json& j, const std::string& path) { problem_from_json(j, path); };
-  b.check_algorithm = [](const json& j, const std::string& path) { algorithm_from_json(j, path); };
-  b.check_case = [](const json& problem, const json& algorithm, const std::string& path) {
-    validate_case(problem_from_json(problem, "/problem"), algorithm_from_json(algorithm, path));
-  };
-  b.memory_bytes = [](const PlannedProblem& p, const SweepConfig& cfg, int threads) {
-    std::vector<AlgorithmSpec> algs;
-    for (std::size_t a = 0; a < p.algorithms.size(); ++a)
-      algs.push_back(algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a)));
-    GoldenOptions go;
-    go.precision_bits = cfg.golden_precision_bits;
-    go.threads = threads;
-    return case_memory_bytes(problem_from_json(p.problem, "/problem"), algs, go, true);
-  };
-  // The attention's work: query-key pairs of one head times heads and D (the golden and every algorithm
-  // are proportional to it); once per grid point (plan_problem of its first seed), like validation.
-  b.cost = [](const PlannedProblem& p, const SweepConfig&) {
-    const ProblemSpec ps = problem_from_json(p.problem, "/problem");
-    double pairs = 0;
-    if (ps.paged) {
-      for (const auto& q : ps.paged->seqs) pairs += static_cast<double>(q.q_len) * static_cast<double>(q.ctx_len);
-    } else {
-      for (std::size_t i = 0; i < ps.B; ++i)
-        pairs += static_cast<double>(ps.Sq) * static_cast<double>(ps.kv_len.empty() ? ps.Skv : ps.kv_len[i]) * (ps.causal ? 0.5 : 1.0);
-    }
-    return pairs * static_cast<double>(ps.Nq) * static_cast<double>(ps.D);
-  };
-  // Results of the problems computed so far, by problem key (see library_backend in sweep.hpp).
-  struct Computed {
-    std::vector<double> values;  // algorithm metrics (the problem's score statistics are kept apart)
-    double golden_s = 0, seconds = 0;
-  };
-  struct ProblemResults {
-    std::mutex m;  // held while the problem is computed: a second request for it waits, then reuses it
-    bool scored = false;
-    std::vector<double> problem_values;        // the score statistics, problem_columns
-    std::map<std::string, Computed> algorithms;  // by the algorithm's JSON
-  };
-  struct Cache {
-    std::mutex m;
-    std::map<std::string, std::shared_ptr<ProblemResults>> problems;
-  };
-  auto cache = std::make_shared<Cache>();
-  b.run = [score_leaves, metric_leaves, cache](const PlannedProblem& p, const SweepConfig& cfg, const std::vector<bool>& wanted,
-                                               int threads, const SweepBackend::Emit& emit) {
-    // The key: everything the results depend on. The expanded problem and algorithm JSON (objects dump
-    // with sorted keys) determine the inputs and the algorithm; the config adds the golden's precision and
-    // the score format. A problem spelled differently (20 vs 20.0) misses and is computed again.
-    const std::string key = fmt::format("{}\n{}\n{}", p.problem.dump(), cfg.golden_precision_bits, cfg.score_format);
-    std::shared_ptr<ProblemResults> entry;
-    {
-      std::lock_guard<std::mutex> lock(cache->m);
-      auto& e = cache->problems[key];
-      if (!e) e = std::make_shared<ProblemResults>();
-      entry = e;
-    }
-    std::lock_guard<std::mutex> lock(entry->m);
-    auto emit_cached = [&](std::size_t a, const Computed& c) {
-      std::vector<double> values = entry->problem_values;
-      values.insert(values.end(), c.values.begin(), c.values.end());
-      emit(a, values, c.golden_s, c.seconds);
-    };
-    std::vector<std::size_t> missing;
-    for (std::size_t a = 0; a < wanted.size(); ++a) {
-      if (!wanted[a]) continue;
-      const auto it = entry->algorithms.find(p.algorithms[a].dump());
-      if (it != entry->algorithms.end()) emit_cached(a, it->second);
-      else missing.push_back(a);
-    }
-    if (missing.empty()) return;
-    // A paged problem runs unified attention over its cache (attention/unified.hpp), the rest as for dense inputs.
-    const ProblemSpec ps = problem_from_json(p.problem, "/problem");
-    const PagedBatch pb = ps.paged ? generate_paged(ps, threads) : PagedBatch{};
-    const AttentionInputs in = ps.paged ? AttentionInputs{} : generate_inputs(ps);
-    const auto t0 = std::chrono::steady_clock::now();
-    GoldenOptions go;
-    go.precision_bits = cfg.golden_precision_bits;
-    go.threads = threads;
-    // once per (grid point, seed), shared by the algorithms
-    const Golden golden = ps.paged ? unified_golden(pb, go) : golden_attention(in, go);
-    const double golden_s = seconds_since(t0);
-    // the output that ignores the scores
-    const Tensor baseline = ps.paged ? unified_baseline(pb, threads) : uniform_baseline(in, threads);
-    if (!entry->scored) {
-      const Format sf = format_by_name(cfg.score_format);
-      const json scores = to_json(ps.paged ? unified_score_stats(pb, sf, threads) : score_stats(in, sf, threads));
-      for (const auto& l : *score_leaves) entry->problem_values.push_back(leaf_value(scores, l.second));
-      entry->scored = true;
-    }
-    // The algorithms, then their metrics in one pass over the golden (compare_outputs of several outputs:
-    // the same bits as one at a time); time_s is an algorithm's own time plus its share of that pass.
-    std::vector<AttentionOutput> outs;
-    std::vector<double> seconds;
-    for (std::size_t a : missing) {
-      const AlgorithmSpec spec = algorithm_from_json(p.algorithms[a], "/algorithms/" + std::to_string(a));
-      const auto t1 = std::chrono::steady_clock::now();
-      outs.push_back(ps.paged ? unified_attention(pb, spec, threads) : run_attention(in, spec, threads));
-      seconds.push_back(seconds_since(t1));
-    }
-    const auto t2 = std::chrono::steady_clock::now();
-    std::vector<const Tensor*> os;
-    for (const auto& o : outs) os.push_back(&o.o);
-    const std::vector<Metrics> metrics = compare_outputs(os, golden.o, baseline, threads);
-    const double compare_s = seconds_since(t2) / static_cast<double>(missing.size());
-    for (std::size_t i = 0; i < missing.size(); ++i) {
-      const json m = to_json(metrics[i]);
-      Computed c;
-      c.seconds = seconds[i] + compare_s;
-      c.golden_s = golden_s;
-      for (const auto& l : *metric_leaves) c.values.push_back(leaf_value(m, l.second));
-      const Computed& kept = entry->algorithms.emplace(p.algorithms[missing[i]].dump(), std::move(c)).first->second;
-      emit_cached(missing[i], kept);
-    }
-  };
-  return b;
 }
 
 SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const std::vector<double>& costs, int threads,
@@ -390,29 +90,6 @@ SweepSchedule schedule_problems(const std::vector<std::size_t>& problems, const 
   std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::size_t a, std::size_t b) { return cost(a) > cost(b); });
   for (std::size_t i : by_cost) s.order.push_back(problems[i]);
   return s;
-}
-
-void parse_shard(const std::string& text, std::size_t& index, std::size_t& count) {
-  const auto slash = text.find('/');
-  if (slash == std::string::npos) throw InputError("shard \"" + text + "\": must be I/N, e.g. 0/4");
-  index = parse_index(text.substr(0, slash), "shard " + text);
-  count = parse_index(text.substr(slash + 1), "shard " + text);
-  if (count == 0 || index >= count)
-    throw InputError("shard " + text + ": needs 0 <= I < N (shards are numbered from 0)");
-}
-
-std::vector<std::string> csv_header(const SweepConfig& cfg, const SweepBackend& backend) {
-  std::vector<std::string> h = {"case_id", "problem_id", "grid_point", "seed", "algorithm"};
-  for (const auto& a : cfg.grid) h.push_back(a.name);
-  for (const auto& c : backend.problem_columns) h.push_back(c);
-  for (const auto& c : backend.algorithm_columns) h.push_back(c);
-  for (const char* c : {"problem_json", "algorithm_json", "golden_time_s", "time_s"}) h.push_back(c);
-  return h;
-}
-
-std::string shard_csv_name(const SweepConfig& cfg, std::size_t index, std::size_t count) {
-  if (count == 1) return cfg.csv_name;
-  return csv_name_with(cfg.csv_name, fmt::format(".shard-{}-of-{}", index, count));
 }
 
 std::size_t validate_with_backend(const SweepConfig& cfg, const SweepBackend& backend, int threads) {
@@ -680,6 +357,22 @@ void summarise_sweep(const SweepConfig& cfg, const CsvRow& header, SweepPlan& pl
   write_files_atomic(files);
 }
 
+// A second run into a finished folder (the README's main job run twice): complete when there is no partial
+// file, the summary is there (an unsharded run), and the table holds every case, each valid (plan_sweep,
+// its warnings kept, not printed). Then `report` says so; nothing is written.
+bool folder_is_complete(const SweepConfig& cfg, const SweepOptions& opt, const CsvRow& header, SweepReport& report,
+                        const fs::path& partial) {
+  if (fs::exists(partial) || (!report.summary.empty() && !fs::exists(report.summary))) return false;
+  std::size_t warnings = 0;
+  SweepOptions counted = opt;
+  counted.warn = [&warnings](const std::string&) { ++warnings; };
+  const SweepPlan plan = plan_sweep(cfg, counted, header, report.csv, partial);
+  if (warnings > 0 || !plan.todo.empty() || plan.done.size() != plan.total) return false;
+  report.cases_reused = plan.done.size();
+  report.already_complete = true;
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, fs::path>> sweep_input_files(const SweepConfig& cfg) {
@@ -697,7 +390,23 @@ std::vector<std::pair<std::string, fs::path>> sweep_input_files(const SweepConfi
   return out;
 }
 
+std::string sweep_progress_line(const SweepProgress& p, const std::string& who) {
+  auto duration = [](double s) {
+    if (!(s >= 0) || s > 1e7) return std::string("?");
+    const long t = static_cast<long>(s + 0.5);
+    return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60)
+                     : t >= 60 ? fmt::format("{}m{:02}s", t / 60, t % 60) : fmt::format("{}s", t);
+  };
+  const double rate = p.elapsed_s > 0 ? static_cast<double>(p.run_now) / p.elapsed_s : 0;
+  const double eta = rate > 0 ? static_cast<double>(p.total - p.done) / rate : -1;
+  return fmt::format("\r[{}] {}/{} cases, {:.2f} cases/s, {} left   {}", who, p.done, p.total, rate, duration(eta),
+                     p.done == p.total ? "\n" : "");
+}
+
 SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt) {
+  if (opt.resume && opt.overwrite)
+    throw InputError(opt.resume_option + " and " + opt.overwrite_option +
+                     ": give one (complete the results, or replace them)");
   validate_sweep(cfg, backend, opt);  // nothing is created before this
 
   const fs::path dir = opt.out_dir.empty() ? fs::path(cfg.out_dir) : opt.out_dir;
@@ -728,10 +437,26 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
   const fs::path partial = report.csv.string() + ".partial";
   const CsvRow header = csv_header(cfg, backend);
 
-  if (!opt.resume && (fs::exists(report.csv) || fs::exists(partial)))
-    throw InputError(dir.string() + " already holds results of this sweep (" +
-                     (fs::exists(report.csv) ? report.csv : partial).string() +
-                     "); resume the sweep (pasa-sweep --resume, pasa.sweep(resume=True)) to complete them, or choose another output folder");
+  if (!opt.resume && (fs::exists(report.csv) || fs::exists(partial))) {
+    if (opt.overwrite) {
+      for (const fs::path& f : {report.csv, partial, report.summary})
+        if (!f.empty()) fs::remove(f);
+    } else {
+      bool complete = false;
+      try {
+        complete = folder_is_complete(cfg, opt, header, report, partial);
+      } catch (...) {
+        if (config_created) fs::remove(config_file);
+        throw;
+      }
+      if (complete) return report;
+      if (config_created) fs::remove(config_file);
+      throw InputError(dir.string() + " already holds unfinished results of this sweep (" +
+                       (fs::exists(partial) ? partial : report.csv).string() + "); give " + opt.resume_option +
+                       " to complete them, " + opt.overwrite_option +
+                       " to run the sweep again from scratch, or choose another output folder");
+    }
+  }
   const bool partial_created = !fs::exists(partial);
   // A failure from here on removes what this run created when it finished no case (so the folder is as it
   // was, or gone); once rows exist, the folder is left for --resume (its config.json matches this config).
@@ -758,230 +483,6 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
     clean_up();
     throw;
   }
-}
-
-SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_dir) {
-  if (dirs.empty()) throw InputError("merge: no folders given");
-  json raw;
-  fs::path raw_from;
-  for (const auto& d : dirs) {
-    const fs::path f = d / "config.json";
-    if (!fs::exists(f)) throw InputError("merge: " + f.string() + " not found (is " + d.string() + " a sweep folder?)");
-    json j = read_json_file(f);
-    if (raw_from.empty()) {
-      raw = std::move(j);
-      raw_from = f;
-    } else if (j != raw) {
-      throw InputError("merge: " + f.string() + " differs from " + raw_from.string() + ": shards of different sweeps");
-    }
-  }
-  const SweepConfig cfg = parse_sweep_config(raw, raw_from.string());
-
-  // Shard tables: <stem>.shard-I-of-N<ext>, one of each I for a single N.
-  const fs::path csv(cfg.csv_name);
-  const std::regex pattern(std::regex_replace(csv.stem().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
-                           R"(\.shard-(\d+)-of-(\d+))" +
-                           std::regex_replace(csv.extension().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)"));
-  std::map<std::size_t, fs::path> shards;
-  std::size_t count = 0;
-  for (const auto& d : dirs)
-    for (const auto& entry : fs::directory_iterator(d)) {
-      std::smatch m;
-      const std::string name = entry.path().filename().string();
-      if (!std::regex_match(name, m, pattern)) continue;
-      const std::size_t i = parse_index(m[1], "merge: " + entry.path().string()),
-                        n = parse_index(m[2], "merge: " + entry.path().string());
-      if (count == 0) count = n;
-      if (n != count) throw InputError(fmt::format("merge: {} belongs to a split into {} shards, others to {}", entry.path().string(), n, count));
-      if (shards.count(i) && fs::canonical(shards[i]) != fs::canonical(entry.path()))
-        throw InputError(fmt::format("merge: shard {}/{} found twice: {} and {}", i, n, shards[i].string(), entry.path().string()));
-      shards[i] = entry.path();
-    }
-  if (count == 0) throw InputError("merge: no shard tables (" + csv.stem().string() + ".shard-I-of-N" + csv.extension().string() + ") in the given folders");
-  for (std::size_t i = 0; i < count; ++i)
-    if (!shards.count(i))
-      throw InputError(fmt::format("merge: shard {}/{} is missing (not run, or still running: its table is written when it completes)", i, count));
-
-  CsvRow header;
-  std::map<std::size_t, CsvRow> rows;
-  for (const auto& [i, file] : shards) {
-    const CsvFileLines lines = read_complete_lines(file);
-    if (lines.torn || lines.lines.empty()) throw InputError("merge: " + file.string() + " is incomplete");
-    const CsvRow h = parse_csv_line(lines.lines[0]);
-    if (header.empty()) header = h;
-    if (h != header) throw InputError("merge: " + file.string() + " has different columns from the other shards");
-    for (std::size_t k = 1; k < lines.lines.size(); ++k) {
-      CsvRow row = parse_csv_line(lines.lines[k]);
-      if (row.size() != header.size()) throw InputError(fmt::format("merge: {} line {}: wrong number of fields", file.string(), k + 1));
-      const std::size_t id = row_case_id(row, file.string());
-      if (id >= cfg.case_count() || !plan_mismatch(cfg, header, row, id).empty())
-        throw InputError(fmt::format("merge: {} line {}: case {} does not belong to this config", file.string(), k + 1, id));
-      if (const std::string why = number_problem(cfg, header, row); !why.empty())
-        throw InputError(fmt::format("merge: {} line {}: {}", file.string(), k + 1, why));
-      if (!rows.emplace(id, std::move(row)).second) throw InputError(fmt::format("merge: case {} appears twice", id));
-    }
-  }
-  if (rows.size() != cfg.case_count())
-    throw InputError(fmt::format("merge: {} of {} cases found", rows.size(), cfg.case_count()));
-  if (header.size() < kFixedLeading + kFixedTrailing + cfg.grid.size()) throw InputError("merge: unexpected columns");
-
-  make_folder(out_dir);
-  const FolderLock lock(out_dir);
-  SweepReport report;
-  report.csv = out_dir / cfg.csv_name;
-  report.summary = out_dir / cfg.summary_name;
-  report.cases_reused = rows.size();
-  const fs::path config_file = out_dir / "config.json";
-  if (fs::exists(config_file) && read_json_file(config_file) != cfg.raw)
-    throw InputError("merge: " + out_dir.string() + " holds a sweep of a different config");
-  write_file_atomic(config_file, cfg.raw.dump(2) + "\n");
-  std::vector<CsvRow> list;
-  for (auto& [id, row] : rows) list.push_back(std::move(row));
-  write_files_atomic({{report.csv, table_text(header, list)}, {report.summary, sweep_summary(cfg, header, list).dump(2) + "\n"}});
-  return report;
-}
-
-std::string sweep_digest(const SweepConfig& cfg, const fs::path& csv, std::size_t max_lines) {
-  const CsvFileLines lines = read_complete_lines(csv);
-  if (lines.lines.empty()) return "";
-  const CsvRow header = parse_csv_line(lines.lines[0]);
-  auto col = [&](const char* name) -> std::ptrdiff_t {
-    const auto it = std::find(header.begin(), header.end(), name);
-    return it == header.end() ? -1 : it - header.begin();
-  };
-  const std::ptrdiff_t rmse = col("rmse"), nan = col("nan_pct");
-  // (grid point, algorithm) -> sums over seeds; NaN RMSEs (outputs holding NaN) are counted apart.
-  struct Acc { double rmse = 0, nan = 0; std::size_t n = 0, finite = 0; };
-  std::map<std::pair<std::size_t, std::size_t>, Acc> acc;
-  for (std::size_t i = 1; i < lines.lines.size(); ++i) {
-    const CsvRow r = parse_csv_line(lines.lines[i]);
-    const std::size_t id = std::stoull(r[kCaseIdCol]);
-    Acc& a = acc[{id / cfg.algorithms.size() / cfg.seeds.size(), id % cfg.algorithms.size()}];
-    ++a.n;
-    if (rmse >= 0 && std::isfinite(parse_csv_number(r[rmse]))) a.rmse += parse_csv_number(r[rmse]), ++a.finite;
-    if (nan >= 0) a.nan += parse_csv_number(r[nan]);
-  }
-  std::size_t width = 16;
-  for (const auto& a : cfg.algorithms) width = std::max(width, a.label.size());
-  std::string out = fmt::format("{:<36} {:<{}} {:>12} {:>9}\n", "grid point", "algorithm", width, "RMSE (mean)", "NaN %");
-  std::size_t shown = 0;
-  for (const auto& [key, a] : acc) {
-    if (shown++ == max_lines) {
-      out += fmt::format("... ({} more; see {})\n", acc.size() - max_lines, csv.string());
-      break;
-    }
-    std::string point;
-    const PlannedProblem p = plan_problem(cfg, key.first * cfg.seeds.size());
-    for (std::size_t k = 0; k < cfg.grid.size(); ++k) point += (k ? ", " : "") + cfg.grid[k].name + "=" + p.grid_values[k].dump();
-    const std::string r = a.finite == 0 ? "NaN" : fmt::format("{:.3e}", a.rmse / static_cast<double>(a.finite));
-    out += fmt::format("{:<36} {:<{}} {:>12} {:>9.4g}\n", point, cfg.algorithms[key.second].label, width, r, a.nan / static_cast<double>(a.n));
-  }
-  return out;
-}
-
-// Paired comparisons (seed_stats.hpp): at each grid point, for every pair of algorithms (a before b
-// in the config), the per-seed ratio rmse_a / rmse_b on the same inputs, as a geometric mean with its 95 %
-// t interval. Seeds where either output is non-finite are left out (counted in "pairs"); null when fewer
-// than 2 pairs remain.
-json paired_rmse_ratios(const SweepConfig& cfg, const CsvRow& header, const std::vector<CsvRow>& rows) {
-  json out = json::array();
-  const auto it = std::find(header.begin(), header.end(), "rmse");
-  if (it == header.end() || cfg.algorithms.size() < 2) return out;
-  const std::size_t rmse = static_cast<std::size_t>(it - header.begin());
-  const std::size_t A = cfg.algorithms.size(), S = cfg.seeds.size();
-  // values[grid point][algorithm][seed index]
-  std::map<std::size_t, std::vector<std::vector<double>>> values;
-  for (const auto& r : rows) {
-    const std::size_t id = std::stoull(r[kCaseIdCol]), pi = id / A;
-    auto& v = values[pi / S];
-    if (v.empty()) v.assign(A, std::vector<double>(S, NAN));
-    v[id % A][pi % S] = parse_csv_number(r[rmse]);
-  }
-  for (const auto& [g, v] : values) {
-    json params = json::object();
-    const PlannedProblem p = plan_problem(cfg, g * S);
-    for (std::size_t k = 0; k < cfg.grid.size(); ++k) params[cfg.grid[k].name] = p.grid_values[k];
-    for (std::size_t a = 0; a < A; ++a)
-      for (std::size_t b = a + 1; b < A; ++b) {
-        json c;
-        c["grid_point"] = g;
-        c["params"] = params;
-        c["metric"] = "rmse";
-        c["numerator"] = cfg.algorithms[a].label;
-        c["denominator"] = cfg.algorithms[b].label;
-        const auto r = paired_ratio(v[a], v[b]);
-        c["pairs"] = r ? r->n : 0;
-        c["ratio_geo_mean"] = r ? json(r->geo_mean) : json(nullptr);
-        c["ratio_ci95"] = r ? json::array({r->lo, r->hi}) : json(nullptr);
-        c["ci95_excludes_1"] = r ? json(r->excludes_one()) : json(nullptr);
-        out.push_back(std::move(c));
-      }
-  }
-  return out;
-}
-
-json sweep_summary(const SweepConfig& cfg, const CsvRow& header, const std::vector<CsvRow>& rows) {
-  // Metric columns: everything between the grid axes and the JSON columns, plus the two timings.
-  const std::size_t first_metric = kFixedLeading + cfg.grid.size();
-  std::vector<std::size_t> metric_cols;
-  for (std::size_t c = first_metric; c + kFixedTrailing < header.size(); ++c) metric_cols.push_back(c);
-  metric_cols.push_back(header.size() - 2);
-  metric_cols.push_back(header.size() - 1);
-
-  // Group by (grid point, algorithm), in table order.
-  std::map<std::pair<std::size_t, std::size_t>, std::vector<const CsvRow*>> groups;
-  for (const auto& r : rows) {
-    const std::size_t id = std::stoull(r[kCaseIdCol]);
-    groups[{id / cfg.algorithms.size() / cfg.seeds.size(), id % cfg.algorithms.size()}].push_back(&r);
-  }
-  json out_groups = json::array();
-  for (const auto& [key, members] : groups) {
-    json g;
-    g["grid_point"] = key.first;
-    g["algorithm"] = cfg.algorithms[key.second].label;
-    json params = json::object();
-    for (std::size_t k = 0; k < cfg.grid.size(); ++k) params[cfg.grid[k].name] = plan_problem(cfg, key.first * cfg.seeds.size()).grid_values[k];
-    g["params"] = params;
-    g["seeds"] = members.size();
-    json metrics = json::object();
-    for (std::size_t c : metric_cols) {
-      // Non-finite values (e.g. the RMSE of an output holding NaN) are counted, not averaged.
-      std::vector<double> xs;
-      std::size_t non_finite = 0;
-      for (const CsvRow* r : members) {
-        const double x = parse_csv_number((*r)[c]);
-        if (std::isfinite(x)) xs.push_back(x); else ++non_finite;
-      }
-      json s;
-      s["non_finite"] = non_finite;
-      if (xs.empty()) {
-        s["mean"] = s["sd"] = s["min"] = s["max"] = nullptr;
-      } else {
-        double sum = 0;
-        for (double x : xs) sum += x;
-        const double mean = sum / static_cast<double>(xs.size());
-        double ss = 0;
-        for (double x : xs) ss += (x - mean) * (x - mean);
-        s["mean"] = mean;
-        s["sd"] = xs.size() > 1 ? std::sqrt(ss / static_cast<double>(xs.size() - 1)) : 0.0;  // sample sd
-        s["min"] = *std::min_element(xs.begin(), xs.end());
-        s["max"] = *std::max_element(xs.begin(), xs.end());
-      }
-      metrics[header[c]] = s;
-    }
-    g["metrics"] = metrics;
-    out_groups.push_back(std::move(g));
-  }
-  json summary;
-  summary["name"] = cfg.name;
-  summary["paired"] = paired_rmse_ratios(cfg, header, rows);
-  summary["config"] = cfg.raw;
-  summary["toolkit"] = {{"name", "pasa"}, {"version", PASA_VERSION}};
-  summary["machine"] = {{"hostname", hostname()}, {"cores", std::thread::hardware_concurrency()}};
-  summary["cases"] = rows.size();
-  summary["seeds"] = cfg.seeds;
-  summary["groups"] = std::move(out_groups);
-  return summary;
 }
 
 }  // namespace pasa

@@ -158,15 +158,28 @@ struct SweepOptions {
   int priority = 0;
   std::size_t shard_index = 0, shard_count = 1;  // runs problems with index % shard_count == shard_index
   bool resume = false;
+  // A folder already holding this sweep's table: without resume or overwrite, a complete one (every case in
+  // the table, each valid; no partial file; the summary there) is reported as it is, nothing run or
+  // written (SweepReport::already_complete), and an incomplete one refused. overwrite removes the table,
+  // its partial file and the summary first and runs every case (a folder of another config is still refused).
+  bool overwrite = false;
   std::size_t max_memory = 0;  // bytes a run may use (0: MemAvailable; --max-memory)
   std::function<void(const SweepProgress&)> progress;  // after each case
   // Warnings (a row of results.csv(.partial) dropped by --resume, naming file, line and why); empty: stderr.
   std::function<void(const std::string&)> warn;
+  // How the caller spells its options in messages: pasa-sweep "--resume", pasa.sweep "resume=True" (the
+  // library knows no command line; a message must name what the reader can type).
+  std::string resume_option = "--resume", overwrite_option = "--overwrite";
 };
+
+// One progress line of a sweep, "\r[who] 12/40 cases, 3.10 cases/s, 9s left   " (a newline after the last
+// case), for a terminal: pasa-sweep's and pasa.sweep's.
+std::string sweep_progress_line(const SweepProgress&, const std::string& who);
 
 struct SweepReport {
   std::filesystem::path csv, summary;  // summary empty for a shard
   std::size_t cases_run = 0, cases_reused = 0;
+  bool already_complete = false;  // the folder held this sweep's complete results: nothing was run or written
 };
 
 // Parses "I/N" (0 <= I < N); throws InputError.

@@ -103,6 +103,8 @@ struct Run {
   const KvTiles* tiles = nullptr;
   // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
   bool quantised = false;
+  // Some operand block-scaled (QuantOptions::q_block ... p_block): the general path only.
+  bool block_scaled = false;
   // fa2 and pasa run their tiles on the fused float path (fused_tile.hpp: fused_tiles, decided once per run
   // from the descriptors by set_keys_t_format, so again when pasa_prepare sets the shifted keys' format).
   bool float_tiles = false;
@@ -172,6 +174,8 @@ struct Run {
   }
   // Round n values (or one) to a stage's format; nothing to do for a native fp64 stage.
   void round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const;
+  // P (rows × n, row-major) to the p stage, then its block scheme if any (QuantOptions::p_block).
+  void round_p(double* P, std::size_t rows, std::size_t n, RandomBits* rng) const;
   double round_to(Stage s, double x, RandomBits* rng) const;
   // Round n values to the accumulator format of a stage's Reduction (with the stage's RoundOptions).
   void round_acc(Stage s, double* x, std::size_t n, RandomBits* rng) const;

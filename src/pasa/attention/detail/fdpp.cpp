@@ -37,7 +37,7 @@ void fdpp_blocks(const Run& run, const Item& it, std::size_t jb, std::size_t je,
     }
     tile_exp(run, Z.data(), rows, n, n, shift.data(), P.data(), rng);  // e^{x − φ}
     reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, rs.data(), rng);
-    run.round_to(Stage::p, P.data(), rows * n, rng);
+    run.round_p(P.data(), rows, n, rng);
     tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
     rescale_add(run, Stage::sum, st.l.data(), ones.data(), rs.data(), rows, 1, rng);  // no rescaling: factor 1
     rescale_add(run, Stage::o, st.O.data(), ones.data(), PV.data(), rows, D, rng);

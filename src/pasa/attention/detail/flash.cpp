@@ -74,7 +74,7 @@ void fa1_attention(const Run& run, AttentionOutput& out, int threads) {
       for (std::size_t r = 0; r < rows; ++r) mt[r] = run.round_to(Stage::max, row_max(&Z[r * n], n), rng);  // m̃_ij
       tile_exp(run, Z.data(), rows, n, n, mt.data(), P.data(), rng);  // P̃_ij = exp(S − m̃)
       reduce_rows(run, Stage::sum, ReduceOp::sum, P.data(), rows, n, n, lt.data(), rng);  // l̃_ij
-      run.round_to(Stage::p, P.data(), rows * n, rng);
+      run.round_p(P.data(), rows, n, rng);
       tile_pv(run, it, P.data(), n, j0, n, PV.data(), rng);
       for (std::size_t r = 0; r < rows; ++r) {
         if (mt[r] == kNegInf) continue;  // nothing visible in this row of the tile: O, l, m unchanged

@@ -283,7 +283,7 @@ bool tc_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedB
 bool fused_tiles(const Run& run) {
 #if defined(__AVX512F__)
   const StageSpec& exp = run.stage(Stage::exp);
-  return algorithm_info(run.spec.name).fused_path && !run.tiles && !run.quantised && !run.biased &&
+  return algorithm_info(run.spec.name).fused_path && !run.tiles && !run.quantised && !run.block_scaled && !run.biased &&
          run.spec.quant.p_offset == 0 && (gemm_output_in_floats(run.qk) || general_gemm_in_floats(run.qk)) &&
          (gemm_output_in_floats(run.pv) || general_gemm_in_floats(run.pv)) &&
          exp.via == ExpVia::exact && exp.format.p <= 24 &&

@@ -15,9 +15,10 @@ namespace pasa::detail {
 // output rounding (the caller's). Throws std::invalid_argument / std::logic_error for a model it cannot run.
 // C0 (m × n, row stride ldc; may be C itself): the accumulator's starting values instead of 0, as an MMA's C
 // operand (mma.sync D = A·B + C: FlashAttention's P·V into the running O).
+// scales: the operands' block scales where the model has them (TensorCore::scale; nullptr: every scale 1).
 void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
                        std::size_t lda, const double* B, std::size_t ldb, double* C, std::size_t ldc,
-                       const double* C0 = nullptr);
+                       const double* C0 = nullptr, const TcScales* scales = nullptr);
 // The same with B in floats (its values those of g.b_format): the register strips read them as they are.
 void dgemm_tensor_core(const GemmSpec& g, std::size_t m, std::size_t n, std::size_t k, const double* A,
                        std::size_t lda, const float* B, std::size_t ldb, double* C, std::size_t ldc);

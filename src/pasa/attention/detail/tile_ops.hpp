@@ -111,7 +111,7 @@ class GeneralTileOps {
     b_.P.resize(rows_ * n_);
     tile_exp(run_, b_.Z.data(), rows_, n_, n_, shift, b_.P.data(), rng_);
     reduce_rows(run_, Stage::sum, ReduceOp::sum, b_.P.data(), rows_, n_, n_, rowsum, rng_);
-    run_.round_to(Stage::p, b_.P.data(), rows_ * n_, rng_);
+    run_.round_p(b_.P.data(), rows_, n_, rng_);
   }
   void pv() { tile_pv(run_, it_, b_.P.data(), n_, j0_, n_, b_.PV.data(), rng_); }
   void accumulate(double* O, const double* alpha) {
