@@ -13,9 +13,12 @@ A=x86_64-linux-gnu
 if [ ! -f "$P/usr/include/mpfr.h" ]; then
   mkdir -p "$P"
   for f in build-debs/*.deb; do dpkg -x "$f" "$P"; done
-  # zlib1g-dev's libz.so points at the runtime library, which is the image's own
-  [ -e "$P/usr/lib/$A/libz.so" ] || ln -sf "$(ls /lib/$A/libz.so.1 /usr/lib/$A/libz.so.1 2>/dev/null | head -1)" \
-    "$P/usr/lib/$A/libz.so"
+  for f in build-debs/*.tar.gz; do tar xzf "$f" -C "$P"; done  # boost-subset.tar.gz (fetch_debs.sh)
+  # the runtime libraries (libmpfr6, libgmp10, zlib1g) are the image's own (its gcc needs them), so the
+  # development links of the -dev packages point there
+  for l in "$P/usr/lib/$A"/*.so; do
+    [ -e "$l" ] || ln -sf "$(ls "/usr/lib/$A/${l##*/}".* "/lib/$A/${l##*/}".* 2>/dev/null | head -1)" "$l"
+  done
 fi
 export CPATH="$P/usr/include:$P/usr/include/$A${CPATH:+:$CPATH}"  # gmp.h is under the multiarch folder
 export LIBRARY_PATH="$P/usr/lib/$A${LIBRARY_PATH:+:$LIBRARY_PATH}"
