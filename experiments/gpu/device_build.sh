@@ -17,7 +17,8 @@ if [ ! -f "$P/usr/include/mpfr.h" ]; then
   # the runtime libraries (libmpfr6, libgmp10, zlib1g) are the image's own (its gcc needs them), so the
   # development links of the -dev packages point there
   for l in "$P/usr/lib/$A"/*.so; do
-    [ -e "$l" ] || ln -sf "$(ls "/usr/lib/$A/${l##*/}".* "/lib/$A/${l##*/}".* 2>/dev/null | head -1)" "$l"
+    t=$(ls "/usr/lib/$A/${l##*/}".* "/lib/$A/${l##*/}".* 2>/dev/null | head -1)
+    [ -e "$l" ] || [ -z "$t" ] || ln -sf "$t" "$l"  # (libgmpxx has none: pasa does not use it)
   done
 fi
 export CPATH="$P/usr/include:$P/usr/include/$A${CPATH:+:$CPATH}"  # gmp.h is under the multiarch folder
