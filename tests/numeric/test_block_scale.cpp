@@ -16,6 +16,7 @@
 
 #include "pasa/core/error.hpp"
 #include "pasa/numeric/block_scale.hpp"
+#include "pasa/numeric/gpu_math.hpp"
 #include "support/mpfr_round.hpp"
 
 using namespace pasa;
@@ -80,7 +81,8 @@ double on_grid(const mpfr_t q, const std::vector<double>& grid, bool up) {
 
 // The scale by each rule's definition (docs/block-scaling.md), independently of block_scale.cpp.
 double reference_scale(double amax, const BlockScheme& s, const ElementSpec& e) {
-  if (amax == 0) return s.scale_format == "fp32" ? 0x1p-149 : scale_grid(s.scale_format).front();
+  if (amax == 0 && s.rule != ScaleRule::sage)
+    return s.scale_format == "fp32" ? 0x1p-149 : scale_grid(s.scale_format).front();
   Mp a, q, t;
   mpfr_set_d(a.v, amax, MPFR_RNDN);
   auto pow2 = [&](long k) {  // 2^k held to the scale format's range (NaN above, as OCP MX §6.3)
@@ -111,6 +113,12 @@ double reference_scale(double amax, const BlockScheme& s, const ElementSpec& e) 
         const double r = fp32_of(t.v);
         mpfr_set_d(t.v, static_cast<float>(amax), MPFR_RNDN);
         mpfr_mul_d(t.v, t.v, r, MPFR_RNDN);
+        mpfr_set_d(q.v, fp32_of(t.v), MPFR_RNDN);
+      } else if (s.rule == ScaleRule::sage && s.divide == Divide::rcp_approx) {
+        // one FFMA: fp32(amax)·MUFU.RCP(vmax) + fp32(1e-7), rounded once
+        mpfr_set_d(t.v, static_cast<float>(amax), MPFR_RNDN);
+        mpfr_mul_d(t.v, t.v, gpu::rcp_approx_ftz(static_cast<float>(e.vmax)), MPFR_RNDN);
+        mpfr_add_d(t.v, t.v, static_cast<double>(1e-7f), MPFR_RNDN);
         mpfr_set_d(q.v, fp32_of(t.v), MPFR_RNDN);
       } else {
         mpfr_div_d(t.v, a.v, e.vmax, MPFR_RNDN);
@@ -156,17 +164,21 @@ TEST_CASE("every scale rule equals its definition, for E8M0, E4M3 and fp32 scale
       const bool pow2_rule = entry.value == ScaleRule::floor || entry.value == ScaleRule::ceil || entry.value == ScaleRule::even;
       if (pow2_rule && std::string(sf) == "fp32") continue;  // (2^e in fp32: the E8M0 range less one; tested via e8m0)
       for (const char* elem : {"fp8_e4m3fn", "fp8_e5m2", "int8"}) {
-        BlockScheme s = block_scheme_by_name("mxfp8_e4m3");
-        s.rule = entry.value;
-        s.scale_format = sf;
-        s.element = elem;
-        const ElementSpec e = element_spec(s);
-        INFO("rule " << entry.name << ", scale format " << sf << ", element " << elem);
-        for (double a : amax) {
-          const double got = block_scale_of(a, s, e), want = reference_scale(a, s, e);
-          INFO("amax " << a);
-          if (std::isnan(want)) REQUIRE(std::isnan(got));
-          else REQUIRE(got == want);
+        for (Divide dv : {Divide::ieee, Divide::rcp_approx}) {
+          if (dv == Divide::rcp_approx && entry.value != ScaleRule::sage) continue;  // (sage's contracted form)
+          BlockScheme s = block_scheme_by_name("mxfp8_e4m3");
+          s.rule = entry.value;
+          s.scale_format = sf;
+          s.element = elem;
+          s.divide = dv;
+          const ElementSpec e = element_spec(s);
+          INFO("rule " << entry.name << ", scale format " << sf << ", element " << elem << ", divide " << int(dv));
+          for (double a : amax) {
+            const double got = block_scale_of(a, s, e), want = reference_scale(a, s, e);
+            INFO("amax " << a);
+            if (std::isnan(want)) REQUIRE(std::isnan(got));
+            else REQUIRE(got == want);
+          }
         }
       }
     }

@@ -48,10 +48,22 @@ def test_scale_rule_and_round_keywords():
 
 
 def sage_scale(amax):
-    """quant_per_thread.py:41 tl.max(tl.abs(x)) / 127. + 0.0000001, Triton's division being RN(a · MUFU.RCP(b))
-    (measured on the H200: tests/python/test_sage_recipes.py)."""
-    rcp127 = pasa.gpu_math(np.array([127.0], dtype=np.float32), "rcp").astype(np.float32)[0]
-    return ((amax.astype(np.float32) * rcp127).astype(np.float32) + np.float32(1e-7)).astype(np.float64)
+    """quant_per_thread.py:41 tl.max(tl.abs(x)) / 127. + 0.0000001: Triton's division is a · MUFU.RCP(b), and
+    ptxas contracts that product with the add, one FFMA rounded once (measured on the H200: every SA2 scale,
+    tests/python/test_sage_recipes.py). The exact a·r + 1e-7 by fractions, rounded to the nearest fp32 (ties
+    to even)."""
+    from fractions import Fraction
+    rcp127 = Fraction(float(pasa.gpu_math(np.array([127.0], dtype=np.float32), "rcp")[0]))
+    out = []
+    for a in amax.astype(np.float32):
+        exact = Fraction(float(a)) * rcp127 + Fraction(float(np.float32(1e-7)))
+        near = np.float32(float(exact))
+        cands = [np.nextafter(near, np.float32(-1)), near, np.nextafter(near, np.float32(1))]
+        dist = [abs(Fraction(float(c)) - exact) for c in cands]
+        best = min(dist)
+        ties = [c for c, d in zip(cands, dist) if d == best]
+        out.append(float(min(ties, key=lambda c: int(np.float32(c).view(np.uint32)) & 1)))
+    return np.array(out)
 
 
 def test_sage_per_thread_groups():

@@ -5,8 +5,10 @@
                     [--csv OUT.csv] [--only TEXT] [--override JSON]
 
 Per case: the quantised Q and K (elements and scales) against pasa.block_quantise under the recipe's scheme,
-the share of output bits identical, the largest ulp distance, and the RMSE of the emulation and of the kernel
-against a float64 reference (softmax(QKᵀ·scale)·V on the same inputs). Then the dot16 probes (the fp16-
+the share of output bits identical, the largest ulp distance, the share of LSE bits identical, and the RMSE of
+the emulation and of the kernel against a float64 reference (softmax(QKᵀ·scale)·V on the same inputs). Where
+the capture holds SA2's intermediates (`qi qs ki ks v8 vs`), the share of them pasa.block_quantise reproduces
+under int8_per_thread_sm90 and fp8_per_channel (column quant_identical_pct). Then the dot16 probes (the fp16-
 accumulated tile) against pasa.gemm under the recipe's P·V model, and Triton's fp32 division and exp2.
 """
 import argparse
@@ -58,6 +60,48 @@ def probes(arrays):
     return out
 
 
+# per_channel_fp8 (quant.py :233) permutes each 16 keys of V^T by this before quantising
+V_PERM = np.array([0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15])
+
+
+def sa2_quantised(case, arrays, q, k, v):
+    """The share of SA2's captured INT8 Q/K and FP8 V elements and scales (those the capture holds: the committed
+    one has the elements of a few cases only) that pasa reproduces, in %: smooth K
+    (the mean over the keys rounded once to the input format, K - km in fp32 rounded to it: core.py :949,
+    quant_per_thread.py :159), Q and K zero-padded to the kernel's 64 / 128-row blocks (their scale arrays'
+    layout: the padding groups' scale is 0 / 127 + 1e-7), V^T unpermuted."""
+    name, dt = case["name"], case["dtype"]
+    get = lambda part: arrays[f"{name}__sa2__{part}"]  # noqa: E731
+    km = pasa.round(k.mean(axis=2, keepdims=True), dt)
+    ks = pasa.round((k.astype(np.float32) - km.astype(np.float32)).astype(np.float64), dt)
+    same = total = 0
+    for x, p, blk in ((q, "q", 64), (ks, "k", 128)):
+        S = x.shape[2]
+        pad = np.zeros(x.shape[:2] + (-(-S // blk) * blk - S, x.shape[3]))
+        r = pasa.block_quantise(np.concatenate([x, pad], axis=2), "int8_per_thread_sm90",
+                                operand="a" if p == "q" else "b")
+        for mine, part in ((r["elements"][:, :, :S], f"{p}i"), (r["scales"].astype(np.float32), f"{p}s")):
+            if f"{name}__sa2__{part}" not in arrays:
+                continue
+            gpu = get(part)
+            same += int(np.sum(mine == gpu)) if mine.shape == gpu.shape else 0
+            total += gpu.size
+    rv = pasa.block_quantise(v, "fp8_per_channel", operand="b")
+    same += int(np.sum(rv["scales"].astype(np.float32) == get("vs")))
+    total += get("vs").size
+    if f"{name}__sa2__v8" not in arrays:
+        return 100.0 * same / total
+    v8 = get("v8")
+    pos = (np.arange(v8.shape[-1]) // 16) * 16 + V_PERM[np.arange(v8.shape[-1]) % 16]
+    unperm = np.empty_like(v8)
+    unperm[..., pos] = v8
+    gpu_v = unperm[..., :v.shape[2]].transpose(0, 1, 3, 2)
+    mine_v = pasa.encode(rv["elements"], "fp8_e4m3fn").astype(np.uint8)
+    same += int(np.sum(mine_v == gpu_v))
+    total += gpu_v.size
+    return 100.0 * same / total
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("capdir")
@@ -83,8 +127,11 @@ def main():
                 raise SystemExit(f"{c['name']}: regenerated {t} differs from the capture's inputs")
         dt = c["dtype"]
         shp_q, shp_kv = c["shape_q"], c["shape_kv"]
-        out, _ = pasa.attention(q.reshape(shp_q), k.reshape(shp_kv), v.reshape(shp_kv), format=dt, kernel=kernel,
-                                causal=bool(c["causal"]))
+        out, lse = pasa.attention(q.reshape(shp_q), k.reshape(shp_kv), v.reshape(shp_kv), format=dt, kernel=kernel,
+                                  causal=bool(c["causal"]))
+        g_lse = arrays[f"{c['name']}__{a.which}__lse"]
+        lse_same = float(np.mean(np.asarray(lse, dtype=np.float32).reshape(g_lse.shape).view(np.uint32) ==
+                                 g_lse.view(np.uint32)) * 100)
         emu = pasa.encode(out, dt).astype(np.uint16)
         gpu = arrays[f"{c['name']}__{a.which}__out"].reshape(shp_q)
         same = float(np.mean(emu == gpu) * 100)
@@ -94,8 +141,12 @@ def main():
         rg = float(np.sqrt(np.mean((g - ref) ** 2)))
         re = float(np.sqrt(np.mean((out - ref) ** 2)))
         rows.append({"case": c["name"], "identical_pct": f"{same:.4f}", "max_ulp": int(ulp_distance(emu, gpu).max()),
+                     "lse_identical_pct": f"{lse_same:.4f}",
                      "rmse_gpu": f"{rg:.6e}", "rmse_emu": f"{re:.6e}", "rmse_ratio": f"{re / rg:.6f}" if rg else "nan"})
-        print(f"{c['name']:45s} {same:9.4f} %  max ulp {rows[-1]['max_ulp']:6d}  rmse ratio {rows[-1]['rmse_ratio']}")
+        if f"{c['name']}__sa2__qs" in arrays and a.which == "sa2":
+            rows[-1]["quant_identical_pct"] = f"{sa2_quantised(c, arrays, qf, kf, vf):.4f}"
+        print(f"{c['name']:45s} {same:9.4f} %  max ulp {rows[-1]['max_ulp']:6d}  lse {lse_same:9.4f} %  "
+              f"quant {rows[-1].get('quant_identical_pct', '-')}  rmse ratio {rows[-1]['rmse_ratio']}")
     print(identity_summary(rows))
     if a.csv:
         write_rows_csv(a.csv, rows)

@@ -231,7 +231,8 @@ struct KernelSchedule {
   std::size_t global_output_above = 0;  // D above which O goes through an fp32 global buffer, merged per block
                                         // (mem-efficient d > 128: epilogue_rescale_output.h); 0: registers
   bool sum_rescale_fma = false;    // RN(l·alpha) and the block's first add as one FFMA (nvcc contracts them:
-                                   // measured for torch's FA2, where it fixes the last cases that need it)
+                                   // measured for torch's FA2, where it fixes the last cases that need it, and
+                                   // SageAttention 2's tile16 d, where it fuses with the first tile's add)
   bool lse_fma = true;             // a part's LSE = fma(m, scale, __logf(l)) (one FFMA), else RN(m·scale) + ...
   bool combine_fma = true;         // the split combine's O += w_s·O_s as one FFMA per part
   CombineSum combine_sum = CombineSum::sequential;
@@ -279,7 +280,8 @@ struct KernelSchedule {
   std::string pv_acc{};        // "fp16": each block's P·V accumulates in fp16 on the tensor core (tl.dot out_dtype
                                // float16), then O ← RN(O + block) in fp32; "": the mma model's fp32 accumulation
   bool pv_rescale_fma = false; // (pv_acc or pv_two_level) O ← fma(O, alpha, block): the rescale and the add of the
-                               // block's P·V as one FFMA (Triton contracts acc * alpha ... acc += dot)
+                               // block's P·V as one FFMA (Triton contracts acc * alpha ... acc += dot; nvcc SA2's
+                               // RO *= o_scale ... RO += RO_temp)
   bool lse_lg2_approx = false; // the LSE's log2 by MUFU.LG2 (ptx_log2, SageAttention CUDA), else log2f (Triton tl.log2)
   std::size_t smooth_q = 0;    // Q minus its mean per this many rows (SA3: 128, the sum / 128 over the zero-padded
                                // group), δS = q̄·K'ᵀ in the input format, then fp32: the QKᵀ accumulator's start

@@ -197,7 +197,8 @@ double tensor_scale_of(double amax_t, const BlockScheme& s, const ElementSpec& e
 
 double block_scale_of(double amax, const BlockScheme& s, const ElementSpec& e, double st) {
   if (std::isnan(amax) || std::isinf(amax)) return kNaN;
-  if (amax == 0) return pow2_scale(std::numeric_limits<int>::min() / 2, s);
+  // (the sage rule is its formula at 0 too: 0 / 127. + 1e-7, the scale of an all-zero or padding group)
+  if (amax == 0 && s.rule != ScaleRule::sage) return pow2_scale(std::numeric_limits<int>::min() / 2, s);
   switch (s.rule) {
     case ScaleRule::floor:
     case ScaleRule::ceil:
@@ -224,10 +225,19 @@ double block_scale_of(double amax, const BlockScheme& s, const ElementSpec& e, d
         const double r = to_fp32(exact_quotient(1.0, e.vmax));
         const DD p = two_prod(round(amax, fp32_format()), r);
         v = round_sum(p.hi, p.lo, fp32_format());
+      } else if (s.rule == ScaleRule::sage && s.divide == Divide::rcp_approx) {
+        // quant_per_thread.py:41 `tl.max(tl.abs(x)) / 127. + 0.0000001`: Triton's division is div.full.f32,
+        // a·MUFU.RCP(b), and ptxas contracts that product with the add into one FFMA: fp32(amax·rcp(vmax) +
+        // 1e-7) rounded once (every Q and K scale of the 128 SA2 cases captured on the H200,
+        // results/hardware/sage/; the two-rounding form differs in a third of them)
+        const double r = gpu::rcp_approx_ftz(static_cast<float>(e.vmax));
+        const double p = round(amax, fp32_format()) * r;
+        const DD t = two_sum(p, static_cast<double>(1e-7f));  // (p exact: two fp32 factors)
+        v = round_sum(t.hi, t.lo, fp32_format());
       } else {
         // fp32(amax / vmax), amax in fp32 as the kernels hold it (x.float(): torchao, SageAttention's loads)
         v = fp32_divide(round(amax, fp32_format()), e.vmax, s.divide);
-        if (s.rule == ScaleRule::sage) {              // quant_per_thread.py:41: ... / 127. + 0.0000001
+        if (s.rule == ScaleRule::sage) {              // (IEEE division: no contraction) ... / 127. + 0.0000001
           const DD t = two_sum(v, static_cast<double>(1e-7f));
           v = round_sum(t.hi, t.lo, fp32_format());
         }

@@ -60,7 +60,9 @@ inline constexpr EnumTable<ScaleRule, 8> kScaleRules = {{
     {ScaleRule::round_up, "round_up", "cuDNN block_scale_quantize: amax / vmax rounded up to the scale format"},
     {ScaleRule::nearest, "nearest", "fp32(amax / vmax) rounded to nearest even in the scale format"},
     {ScaleRule::recip, "recip", "fp32(amax * fp32(1/vmax)) to nearest (torch's amax / 448.0; FA3)"},
-    {ScaleRule::sage, "sage", "SageAttention per-thread: fp32(fp32(amax / vmax) + 1e-7)"},
+    {ScaleRule::sage, "sage",
+     "SageAttention per-thread: fp32(amax * rcp(vmax) + 1e-7), one FFMA under Triton's division (divide "
+     "rcp_approx); fp32(fp32(amax / vmax) + 1e-7) under IEEE division"},
 }};
 static_assert(enum_table_in_order(kScaleRules));
 

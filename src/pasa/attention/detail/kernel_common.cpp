@@ -70,11 +70,14 @@ void add_row_sums(const KernelSchedule& k, const float* p, std::size_t n, float*
     }
     case RowSumLayout::tile16: {  // attn_utils.cuh update_mdo d *= o_scale; sm90.cu :317 d += (a + b + c + e)
       for (std::size_t t = 0; t < 4; ++t) {
-        if (rescale) l[t] = l[t] * r;
+        bool pending = rescale;  // (sum_rescale_fma: nvcc contracts d·o_scale with the first tile's add)
         for (std::size_t c = 2 * t; c < n; c += 16) {
           auto at = [&](std::size_t i) { return i < n ? p[i] : 0.0f; };  // (masked columns: P = 0)
-          l[t] += ((at(c) + at(c + 1)) + at(c + 8)) + at(c + 9);
+          const float part = ((at(c) + at(c + 1)) + at(c + 8)) + at(c + 9);
+          l[t] = pending && k.sum_rescale_fma ? std::fma(l[t], r, part) : (pending ? l[t] * r : l[t]) + part;
+          pending = false;
         }
+        if (pending) l[t] = l[t] * r;
       }
       return;
     }
