@@ -99,7 +99,7 @@ class SweepRows(list[dict[str, Any]]):
     attrs: dict[str, Any]
 def sweep(config: dict[str, Any] | str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
           threads: int | None = None, jobs: int = 1, resume: bool = False, overwrite: bool = False, shard: str | None = None,
-          progress: bool | None = None) -> SweepRows | Any: ...
+          progress: bool | None = None, ranges: int | None = None) -> SweepRows | Any: ...
 
 # pasa.torch (python/pasa/torch.py, imported on first use: it imports torch): scaled_dot_product_attention,
 # emulate, register_transformers.
