@@ -171,6 +171,9 @@ py::dict sweep(const py::object& config, const py::object& out_dir, const py::ob
   d["cases_reused"] = r.cases_reused;
   d["digest"] = digest;
   d["already_complete"] = r.already_complete;
+  // (a folder completed before results_flat.csv existed has none: None)
+  d["flat_csv"] = r.flat_csv.empty() || !std::filesystem::exists(r.flat_csv) ? py::object(py::none())
+                                                                              : py::object(py::str(r.flat_csv.string()));
   d["ranges"] = ranges_csv.empty() ? py::object(py::none()) : py::object(py::str(ranges_csv.string()));
   return d;
 }
@@ -239,7 +242,8 @@ N-th problem; progress=True prints a progress line on stderr; ranges=N also writ
 ranges and overflow counts of the first N heads of each problem, as pasa-sweep --ranges N; not with shard).
 Writes results.csv and summary.json there and returns {"csv", "summary" (None for a shard), "cases_run",
 "cases_reused", "digest" (the table's mean RMSE and NaN % per grid point), "already_complete", "ranges" (the
-path of ranges.csv, or None)}.)doc");
+path of ranges.csv, or None), "flat_csv" (results_flat.csv: no quoted cell, no JSON in a cell; None for a
+shard)}.)doc");
 }
 
 }  // namespace pasa_py

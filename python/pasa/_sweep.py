@@ -11,7 +11,7 @@ from . import _pasa
 
 class SweepRows(list):
     """The rows of a sweep's table (dicts, in case_id order), with ``attrs`` as a DataFrame has them:
-    {"csv", "summary", "cases_run", "cases_reused", "digest", "already_complete", "ranges"}."""
+    {"csv", "summary", "cases_run", "cases_reused", "digest", "already_complete", "ranges", "flat_csv"}."""
 
     def __init__(self, rows, attrs):
         super().__init__(rows)
@@ -62,7 +62,8 @@ def sweep(config, out_dir=None, *, threads=None, jobs=1, resume=False, overwrite
     Writes results.csv and summary.json in the output folder and returns the table's rows: a pandas
     DataFrame when pandas is importable, else a list of dicts (numbers as int or float), with ``.attrs``
     {"csv", "summary" (None for a shard), "cases_run", "cases_reused", "digest" (the mean RMSE and NaN % per
-    grid point), "already_complete", "ranges" (the path of ranges.csv, or None)}."""
+    grid point), "already_complete", "ranges" (the path of ranges.csv, or None), "flat_csv" (results_flat.csv,
+    the table for awk -F, and gnuplot: no quoted cell, a column per JSON leaf; None for a shard)}."""
     if progress is None:
         progress = _stderr_is_terminal()
     r = _pasa.sweep(config, out_dir, threads=threads, jobs=jobs, resume=resume, overwrite=overwrite, shard=shard,
