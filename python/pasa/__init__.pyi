@@ -104,6 +104,8 @@ def sweep(config: dict[str, Any] | str | os.PathLike[str], out_dir: str | os.Pat
 # pasa.torch (python/pasa/torch.py, imported on first use: it imports torch): scaled_dot_product_attention,
 # emulate, register_transformers.
 from . import torch as torch
+# pasa.plot (python/pasa/plot.py, imported on first use): sweep, series, t975 (gnuplot).
+from . import plot as plot
 
 # pasa_capture's, imported on first use (python/pasa_capture.py; torch only inside capture()).
 class CaptureError(ValueError): ...
