@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "completion.hpp"
 #include "library_names.hpp"
 #include "pasa/attention/algorithm.hpp"
 #include "pasa/attention/kernel_recipe.hpp"
@@ -23,9 +24,11 @@
 
 namespace pasa_apps {
 
-// --version: "<program> <version>", the CMake project version (as pasa.__version__).
+// --version: "<program> <version>", the CMake project version (as pasa.__version__); with it, since every
+// program calls this, the hidden --completion bash (completion.hpp).
 inline void add_version(CLI::App& app, const std::string& program) {
   app.set_version_flag("--version", program + " " PASA_VERSION);
+  add_completion(app, program);
 }
 
 // --threads: worker threads, checked by thread_count(). Results never depend on it.

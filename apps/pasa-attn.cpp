@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -261,6 +265,51 @@ Inputs generated_inputs(const CLI::App& app, const ProblemOptions& po, const Alg
   return r;
 }
 
+// On a terminal (stderr), what a long run is doing: a status line per stage, and the golden's row blocks done
+// with the time left (GoldenOptions::progress, called from the workers: the line is redrawn at most 5 times a
+// second by whichever worker gets the lock), erased when the stage ends. Off a terminal (a pipe, a file, a
+// job's log) nothing is printed: the output is the same with and without it.
+class TerminalStatus {
+ public:
+  TerminalStatus() : on_(::isatty(STDERR_FILENO) == 1) {}
+  ~TerminalStatus() { clear(); }  // (an exception too: the error message then starts its own line)
+  TerminalStatus(const TerminalStatus&) = delete;
+  TerminalStatus& operator=(const TerminalStatus&) = delete;
+  bool on() const { return on_; }
+  void stage(const char* what) const {
+    if (!on_) return;
+    std::fprintf(stderr, "\r\033[K[pasa-attn] %s ...", what);
+    std::fflush(stderr);
+  }
+  void clear() const {
+    if (!on_) return;
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
+  std::function<void(std::size_t, std::size_t)> golden_progress() const {
+    if (!on_) return {};
+    struct State {
+      std::mutex m;
+      std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(), last = t0;
+    };
+    auto st = std::make_shared<State>();
+    return [st](std::size_t done, std::size_t total) {
+      const std::unique_lock lock(st->m, std::try_to_lock);
+      const auto now = std::chrono::steady_clock::now();
+      if (!lock.owns_lock() || now - st->last < std::chrono::milliseconds(200)) return;
+      st->last = now;
+      const double elapsed = seconds_since(st->t0);
+      std::fprintf(stderr, "\r\033[K[pasa-attn] golden: %zu/%zu row blocks (%.0f %%), %.1f s, about %.0f s left", done,
+                   total, 100.0 * static_cast<double>(done) / static_cast<double>(total), elapsed,
+                   elapsed * static_cast<double>(total - done) / static_cast<double>(done));
+      std::fflush(stderr);
+    };
+  }
+
+ private:
+  bool on_;
+};
+
 // The run, the golden and what is measured of them.
 struct Results {
   AttentionOutput out;
@@ -281,12 +330,22 @@ Results run_and_measure(const Inputs& inputs, const AlgorithmSpec& algo, const G
   if (ranges)  // before the run: inputs they refuse (masks, paged) stop it early
     r.ranges = range_stats(in, algorithm_info(algo.name).pasa_options ? algo.pasa.beta : PasaOptions{}.beta, algo.s2,
                            score_format, 0, gopt.threads);
+  const TerminalStatus status;
+  status.stage(("running " + algo.name).c_str());
   auto t0 = std::chrono::steady_clock::now();
   r.out = paged ? unified_attention(pb, algo, gopt.threads) : run_attention(in, algo, gopt.threads);
   r.t_algo = seconds_since(t0);
+  status.stage("golden");
   t0 = std::chrono::steady_clock::now();
-  r.golden = paged ? unified_golden(pb, gopt) : golden_attention(in, gopt);
+  if (paged) {
+    r.golden = unified_golden(pb, gopt);  // (per sequence: no one count of row blocks to report)
+  } else {
+    GoldenOptions g = gopt;
+    g.progress = status.golden_progress();
+    r.golden = golden_attention(in, g);
+  }
   r.t_golden = seconds_since(t0);
+  status.stage("metrics");
   r.metrics = compare_outputs(r.out.o, r.golden.o,
                               paged ? unified_baseline(pb, gopt.threads) : uniform_baseline(in, gopt.threads));
   r.scores = paged ? unified_score_stats(pb, score_format, gopt.threads) : score_stats(in, score_format, gopt.threads);

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   std::string max_memory;
   pasa_apps::add_max_memory(app, max_memory);
   app.add_flag("--list-formats", list_formats, "print each built-in format's precision and range, and exit");
+  pasa_apps::add_version(app, "pasa-round");  // (before the loop below, which asks which words are options)
   // Numbers that start with '-' ("-inf", "-nan", "-0x1p-3") would be read as short options ("-i nf"): every
   // number is passed after "--" (in its order), unless it is the value of an option. So is every other word
   // that is not an option or an option's value ("abc" in "1 2 3 abc"), so that parse_numbers names it by
@@ -96,7 +97,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> reordered(positional.rbegin(), positional.rend());
   reordered.push_back("--");
   reordered.insert(reordered.end(), options.rbegin(), options.rend());
-  pasa_apps::add_version(app, "pasa-round");
   try {
     app.parse(std::move(reordered));  // (CLI11 takes a reversed vector)
   } catch (const CLI::ParseError& e) {

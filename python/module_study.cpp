@@ -9,7 +9,9 @@
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/analysis_report.hpp"
 #include "pasa/io/problem_json.hpp"
+#include "pasa/io/output_file.hpp"
 #include "pasa/study/hardware_compare.hpp"
+#include "pasa/study/range_stats.hpp"
 #include "pasa/study/sweep.hpp"
 #include "pasa/study/sweep_config.hpp"
 
@@ -107,7 +109,8 @@ py::dict attribute(const py::object& problem, const py::object& q, const py::obj
 }
 
 py::dict sweep(const py::object& config, const py::object& out_dir, const py::object& threads, const py::object& jobs,
-               bool resume, bool overwrite, const std::optional<std::string>& shard, bool progress) {
+               bool resume, bool overwrite, const std::optional<std::string>& shard, bool progress,
+               const py::object& ranges) {
   pasa::SweepConfig cfg;
   // A str is JSON text when it starts with '{' (a file name hardly does), else a path.
   const bool json_text = py::isinstance<py::str>(config) && [&] {
@@ -131,6 +134,14 @@ py::dict sweep(const py::object& config, const py::object& out_dir, const py::ob
   opt.resume_option = "resume=True";
   opt.overwrite_option = "overwrite=True";
   if (shard) pasa::parse_shard(*shard, opt.shard_index, opt.shard_count);
+  // ranges=N is pasa-sweep --ranges N (apps/pasa-sweep.cpp): the same checks, in the same order, and the same
+  // ranges.csv, computed before the attention (quick) so that inputs it refuses stop the run before it starts.
+  const std::size_t range_heads = ranges.is_none() ? 0 : int_arg("ranges", ranges, 1, UINT32_MAX);
+  if (range_heads > 0 && shard) throw InputError("ranges: not with shard (ranges.csv covers the whole sweep)");
+  if (range_heads > 0) {
+    const std::filesystem::path dir = opt.out_dir.empty() ? std::filesystem::path(cfg.out_dir) : opt.out_dir;
+    pasa::check_not_an_input("ranges: the table", dir / "ranges.csv", pasa::sweep_input_files(cfg));
+  }
   // Ctrl-C: stop between cases. The progress line goes to the process's stderr (C stdio, no GIL needed: the
   // callback runs on the library's workers); python/pasa/_sweep.py asks for it when sys.stderr is a terminal.
   opt.progress = [progress](const pasa::SweepProgress& p) {
@@ -141,8 +152,15 @@ py::dict sweep(const py::object& config, const py::object& out_dir, const py::ob
     pasa::check_cancel();
   };
   std::string digest;
+  std::filesystem::path ranges_csv;
   const pasa::SweepReport r = interruptible([&] {
+    const pasa::RangeTable table =
+        range_heads > 0 ? pasa::sweep_ranges(cfg, range_heads, opt.threads) : pasa::RangeTable{};
     pasa::SweepReport rep = pasa::run_sweep(cfg, pasa::library_backend(), opt);
+    if (range_heads > 0) {
+      ranges_csv = rep.csv.parent_path() / "ranges.csv";
+      pasa::write_file_atomic(ranges_csv, table.text());
+    }
     digest = pasa::sweep_digest(cfg, rep.csv);
     return rep;
   });
@@ -153,6 +171,10 @@ py::dict sweep(const py::object& config, const py::object& out_dir, const py::ob
   d["cases_reused"] = r.cases_reused;
   d["digest"] = digest;
   d["already_complete"] = r.already_complete;
+  // (a folder completed before results_flat.csv existed has none: None)
+  d["flat_csv"] = r.flat_csv.empty() || !std::filesystem::exists(r.flat_csv) ? py::object(py::none())
+                                                                              : py::object(py::str(r.flat_csv.string()));
+  d["ranges"] = ranges_csv.empty() ? py::object(py::none()) : py::object(py::str(ranges_csv.string()));
   return d;
 }
 
@@ -208,16 +230,20 @@ Returns {"problem" (with a problem), "algorithm", "stages": [{"stage", "format",
   // pasa.sweep is python/pasa/_sweep.py's, around this one: it returns the table's rows.
   m.def("sweep", &sweep, arg("config"), arg("out_dir") = py::none(), py::kw_only(), arg("threads") = py::none(),
         arg("jobs") = 1, arg("resume") = false, arg("overwrite") = false, arg("shard") = py::none(),
-        arg("progress") = false,
-        R"doc(sweep(config, out_dir=None, *, threads=None, jobs=1, resume=False, overwrite=False, shard=None, progress=False) -> dict
+        arg("progress") = false, arg("ranges") = py::none(),
+        R"doc(sweep(config, out_dir=None, *, threads=None, jobs=1, resume=False, overwrite=False, shard=None, progress=False,
+      ranges=None) -> dict
 
 Run a sweep (grid x seeds x algorithms) as pasa-sweep does: config is a dict (the JSON schema of
 docs/sweeps.md) or the path of a config file; out_dir overrides the config's outputs.dir; threads in all
 (None: every core), jobs problems side by side (pasa-sweep --jobs); resume / overwrite as --resume /
 --overwrite (a folder already holding the complete results is reported as it is); shard "I/N" runs every
-N-th problem; progress=True prints a progress line on stderr. Writes results.csv and summary.json there and
-returns {"csv", "summary" (None for a shard), "cases_run", "cases_reused", "digest" (the table's mean RMSE
-and NaN % per grid point), "already_complete"}.)doc");
+N-th problem; progress=True prints a progress line on stderr; ranges=N also writes ranges.csv (K, K', S, S'
+ranges and overflow counts of the first N heads of each problem, as pasa-sweep --ranges N; not with shard).
+Writes results.csv and summary.json there and returns {"csv", "summary" (None for a shard), "cases_run",
+"cases_reused", "digest" (the table's mean RMSE and NaN % per grid point), "already_complete", "ranges" (the
+path of ranges.csv, or None), "flat_csv" (results_flat.csv: no quoted cell, no JSON in a cell; None for a
+shard)}.)doc");
 }
 
 }  // namespace pasa_py

@@ -135,10 +135,12 @@ __all__ += _CAPTURE_ATTRIBUTES
 
 
 def __getattr__(name):
-    if name == "torch":  # pasa.torch (python/pasa/torch.py): imports torch, so only when asked for
+    # pasa.torch (python/pasa/torch.py) imports torch, so only when asked for; pasa.plot (python/pasa/plot.py)
+    # likewise, so that `python -m pasa.plot` finds it not yet imported.
+    if name in ("torch", "plot"):
         import importlib
 
-        return importlib.import_module(".torch", __name__)
+        return importlib.import_module("." + name, __name__)
     if name in _CAPTURE_ATTRIBUTES:
         import pasa_capture
 
@@ -147,4 +149,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_CAPTURE_ATTRIBUTES) | {"torch"})
+    return sorted(set(globals()) | set(_CAPTURE_ATTRIBUTES) | {"torch", "plot"})

@@ -99,11 +99,13 @@ class SweepRows(list[dict[str, Any]]):
     attrs: dict[str, Any]
 def sweep(config: dict[str, Any] | str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
           threads: int | None = None, jobs: int = 1, resume: bool = False, overwrite: bool = False, shard: str | None = None,
-          progress: bool | None = None) -> SweepRows | Any: ...
+          progress: bool | None = None, ranges: int | None = None) -> SweepRows | Any: ...
 
 # pasa.torch (python/pasa/torch.py, imported on first use: it imports torch): scaled_dot_product_attention,
 # emulate, register_transformers.
 from . import torch as torch
+# pasa.plot (python/pasa/plot.py, imported on first use): sweep, series, t975 (gnuplot).
+from . import plot as plot
 
 # pasa_capture's, imported on first use (python/pasa_capture.py; torch only inside capture()).
 class CaptureError(ValueError): ...

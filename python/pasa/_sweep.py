@@ -11,7 +11,7 @@ from . import _pasa
 
 class SweepRows(list):
     """The rows of a sweep's table (dicts, in case_id order), with ``attrs`` as a DataFrame has them:
-    {"csv", "summary", "cases_run", "cases_reused", "digest", "already_complete"}."""
+    {"csv", "summary", "cases_run", "cases_reused", "digest", "already_complete", "ranges", "flat_csv"}."""
 
     def __init__(self, rows, attrs):
         super().__init__(rows)
@@ -46,24 +46,28 @@ def _stderr_is_terminal():
         return False
 
 
-def sweep(config, out_dir=None, *, threads=None, jobs=1, resume=False, overwrite=False, shard=None, progress=None):
+def sweep(config, out_dir=None, *, threads=None, jobs=1, resume=False, overwrite=False, shard=None, progress=None,
+          ranges=None):
     """sweep(config, out_dir=None, *, threads=None, jobs=1, resume=False, overwrite=False, shard=None,
-          progress=None) -> rows
+          progress=None, ranges=None) -> rows
 
     Run a sweep (grid x seeds x algorithms) as pasa-sweep does (docs/sweeps.md): config is a dict, its JSON
     text or the path of a config file; out_dir overrides the config's outputs.dir. threads: threads in all
     (None: every core); jobs: problems run side by side, each on max(1, threads / jobs) threads (the table
     does not depend on either); resume=True completes a folder an interrupted run left; a folder that already
     holds this sweep's complete results is read, nothing run (attrs["already_complete"]); overwrite=True
-    replaces them by a new run; shard "I/N" runs every N-th problem. progress: a progress line on stderr (None: when stderr is a terminal).
+    replaces them by a new run; shard "I/N" runs every N-th problem. progress: a progress line on stderr (None:
+    when stderr is a terminal). ranges=N also writes ranges.csv there, as pasa-sweep --ranges N: K, K', S, S'
+    ranges and overflow counts of the first N heads of each problem (not with shard; attrs["ranges"]).
     Writes results.csv and summary.json in the output folder and returns the table's rows: a pandas
     DataFrame when pandas is importable, else a list of dicts (numbers as int or float), with ``.attrs``
     {"csv", "summary" (None for a shard), "cases_run", "cases_reused", "digest" (the mean RMSE and NaN % per
-    grid point), "already_complete"}."""
+    grid point), "already_complete", "ranges" (the path of ranges.csv, or None), "flat_csv" (results_flat.csv,
+    the table for awk -F, and gnuplot: no quoted cell, a column per JSON leaf; None for a shard)}."""
     if progress is None:
         progress = _stderr_is_terminal()
     r = _pasa.sweep(config, out_dir, threads=threads, jobs=jobs, resume=resume, overwrite=overwrite, shard=shard,
-                    progress=bool(progress))
+                    progress=bool(progress), ranges=ranges)
     header, rows = read_rows(r["csv"])
     attrs = dict(r)
     try:

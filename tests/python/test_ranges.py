@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 import pasa
 from conftest import run_app
@@ -99,3 +100,30 @@ def test_pasa_attn_and_sweep_give_the_same_numbers(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps(cfg))
     r = run_app("pasa-sweep", tmp_path / "m.json", "--out", tmp_path / "m", "--ranges", 1, expect_rc=2)
     assert "kv_len" in r.stderr and not (tmp_path / "m").exists()
+
+
+def test_python_sweep_ranges_equal_the_cli(tmp_path):
+    """pasa.sweep(ranges=N) writes the ranges.csv of pasa-sweep --ranges N, byte for byte (whose numbers the
+    test above checks against numpy), at any thread count; the same refusals, before anything is created."""
+    template = dict(problem(0, 0.5), seed="$seed", generator={"kind": "uniform", "x0": "$x0", "am": 0.5})
+    cfg = {"name": "r", "problem": template,
+           "grid": {"x0": [0, 30]}, "seeds": [1, 2],
+           "algorithms": [{"name": "pasa", "alloc": "pasa_fp16", "s1": 32, "s2": S2, "pasa": {"beta": 0.5}}]}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    run_app("pasa-sweep", tmp_path / "c.json", "--out", tmp_path / "cli", "--ranges", 3, "--threads", 1)
+    cli = (tmp_path / "cli" / "ranges.csv").read_bytes()
+    assert len(cli.splitlines()) == 1 + 2 * 2 * 3  # header, grid points x seeds x heads
+    for threads in (1, 2):
+        rows = pasa.sweep(cfg, tmp_path / f"py{threads}", threads=threads, ranges=3)
+        assert rows.attrs["ranges"] == str(tmp_path / f"py{threads}" / "ranges.csv")
+        assert (tmp_path / f"py{threads}" / "ranges.csv").read_bytes() == cli
+    assert pasa.sweep(cfg, tmp_path / "none", threads=1).attrs["ranges"] is None
+    assert not (tmp_path / "none" / "ranges.csv").exists()
+    with pytest.raises(ValueError, match="ranges: not with shard"):
+        pasa.sweep(cfg, tmp_path / "shard", ranges=1, shard="0/2")
+    with pytest.raises(ValueError, match="ranges"):
+        pasa.sweep(cfg, tmp_path / "zero", ranges=0)
+    cfg["problem"]["kv_len"] = [100]
+    with pytest.raises(ValueError, match="kv_len"):
+        pasa.sweep(cfg, tmp_path / "m", ranges=1)
+    assert not (tmp_path / "m").exists() and not (tmp_path / "shard").exists() and not (tmp_path / "zero").exists()

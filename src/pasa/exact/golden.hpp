@@ -19,6 +19,11 @@ struct GoldenOptions {
   // Fast path: exact-product double-double dot products, double-double exp and accumulation, with an a
   // posteriori error bound per block of rows; a block whose bound is below 64 bits is redone with MPFR.
   bool fast = true;
+  // Called after each work item (batch, KV head, block of query rows) of the finite golden with the items
+  // done so far and their count, from the worker threads (so it must be thread-safe and quick): how a long
+  // run reports its progress (pasa-attn on a terminal). Empty: not called. Not called by the paths for
+  // non-finite inputs or by golden_parts; nothing computed depends on it.
+  std::function<void(std::size_t done, std::size_t total)> progress = {};
 };
 
 struct Golden {

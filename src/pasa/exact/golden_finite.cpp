@@ -5,6 +5,7 @@
 #include "pasa/exact/golden_finite.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -113,7 +114,9 @@ Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, Scr
   // fallback decision per (head, row block)); the split only decides what runs together.
   // Rows per fast_rows call: G·kRowBlock at most (one row per head in decode), rounded up to whole kernels.
   const std::size_t group_rows = std::min(kGroup, (G * std::min(qs.S, kRowBlock) + kRows - 1) / kRows * kRows);
-  parallel_for(qs.B * Nkv * blocks, opt.threads, [&](std::size_t w) {
+  const std::size_t items = qs.B * Nkv * blocks;
+  std::atomic<std::size_t> items_done{0};
+  parallel_for(items, opt.threads, [&](std::size_t w) {
     const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
     check_cancel();
@@ -148,6 +151,7 @@ Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, Scr
     // MPFR caches constants (log 2 for the lse and the exp tables) per thread; parallel_for's threads end
     // with the call, so free them here (LeakSanitizer reports them otherwise).
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    if (opt.progress) opt.progress(items_done.fetch_add(1, std::memory_order_relaxed) + 1, items);
   });
   g.guaranteed_bits = 1000;
   for (const BlockResult& r : results) {

@@ -353,7 +353,10 @@ void summarise_sweep(const SweepConfig& cfg, const CsvRow& header, SweepPlan& pl
   for (auto& [id, row] : plan.done) rows.push_back(std::move(row));
   if (rows.size() != plan.total) throw std::logic_error("sweep finished with missing cases");
   std::vector<std::pair<fs::path, std::string>> files = {{report.csv, table_text(header, rows)}};
-  if (!report.summary.empty()) files.emplace_back(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+  if (!report.summary.empty()) {
+    files.emplace_back(report.summary, sweep_summary(cfg, header, rows).dump(2) + "\n");
+    files.emplace_back(report.flat_csv, detail::flat_table_text(header, rows));
+  }
   write_files_atomic(files);
 }
 
@@ -433,13 +436,16 @@ SweepReport run_sweep(const SweepConfig& cfg, const SweepBackend& backend, const
 
   SweepReport report;
   report.csv = dir / shard_csv_name(cfg, opt.shard_index, opt.shard_count);
-  if (opt.shard_count == 1) report.summary = dir / cfg.summary_name;
+  if (opt.shard_count == 1) {
+    report.summary = dir / cfg.summary_name;
+    report.flat_csv = dir / detail::flat_csv_name(cfg.csv_name);
+  }
   const fs::path partial = report.csv.string() + ".partial";
   const CsvRow header = csv_header(cfg, backend);
 
   if (!opt.resume && (fs::exists(report.csv) || fs::exists(partial))) {
     if (opt.overwrite) {
-      for (const fs::path& f : {report.csv, partial, report.summary})
+      for (const fs::path& f : {report.csv, partial, report.summary, report.flat_csv})
         if (!f.empty()) fs::remove(f);
     } else {
       bool complete = false;

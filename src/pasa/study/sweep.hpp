@@ -178,6 +178,9 @@ std::string sweep_progress_line(const SweepProgress&, const std::string& who);
 
 struct SweepReport {
   std::filesystem::path csv, summary;  // summary empty for a shard
+  // results_flat.csv: the table with no quoted cell and no JSON in a cell (sweep_flat.cpp), written with the
+  // summary (empty for a shard; a folder written before it existed has none)
+  std::filesystem::path flat_csv;
   std::size_t cases_run = 0, cases_reused = 0;
   bool already_complete = false;  // the folder held this sweep's complete results: nothing was run or written
 };

@@ -139,6 +139,8 @@ std::string table_text(const CsvRow& header, std::vector<CsvRow> rows) {
 
 using detail::FolderLock;
 using detail::make_folder;
+using detail::flat_csv_name;
+using detail::flat_table_text;
 using detail::table_text;
 
 void parse_shard(const std::string& text, std::size_t& index, std::size_t& count) {
@@ -241,7 +243,10 @@ SweepReport merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out_
   write_file_atomic(config_file, cfg.raw.dump(2) + "\n");
   std::vector<CsvRow> list;
   for (auto& [id, row] : rows) list.push_back(std::move(row));
-  write_files_atomic({{report.csv, table_text(header, list)}, {report.summary, sweep_summary(cfg, header, list).dump(2) + "\n"}});
+  report.flat_csv = out_dir / flat_csv_name(cfg.csv_name);
+  write_files_atomic({{report.csv, table_text(header, list)},
+                      {report.summary, sweep_summary(cfg, header, list).dump(2) + "\n"},
+                      {report.flat_csv, flat_table_text(header, list)}});
   return report;
 }
 

@@ -27,6 +27,14 @@ std::string resume_row_problem(const SweepConfig& cfg, const CsvRow& header, con
 // The table's text: the header, then the rows sorted by case_id.
 std::string table_text(const CsvRow& header, std::vector<CsvRow> rows);
 
+// results_flat.csv's text (sweep_flat.cpp): the table with no quoted cell, for awk -F, and gnuplot: the
+// problem_json and algorithm_json columns replaced by a column per JSON leaf ("problem.shape.Sq",
+// "algorithm.pasa.beta"; empty where a row has no such leaf), a ',' in a text cell written as ';' and a '"'
+// as '\''. Rows sorted by case_id, as table_text.
+std::string flat_table_text(const CsvRow& header, std::vector<CsvRow> rows);
+// Its file name: the table's with "_flat" before the extension (results.csv -> results_flat.csv).
+std::string flat_csv_name(const std::string& csv_name);
+
 // The output folder, created if needed; an InputError naming it when that is impossible.
 bool make_folder(const std::filesystem::path& dir);
 
