@@ -86,11 +86,12 @@ struct AlgorithmOptions {
     CLI::Option* o[] = {
         app.add_option("--algorithm", algorithm,
                        fmt::format("algorithm: {}", fmt::join(pasa::algorithm_names(), ", ")))
-            ->capture_default_str(),
+            ->capture_default_str()
+            ->check(completes_to(pasa::algorithm_names())),
         app.add_option("--alloc", alloc,
                        fmt::format("precision allocation preset: {}", fmt::join(pasa::allocation_preset_names(), ", ")))
             ->capture_default_str()
-            ->check(library_name(pasa::allocation_preset)),
+            ->check(library_name(pasa::allocation_preset, pasa::allocation_preset_names())),
         app.add_option("--s1", s1, "query block size (clamped to Sq)")->capture_default_str()->check(unsigned_integer(1)),
         app.add_option("--s2", s2, "key/value block size (clamped to Skv)")
             ->capture_default_str()
@@ -106,7 +107,8 @@ struct AlgorithmOptions {
                                     fmt::format("a kernel recipe ({}; --list-kernels) or its JSON {{\"recipe\": ..., "
                                                 "<schedule fields>}}: the GPU kernel's numerics instead of the options "
                                                 "above",
-                                                fmt::join(pasa::kernel_recipe_names(), ", ")));
+                                                fmt::join(pasa::kernel_recipe_names(), ", ")))
+                        ->check(completes_to(pasa::kernel_recipe_names()));
     k->excludes(file);
     for (CLI::Option* x : o) x->excludes(k);
   }

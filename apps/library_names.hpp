@@ -8,17 +8,24 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "pasa/core/error.hpp"
+#include "pasa/numeric/format.hpp"
 
 namespace pasa_apps {
 
-// ->check(library_name(pasa::format_by_name)): the value must be a name `by_name` accepts.
+// ->check(library_name(pasa::format_by_name, format_names())): the value must be a name `by_name` accepts;
+// `words`, the names a registry lists, are what --completion offers for it (completion.hpp reads them from
+// the validator's name, "complete:<words>"; without them the value completes as a file name).
 template <class ByName>
-CLI::Validator library_name(ByName by_name) {
+CLI::Validator library_name(ByName by_name, const std::vector<std::string>& words = {}) {
+  std::string name;
+  for (const std::string& w : words) name += (name.empty() ? "complete:" : " ") + w;
   return CLI::Validator(
       [by_name](std::string& s) -> std::string {
         try {
@@ -28,7 +35,13 @@ CLI::Validator library_name(ByName by_name) {
           return e.what();
         }
       },
-      "");
+      "", name);
+}
+
+// ->check(completes_to(words)): no check of its own (the option's reader checks the value later, with its
+// own message), only the words --completion offers.
+inline CLI::Validator completes_to(const std::vector<std::string>& words) {
+  return library_name([](const std::string&) { return 0; }, words);
 }
 
 // ->check(unsigned_integer(min, max)): a decimal integer in [min, max], written as digits only. CLI11 itself
@@ -93,6 +106,25 @@ inline CLI::Validator finite_number() {
         return {};
       },
       "NUMBER");
+}
+
+// The names a value of a library-name option completes to (completion.hpp's complete_values), from the
+// registries themselves: the names of a "known: a (long a), b, c" list, or of the built-in formats.
+inline std::vector<std::string> listed_names(const std::string& known) {
+  std::vector<std::string> names;
+  std::size_t at = 0;
+  while (at < known.size()) {
+    const std::size_t end = std::min(known.find(", ", at), known.size());
+    const std::string item = known.substr(at, end - at);
+    names.push_back(item.substr(0, item.find(' ')));  // "rne (nearest_even)" -> "rne"
+    at = end + 2;
+  }
+  return names;
+}
+inline std::vector<std::string> format_names() {
+  std::vector<std::string> names;
+  for (const pasa::Format& f : pasa::builtin_formats()) names.push_back(f.name);
+  return names;
 }
 
 }  // namespace pasa_apps

@@ -67,7 +67,7 @@ struct ProblemOptions {
     auto* o_v = app.add_option("--v", v_file, "V from .npy");
     app.add_option("--input-format", input_format,
                    "format of the .npy inputs: required for uint8/uint16 bit patterns; float values are rounded to it")
-        ->check(pasa_apps::library_name(format_by_name));
+        ->check(pasa_apps::library_name(format_by_name, pasa_apps::format_names()));
     o_q->needs(o_k)->needs(o_v)->excludes(o_problem);
     o_k->needs(o_q);
     o_v->needs(o_q);
@@ -78,7 +78,7 @@ struct ProblemOptions {
         app.add_option("--seq", spec.Sq, "query length Sq")->check(pasa_apps::unsigned_integer(1)),
         app.add_option("--kv-seq", spec.Skv, "key/value length Skv (default Sq)")->check(pasa_apps::unsigned_integer(1)),
         app.add_option("--dim", spec.D, "head dimension D")->check(pasa_apps::unsigned_integer(1)),
-        app.add_option("--format", spec.format, "input storage format")->check(pasa_apps::library_name(format_by_name)),
+        app.add_option("--format", spec.format, "input storage format")->check(pasa_apps::library_name(format_by_name, pasa_apps::format_names())),
         app.add_option("--seed", spec.seed, "problem seed (0 .. 2^64-1)")->check(pasa_apps::unsigned_integer()),
         app.add_option("--gen", kind, "generator: uniform (Eq. 17), hybrid (Eq. 18), resonance (§3.3.2)"),
         app.add_option("--x0", gen.x0, "generator centre / offset")->check(pasa_apps::finite_number()),
@@ -124,7 +124,7 @@ struct OutputOptions {
     app.add_option("--precision-bits", precision_bits, "MPFR precision of the golden")->check(CLI::Range(106, 100000));
     pasa_apps::add_max_memory(app, max_memory);
     app.add_option("--score-format", score_format, "format for the score overflow counts")
-        ->check(pasa_apps::library_name(format_by_name));
+        ->check(pasa_apps::library_name(format_by_name, pasa_apps::format_names()));
     app.add_flag("--ranges", ranges,
                  "also K, K', S, S' ranges per head and the overflow counts of S and PASA's S' in --score-format "
                  "(β and s2 of the algorithm, or PASA's defaults)");

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   bo.score_mean = 0;
   app.add_option("--format", format_name, "format tp the entries of M are rounded to (fp16, bf16, ..., p=..,emax=..)")
       ->capture_default_str()
-      ->check(pasa_apps::library_name(pasa::format_by_name));
+      ->check(pasa_apps::library_name(pasa::format_by_name, pasa_apps::format_names()));
   app.add_option("--n", n, "block size n = s2 (M is n x n)")->capture_default_str();
   app.add_option("--beta", betas, "initial beta (repeatable)")->check(pasa_apps::finite_number());
   app.add_flag("--table3", table3, "use the paper's Table 3 initial betas (0.9, 1-2^-4, 1-2^-5, 1-2^-6, 0.99, 0.999)");

@@ -29,12 +29,12 @@ int main(int argc, char** argv) {
   app.add_option("--out", c_file, "C (M, N) or (batch, M, N) as float64 .npy (values of --out-format)")->required();
   app.add_option("--a-format", a_fmt, "format of A: float values are rounded to it (nearest even); required for bit "
                                       "patterns (default: the dtype's)")
-      ->check(pasa_apps::library_name(format_by_name));
-  app.add_option("--b-format", b_fmt, "format of B (default: --a-format when given, else the dtype's)")->check(pasa_apps::library_name(format_by_name));
-  app.add_option("--acc", acc, "accumulator format")->capture_default_str()->check(pasa_apps::library_name(format_by_name));
+      ->check(pasa_apps::library_name(format_by_name, pasa_apps::format_names()));
+  app.add_option("--b-format", b_fmt, "format of B (default: --a-format when given, else the dtype's)")->check(pasa_apps::library_name(format_by_name, pasa_apps::format_names()));
+  app.add_option("--acc", acc, "accumulator format")->capture_default_str()->check(pasa_apps::library_name(format_by_name, pasa_apps::format_names()));
   app.add_option("--out-format", out, "format C is rounded to (nearest even)")
       ->capture_default_str()
-      ->check(pasa_apps::library_name(format_by_name));
+      ->check(pasa_apps::library_name(format_by_name, pasa_apps::format_names()));
   app.add_option("--model", model, "ordered, chunked, every_op, h100 (the H100 tensor-core model of A's format), a "
                                    "tensor-core model name (h100_fp16, h100_e4m3, exact, ...) or the allocation's "
                                    "\"gemm\" JSON")

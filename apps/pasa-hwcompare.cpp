@@ -47,10 +47,10 @@ int main(int argc, char** argv) {
   gm->add_option("--a", gopt.a, "A (batch, M, K) or (M, K) .npy")->required();
   gm->add_option("--b", gopt.b, "Bt (batch, N, K) or (N, K) .npy")->required();
   gm->add_option("--c", gopt.c, "the GPU's C (batch, M, N) or (M, N) .npy")->required();
-  gm->add_option("--a-format", a_fmt, "format of A's values")->required()->check(pasa_apps::library_name(pasa::format_by_name));
+  gm->add_option("--a-format", a_fmt, "format of A's values")->required()->check(pasa_apps::library_name(pasa::format_by_name, pasa_apps::format_names()));
   gm->add_option("--b-format", b_fmt, "format of Bt's values (default: A's)")
-      ->check(pasa_apps::library_name(pasa::format_by_name));
-  gm->add_option("--out-format", out_fmt, "format of C")->required()->check(pasa_apps::library_name(pasa::format_by_name));
+      ->check(pasa_apps::library_name(pasa::format_by_name, pasa_apps::format_names()));
+  gm->add_option("--out-format", out_fmt, "format of C")->required()->check(pasa_apps::library_name(pasa::format_by_name, pasa_apps::format_names()));
   gm->add_option("--gemm", gemm_json,
                  "the GEMM model: h100 (the H100 tensor-core model of the input format, as the _h100 presets: "
                  "fp8 inputs get the FP8 model), ordered, chunked, every_op, a tensor-core model name "
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   kn->add_option("--v", kv, "V (B, Nkv, Skv, D) .npy")->required();
   kn->add_option("--gpu-out", kout, "the kernel's output (B, Nq, Sq, D) .npy")->required();
   kn->add_option("--format", kfmt, "fp16 or bf16: the format of the four tensors (default: the dtype's)")
-      ->check(pasa_apps::library_name(pasa::format_by_name));
+      ->check(pasa_apps::library_name(pasa::format_by_name, pasa_apps::format_names()));
   kn->add_option("--scale", kscale, "the softmax scale the kernel was given (default 1/sqrt(D))")
       ->check(pasa_apps::finite_number());
   kn->add_flag("--causal", kcausal, "the call was causal");

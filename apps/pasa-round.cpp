@@ -36,10 +36,10 @@ int main(int argc, char** argv) {
   app.add_option("numbers", numbers, "numbers to round (decimal, hex float such as 0x1.8p-3, inf, nan)");
   app.add_option("-f,--format", format_name, "target format: " + pasa::known_format_names())
       ->capture_default_str()
-      ->check(pasa_apps::library_name(pasa::format_by_name));
+      ->check(pasa_apps::library_name(pasa::format_by_name, pasa_apps::format_names()));
   app.add_option("-m,--mode", mode_name, "rounding mode: " + pasa::known_round_mode_names())
       ->capture_default_str()
-      ->check(pasa_apps::library_name(pasa::round_mode_by_name));
+      ->check(pasa_apps::library_name(pasa::round_mode_by_name, pasa_apps::listed_names(pasa::known_round_mode_names())));
   app.add_option("--overflow", overflow_name,
                  "overflow policy: ieee (inf, or NaN for fp8_e4m3fn and e8m0; fp6, fp4 and the integers have neither "
                  "and saturate) or saturate")
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   app.add_option("--block", block_name,
                  "block-quantise with this scheme instead of rounding (docs/block-scaling.md): " +
                      pasa::known_block_scheme_names() + "; blocks run along the last axis, rows along the one before")
-      ->check(pasa_apps::library_name(pasa::block_scheme_by_name));
+      ->check(pasa_apps::library_name(pasa::block_scheme_by_name, pasa_apps::listed_names(pasa::known_block_scheme_names())));
   app.add_option("--scale-rule", scale_rule_name, "with --block: the scale rule (floor, ceil, even, rceil, round_up, nearest, "
                                                   "recip, sage) instead of the scheme's");
   app.add_option("--scales-output", scales_output, "with --block: write the scales to this .npy (float64, one per group)");

@@ -57,7 +57,7 @@ def test_prefixes_values_and_subcommands():
     assert set(complete("pasa-hwcompare", "")) == {"attention", "conversions", "gemm", "kernel"}
     assert set(complete("pasa-hwcompare", "kernel", "-")) == help_options("pasa-hwcompare", "kernel")
     assert sorted(complete("pasa-attn", "--al")) == sorted(o for o in help_options("pasa-attn") if o.startswith("--al"))
-    assert complete("pasa-attn", "--algorithm", "") == []
+    assert complete("pasa-attn", "--threads", "") == []
 
 
 def test_only_bash():
@@ -66,3 +66,18 @@ def test_only_bash():
     # before the required arguments are checked: merge's folders need not be given
     assert "_pasa_sweep()" in run_app("pasa-sweep", "--completion", "bash").stdout
     assert (BUILD / "pasa-sweep").exists()
+
+
+def test_library_names_complete_as_values():
+    # The value of an option that takes a library name completes to the registry's names (the words its check
+    # carries), not to file names; the other options' values stay file names.
+    presets = complete("pasa-attn", "--alloc", "fa_")
+    assert "fa_fp32" in presets and "pasa_fp16" not in presets and all(p.startswith("fa_") for p in presets)
+    assert complete("pasa-attn", "--algorithm", "fa") == ["fa1", "fa2"]
+    assert {"torch_flash_sm90", "sage2_sm90"} <= set(complete("pasa-attn", "--kernel", ""))
+    assert complete("pasa-round", "--format", "fp1") == ["fp16"] and complete("pasa-round", "-f", "b") == ["bf16"]
+    assert complete("pasa-round", "-m", "rn") == ["rne", "rna"]
+    assert "mxfp4" in complete("pasa-round", "--block", "mx")
+    assert set(complete("pasa-hwcompare", "gemm", "--a-format", "fp8")) == {"fp8_e4m3fn", "fp8_e5m2"}
+    assert complete("pasa-hwcompare", "--a-format", "fp8") == []  # an option of `gemm`, not of the program
+    assert complete("pasa-round", "--seed", "") == [] and complete("pasa-attn", "--q", "") == []

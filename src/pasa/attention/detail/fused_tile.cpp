@@ -498,7 +498,8 @@ bool fused_exp(const Run& run, FusedBuffers& ft, std::size_t n, const double* sh
     const float* table = fp16 ? exp_fp16_table() : nullptr;
     for (std::size_t c = 0; c < n; ++c) {
       float* x = t + c * ld;
-      float* lane = lanes + (c % k) * ld;
+      // No lane without a row sum: ft.lanes may be empty then (and offsetting its null data() is undefined).
+      float* lane = sum ? lanes + (c % k) * ld : nullptr;
       for (std::size_t r = 0; r < w; r += 16) {
         const __m512 z = _mm512_loadu_ps(x + r), s = _mm512_loadu_ps(shf + r);
         const __m512 e = kind == Kind::fp32

@@ -1,10 +1,12 @@
 // What the sweep's source files share, private to them: the results table's rows as run_sweep writes them
-// and reads them back for --resume (sweep_table.cpp, which merges and summarises tables too), and the
-// output folder that run_sweep and merge_sweeps write (sweep.cpp).
+// and reads them back for --resume (sweep_table.cpp, which merges and summarises tables too), run_sweep's
+// steps (validate and plan: sweep_plan.cpp; execute: sweep_execute.cpp), and the output folder that
+// run_sweep and merge_sweeps write (sweep.cpp).
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,33 @@ std::string table_text(const CsvRow& header, std::vector<CsvRow> rows);
 std::string flat_table_text(const CsvRow& header, std::vector<CsvRow> rows);
 // Its file name: the table's with "_flat" before the extension (results.csv -> results_flat.csv).
 std::string flat_csv_name(const std::string& csv_name);
+
+// The cases of one run: this shard's problems, the rows already done (read back from the table and the
+// partial file), and the problems with a case still to run, in order.
+struct SweepPlan {
+  std::vector<std::size_t> problems;
+  std::size_t total = 0;  // cases of this shard
+  std::map<std::size_t, CsvRow> done;
+  std::vector<std::size_t> todo;
+};
+
+
+// Throws InputError for bad options, a grid point the backend refuses, or more memory than the run may use
+// (validate_with_backend, plus the rows the runner keeps); nothing exists yet when it is called.
+void validate_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt);
+// A warning through opt.warn, else on stderr ("pasa-sweep: warning: ...").
+void warn_of(const SweepOptions& opt, const std::string& msg);
+// This shard's cases and the rows an earlier run left in `csv` and `partial` (each validated; a bad row is
+// dropped with a warning, its case runs again).
+SweepPlan plan_sweep(const SweepConfig& cfg, const SweepOptions& opt, const CsvRow& header, const std::filesystem::path& csv,
+                     const std::filesystem::path& partial);
+// Whether the folder holds every case of a finished run (the README's main job run twice); nothing written.
+bool folder_is_complete(const SweepConfig& cfg, const SweepOptions& opt, const CsvRow& header, SweepReport& report,
+                        const std::filesystem::path& partial);
+// Runs plan.todo, each finished case appended to `partial` and entered in plan.done (rows_exist set once a
+// row is on disk); the first error stops the workers after their problem and is rethrown.
+void execute_sweep(const SweepConfig& cfg, const SweepBackend& backend, const SweepOptions& opt, const CsvRow& header,
+                   const std::filesystem::path& partial, SweepPlan& plan, SweepReport& report, bool& rows_exist);
 
 // The output folder, created if needed; an InputError naming it when that is impossible.
 bool make_folder(const std::filesystem::path& dir);
