@@ -23,6 +23,7 @@
 #include "pasa/io/problem_json.hpp"
 #include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
+#include "pasa/exact/golden_compare.hpp"
 #include "pasa/io/json_check.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/io/tensor_io.hpp"
@@ -160,7 +161,7 @@ std::string shape_text(const ProblemSpec& p) {
 // other, the algorithm against them, the size: the tensors as doubles, plus the reading buffer of the
 // largest file, whose bytes are held while they are decoded).
 Inputs npy_inputs(const ProblemOptions& po, const AlgorithmSpec& algo, const std::string& algo_source,
-                  const GoldenOptions& gopt, std::size_t memory_limit) {
+                  const GoldenOptions& gopt, std::size_t memory_limit, bool keep_golden) {
   std::unique_ptr<Format> f;
   if (!po.input_format.empty()) f = std::make_unique<Format>(format_by_name(po.input_format));
   const std::array<TensorHeader, 3> h = read_qkv_headers(po.q_file, po.k_file, po.v_file, f.get());
@@ -173,7 +174,7 @@ Inputs npy_inputs(const ProblemOptions& po, const AlgorithmSpec& algo, const std
   std::size_t largest_file = 0;
   for (const TensorHeader& t : h) largest_file = std::max(largest_file, t.data_bytes);
   Inputs r;
-  r.memory_estimate = case_memory_bytes(shape, {algo}, gopt, false, largest_file);
+  r.memory_estimate = case_memory_bytes(shape, {algo}, gopt, false, largest_file, keep_golden);
   check_memory(r.memory_estimate, memory_limit, "this problem",
                fmt::format("Q ({}, {}, {}, {}) and K/V ({}, {}, {}, {}) from .npy, {} threads", shape.B, shape.Nq,
                            shape.Sq, shape.D, shape.B, shape.Nkv, shape.Skv, shape.D, gopt.threads));
@@ -240,7 +241,7 @@ ProblemSpec problem_spec(const CLI::App& app, const ProblemOptions& po) {
 // Generated inputs (a problem JSON or the generator options): checked, sized, then generated.
 Inputs generated_inputs(const CLI::App& app, const ProblemOptions& po, const AlgorithmSpec& algo,
                         const std::string& algo_source, const GoldenOptions& gopt, std::size_t memory_limit,
-                        const OutputPaths& outputs) {
+                        const OutputPaths& outputs, bool keep_golden) {
   ProblemSpec spec = problem_spec(app, po);
   check_output_paths(outputs, problem_input_files(spec, po.problem_file));  // a problem's .npy and capture files
   if (po.allow_nonfinite) spec.allow_nonfinite = true;
@@ -256,7 +257,7 @@ Inputs generated_inputs(const CLI::App& app, const ProblemOptions& po, const Alg
   }
   Inputs r;
   r.paged = spec.paged.has_value();
-  r.memory_estimate = case_memory_bytes(spec, {algo}, gopt, false);
+  r.memory_estimate = case_memory_bytes(spec, {algo}, gopt, false, 0, keep_golden);
   check_memory(r.memory_estimate, memory_limit, "this problem",
                fmt::format("{}, {} threads", shape_text(spec), gopt.threads));  // before a single element is generated
   if (r.paged) r.pb = generate_paged(spec, gopt.threads);
@@ -321,7 +322,7 @@ struct Results {
 };
 
 Results run_and_measure(const Inputs& inputs, const AlgorithmSpec& algo, const GoldenOptions& gopt,
-                        const Format& score_format, bool ranges) {
+                        const Format& score_format, bool ranges, bool keep_golden) {
   const AttentionInputs& in = inputs.in;
   const PagedBatch& pb = inputs.pb;
   const bool paged = inputs.paged;
@@ -339,15 +340,18 @@ Results run_and_measure(const Inputs& inputs, const AlgorithmSpec& algo, const G
   t0 = std::chrono::steady_clock::now();
   if (paged) {
     r.golden = unified_golden(pb, gopt);  // (per sequence: no one count of row blocks to report)
-  } else {
+    r.t_golden = seconds_since(t0);
+    status.stage("metrics");
+    r.metrics = compare_outputs(r.out.o, r.golden.o, unified_baseline(pb, gopt.threads));
+  } else {  // the golden streamed into the metrics (whole only for --golden-npy)
     GoldenOptions g = gopt;
     g.progress = status.golden_progress();
-    r.golden = golden_attention(in, g);
+    GoldenMetrics gm = compare_with_golden(in, {&r.out.o}, g, keep_golden);
+    r.golden = std::move(gm.golden);
+    r.metrics = gm.metrics[0];
+    r.t_golden = gm.golden_seconds;
+    status.stage("metrics");  // (the output's are done with the golden; the score statistics remain)
   }
-  r.t_golden = seconds_since(t0);
-  status.stage("metrics");
-  r.metrics = compare_outputs(r.out.o, r.golden.o,
-                              paged ? unified_baseline(pb, gopt.threads) : uniform_baseline(in, gopt.threads));
   r.scores = paged ? unified_score_stats(pb, score_format, gopt.threads) : score_stats(in, score_format, gopt.threads);
   return r;
 }
@@ -471,10 +475,12 @@ int main(int argc, char** argv) {
     GoldenOptions gopt;
     gopt.threads = oo.threads;
     gopt.precision_bits = oo.precision_bits;
-    const Inputs inputs = po.q_file.empty() ? generated_inputs(app, po, algo, ao.source(), gopt, memory_limit, outputs)
-                                            : npy_inputs(po, algo, ao.source(), gopt, memory_limit);
+    const bool keep_golden = !oo.golden_npy.empty();  // (else the golden streams into the metrics)
+    const Inputs inputs = po.q_file.empty()
+                              ? generated_inputs(app, po, algo, ao.source(), gopt, memory_limit, outputs, keep_golden)
+                              : npy_inputs(po, algo, ao.source(), gopt, memory_limit, keep_golden);
     const Format score_format = format_by_name(oo.score_format);
-    const Results r = run_and_measure(inputs, algo, gopt, score_format, oo.ranges);
+    const Results r = run_and_measure(inputs, algo, gopt, score_format, oo.ranges, keep_golden);
     write_npy_outputs(oo, r);
     if (oo.json) print_json(inputs, algo, r, oo.precision_bits);
     else print_table(inputs, algo, r, score_format);

@@ -564,8 +564,7 @@ std::size_t unified_golden_bytes(std::size_t Nq, std::size_t Nkv, std::size_t D,
   return sat_add(sat_mul(threads, part), sat_mul(2, out));
 }
 
-std::size_t unified_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
-                                 bool golden_first) {
+std::size_t unified_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go) {
   constexpr std::size_t kProcessBase = std::size_t{12} << 20;  // as case_memory_bytes (study/sweep.hpp)
   const PagedLayout& l = *p.paged;
   const std::size_t max_q = std::max<std::size_t>(1, l.max_q_len()), max_ctx = std::max<std::size_t>(1, l.max_ctx_len());
@@ -579,10 +578,12 @@ std::size_t unified_memory_bytes(const ProblemSpec& p, const std::vector<Algorit
   for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
   const std::size_t golden = unified_golden_bytes(p.Nq, p.Nkv, p.D, l.seqs.size(), max_q, max_ctx, l.tokens(), go);
   const std::size_t kernel = sat_add(sat_add(algo, gathered), out);  // (its sequences' outputs, then the batch's)
-  const std::size_t outs = sat_mul(out, golden_first ? std::max<std::size_t>(1, algs.size()) : 1);
-  // The kernel, the golden and the baseline (a gathered sequence at a time) run one after the other, the
-  // outputs and the baseline's tensor kept.
-  const std::size_t peak = sat_add(sat_add(outs, out), std::max({kernel, golden, gathered}));
+  // The kernels one after the other, each one's output kept until the metrics; then the golden (its output
+  // counted in `golden`) and the baseline (a gathered sequence at a time, the golden's output alive). The
+  // order does not change the peak (pasa-attn and sweeps run the kernels first, pasa-attribute the golden).
+  const std::size_t n = std::max<std::size_t>(1, algs.size());
+  const std::size_t peak = std::max(sat_add(sat_mul(out, n - 1), kernel),
+                                    sat_add(sat_mul(out, n), std::max(golden, sat_add(sat_mul(2, out), gathered))));
   return sat_add(kProcessBase, sat_add(inputs_bytes(p), peak));
 }
 

@@ -134,11 +134,11 @@ ScoreStats unified_score_stats(const PagedBatch&, const Format& score_format, in
 // validate_case(ProblemSpec, ...) (algorithm.hpp) calls it for a paged problem.
 void validate_unified(const ProblemSpec&, const AlgorithmSpec&);
 
-// Bytes a paged problem needs (core/memory.hpp; saturating): the process base, Q and the cache, the outputs
-// (one per algorithm when golden_first, as a sweep keeps them for one metrics pass), the baseline, and the
-// larger of the kernel (a gathered sequence, the engine's buffers) and the golden (unified_golden_bytes).
-std::size_t unified_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&,
-                                 bool golden_first);
+// Bytes a paged problem needs (core/memory.hpp; saturating): the process base, Q and the cache, and the larger
+// of the kernels' phase (the outputs of the algorithms before, a gathered sequence, the engine's buffers) and
+// the metrics' (every output, kept for one metrics pass, with the golden, unified_golden_bytes, or with the
+// golden's output, the baseline and a gathered sequence).
+std::size_t unified_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&);
 
 template <class T>
 T* HugePageAllocator<T>::allocate(std::size_t n) {

@@ -9,14 +9,19 @@ namespace pasa {
 
 Tensor uniform_baseline(const AttentionInputs& in, int threads) {
   validate(in, threads);
+  Tensor out(in.q.shape, format_by_name("fp64"));
+  uniform_baseline_heads(in, 0, in.q.shape.B * in.q.shape.N, out.data.data(), threads);
+  return out;
+}
+
+void uniform_baseline_heads(const AttentionInputs& in, std::size_t head0, std::size_t heads, double* out, int threads) {
   const Shape& qs = in.q.shape;
   const std::size_t D = qs.D;
-  Tensor out(qs, format_by_name("fp64"));
   // One work item per (batch, query head); each writes only its own rows.
-  parallel_for(qs.B * qs.N, threads, [&](std::size_t w) {
-    const std::size_t b = w / qs.N, h = w % qs.N;
+  parallel_for(heads, threads, [&](std::size_t w) {
+    const std::size_t b = (head0 + w) / qs.N, h = (head0 + w) % qs.N;
     const double* v = in.v.head(b, h / in.group());
-    double* o = out.data.data() + (b * qs.N + h) * qs.S * D;
+    double* o = out + w * qs.S * D;
     std::vector<DD> sum(D);
     // Row i's sum is the fold, in key order, of dd_add over its visible keys. When the previous row's
     // visible keys are a prefix of this row's (no mask: the same keys; causal: one more key), this row's
@@ -58,7 +63,6 @@ Tensor uniform_baseline(const AttentionInputs& in, int threads) {
       have_prev = true;
     }
   });
-  return out;
 }
 
 }  // namespace pasa

@@ -38,6 +38,35 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& o
   return sat_mul(sizeof(double), sat_add(sat_add(sat_add(out, blocks), keys), sat_mul(per_thread, t)));
 }
 
+std::size_t golden_stream_rows(const Shape& q, const Shape& kv, int threads) {
+  constexpr std::size_t kChunkBytes = std::size_t{32} << 20;
+  const std::size_t pairs = sat_product(q.B, kv.N), pair_rows = sat_mul(kv.N == 0 ? 1 : q.N / kv.N, q.S);
+  const std::size_t blocks = (q.S + kRowBlock - 1) / kRowBlock;  // work items per pair
+  const std::size_t want = (sat_mul(4, static_cast<std::size_t>(std::max(threads, 1))) + blocks - 1) / blocks;
+  const std::size_t fit = std::max<std::size_t>(1, kChunkBytes / std::max<std::size_t>(1, sat_mul(pair_rows, sat_mul(q.D + 1, sizeof(double)))));
+  return sat_mul(pair_rows, std::max<std::size_t>(1, std::min({pairs, want, fit})));
+}
+
+std::size_t golden_stream_bytes(const Shape& q, const Shape& kv, const GoldenOptions& opt) {
+  const std::size_t all = sat_mul(sizeof(double), sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S)));
+  const std::size_t chunk = sat_mul(sizeof(double), sat_mul(golden_stream_rows(q, kv, opt.threads), q.D + 1));
+  return sat_add(golden_bytes(q, kv, opt) - std::min(all, golden_bytes(q, kv, opt)), chunk);
+}
+
+Golden golden_stream(const AttentionInputs& in, const GoldenOptions& opt, const GoldenSink& sink) {
+  validate(in, opt.threads);
+  check_precision(opt);
+  if (in.allow_nonfinite && !detail::all_finite(in)) {
+    Golden g = detail::golden_with_nonfinite(in, opt);
+    sink(0, g.lse.size(), g.o.data.data(), g.lse.data());
+    g.o = Tensor();
+    g.lse.clear();
+    return g;
+  }
+  ScratchPool spare;
+  return golden_finite_in(in, opt, spare, nullptr, &sink);
+}
+
 Golden golden_attention(const AttentionInputs& in, const GoldenOptions& opt) {
   validate(in, opt.threads);
   check_precision(opt);

@@ -4,6 +4,7 @@
 // Fully masked rows (no visible key): O = 0 and lse = -inf.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <vector>
 
@@ -52,6 +53,20 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& =
 // result does not depend on options.threads.
 Golden golden_attention(const AttentionInputs&, const GoldenOptions& = {});
 
+// Rows [row0, row0 + rows) of the golden's output (row (b·Nq + h)·Sq + i, D doubles each, in the layout of
+// Golden::o) and their lse, as golden_stream hands them over; the pointers are valid during the call only.
+using GoldenSink = std::function<void(std::size_t row0, std::size_t rows, const double* o, const double* lse)>;
+// golden_attention without its whole output alive at once: the rows go to `sink` in order, a chunk of whole
+// (batch, KV head) pairs at a time (golden_stream_rows rows), every bit as golden_attention gives them; the
+// returned Golden has the bound, bits and MPFR use, and an empty o and lse. Inputs holding NaN/inf
+// (allow_nonfinite) are computed whole and handed over in one call. For metrics over outputs too large to
+// keep a second fp64 copy of (compare_with_golden, exact/golden_compare.hpp).
+Golden golden_stream(const AttentionInputs&, const GoldenOptions&, const GoldenSink& sink);
+// The rows golden_stream holds at once: whole (batch, KV head) pairs, enough of them for 4 work items per
+// thread, at most 32 MiB of output unless one pair is larger (then one pair).
+std::size_t golden_stream_rows(const Shape& q, const Shape& kv, int threads);
+// Memory golden_stream needs beyond its inputs (golden_bytes with a chunk of rows instead of the output).
+std::size_t golden_stream_bytes(const Shape& q, const Shape& kv, const GoldenOptions& = {});
 // Rows [j0, j0 + n) of part p's K (values = false) or V (values = true), as doubles into out (n × D).
 using GoldenRows = std::function<void(std::size_t p, bool values, std::size_t j0, std::size_t n, double* out)>;
 

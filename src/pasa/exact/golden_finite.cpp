@@ -77,13 +77,17 @@ DD scale_dd(const AttentionInputs& in) {
 
 // golden_finite with its scratch buffers from `spare` (shared by the parts of golden_parts), reporting what
 // decided its fast path in *check (when opt.fast).
-Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, ScratchPool& spare, FastCheck* check) {
+Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, ScratchPool& spare, FastCheck* check,
+                        const GoldenSink* sink) {
   PASA_ASSERT(detail::all_finite(in));
   PASA_ASSERT(opt.precision_bits >= 106 && opt.precision_bits <= 100000);
   const Shape& qs = in.q.shape;
+  // (batch, KV head) pairs held at once: all of them, or golden_stream's chunk (rows of whole pairs)
+  const std::size_t pairs = qs.B * in.k.shape.N, pair_rows = in.group() * qs.S;
+  const std::size_t chunk_pairs = sink ? golden_stream_rows(qs, in.k.shape, opt.threads) / pair_rows : pairs;
   Golden g;
-  g.o = Tensor(qs, format_by_name("fp64"));
-  g.lse.assign(qs.B * qs.N * qs.S, 0.0);
+  g.o = Tensor({1, 1, chunk_pairs * pair_rows, qs.D}, format_by_name("fp64"));
+  g.lse.assign(chunk_pairs * pair_rows, 0.0);
   Problem P{in, opt, g, scale_dd(in), 0};
   {  // max |V| per (batch, KV head) on the threads, then the max of those (a max in any order is the same)
     const std::size_t heads = in.v.shape.B * in.v.shape.N, per_head = in.v.shape.S * in.v.shape.D;
@@ -116,7 +120,7 @@ Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, Scr
   const std::size_t group_rows = std::min(kGroup, (G * std::min(qs.S, kRowBlock) + kRows - 1) / kRows * kRows);
   const std::size_t items = qs.B * Nkv * blocks;
   std::atomic<std::size_t> items_done{0};
-  parallel_for(items, opt.threads, [&](std::size_t w) {
+  auto item = [&](std::size_t w) {
     const std::size_t blk = w % blocks, bk = w / blocks, b = bk / Nkv, hk = bk % Nkv;
     const std::size_t i0 = blk * kRowBlock, i1 = std::min(qs.S, i0 + kRowBlock);
     check_cancel();
@@ -152,7 +156,22 @@ Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, Scr
     // with the call, so free them here (LeakSanitizer reports them otherwise).
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     if (opt.progress) opt.progress(items_done.fetch_add(1, std::memory_order_relaxed) + 1, items);
-  });
+  };
+  // The items chunk by chunk of whole pairs, in order (the rows of a chunk are contiguous: pair bk holds rows
+  // [bk·G·Sq, (bk + 1)·G·Sq)); each item's result does not depend on what else runs (the fast-path decision
+  // above is the whole problem's), so a chunked run gives every bit of the whole one.
+  for (std::size_t p0 = 0; p0 < pairs; p0 += chunk_pairs) {
+    const std::size_t np = std::min(chunk_pairs, pairs - p0);
+    P.row0 = p0 * pair_rows;
+    parallel_for(np * blocks, opt.threads, [&](std::size_t w) { item(p0 * blocks + w); });
+    if (sink) (*sink)(P.row0, np * pair_rows, g.o.data.data(), g.lse.data());
+  }
+  if (sink) {
+    g.o = Tensor();
+    g.lse.clear();
+  } else {
+    g.o.shape = qs;
+  }
   g.guaranteed_bits = 1000;
   for (const BlockResult& r : results) {
     g.guaranteed_bits = std::min(g.guaranteed_bits, r.bits);

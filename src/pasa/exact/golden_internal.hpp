@@ -39,6 +39,7 @@ struct Problem {
   Golden& g;
   DD scale_dd;          // the scale (exact 1/sqrt(D) when in.scale == 0) to ~106 bits
   double max_abs_v = 0;
+  std::size_t row0 = 0;  // the first row g holds (golden_stream: a chunk's; else 0): row r is g's r - row0
 };
 
 struct BlockResult {
@@ -165,6 +166,8 @@ void check_precision(const GoldenOptions& opt);
 
 // golden_finite (golden_finite.hpp) with its scratch buffers from `spare` (shared by the parts of
 // golden_parts), reporting what decided its fast path in *check (when opt.fast).
-Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, ScratchPool& spare, FastCheck* check);
+// With `sink`, the output goes to it chunk by chunk (golden_stream) and the returned o and lse are empty.
+Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, ScratchPool& spare, FastCheck* check,
+                        const GoldenSink* sink = nullptr);
 
 }  // namespace pasa::golden_detail

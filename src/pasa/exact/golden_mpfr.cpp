@@ -62,7 +62,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
     const std::size_t row = (b * in.q.shape.N + h) * Sq + i;
     const std::size_t n = visible_keys(in, b, i, vis);
     if (n == 0) {
-      write_masked_row(P.g, row, D);
+      write_masked_row(P.g, row - P.row0, D);
       continue;
     }
     const double* q = in.q.head(b, h) + i * D;
@@ -108,14 +108,14 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
         mpfr_add(num[x], num[x], acc, MPFR_RNDN);
       }
     }
-    double* o = P.g.o.data.data() + row * D;
+    double* o = P.g.o.data.data() + (row - P.row0) * D;
     for (std::size_t x = 0; x < D; ++x) {
       mpfr_div(acc, num[x], l, MPFR_RNDN);
       o[x] = mpfr_get_d(acc, MPFR_RNDN);
     }
     mpfr_log(l, l, MPFR_RNDN);
     mpfr_add(l, l, m, MPFR_RNDN);
-    P.g.lse[row] = mpfr_get_d(l, MPFR_RNDN);
+    P.g.lse[row - P.row0] = mpfr_get_d(l, MPFR_RNDN);
     const double nd = static_cast<double>(n);
     const double E = 2.2 * (1.01 * dmax + u) + 1.1 * (3 * nd + 2) * u;
     res.bound = std::max(res.bound, std::ldexp(E, -shift));

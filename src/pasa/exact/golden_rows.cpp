@@ -162,7 +162,7 @@ void fast_rows(Problem& P, std::size_t b, const RowRef* rows, std::size_t nr, co
     const std::size_t row = (b * in.q.shape.N + rows[r].h) * Sq + rows[r].i;
     n[r] = visible_keys(in, b, rows[r].i, sc.vis[r]);
     if (n[r] == 0) {
-      write_masked_row(P.g, row, D);
+      write_masked_row(P.g, row - P.row0, D);
       continue;
     }
     active[r] = true;
@@ -341,9 +341,9 @@ PASA_IVDEP
     const std::size_t row = (b * in.q.shape.N + rows[r].h) * Sq + rows[r].i;
     const double* nh = sc.nh.data() + r * D;
     const double* nc = sc.nc.data() + r * D;
-    double* o = P.g.o.data.data() + row * D;
+    double* o = P.g.o.data.data() + (row - P.row0) * D;
     for (std::size_t x = 0; x < D; ++x) o[x] = dd_to_double(dd_div(two_sum(nh[x], nc[x]), l[r]));
-    P.g.lse[row] = lse_from_dd(m[r], l[r]);
+    P.g.lse[row - P.row0] = lse_from_dd(m[r], l[r]);
     const double nd = static_cast<double>(n[r]);
     const double eps_p = 1.01 * dmax[r] + kExpDDRelErr;
     const double E = 2.2 * eps_p + 1.1 * (3 * nd * (nd + 2) + 4 * nd + 16) * kU2;

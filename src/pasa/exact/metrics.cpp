@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
@@ -65,13 +66,16 @@ bool overflows(DD s, const OverflowThreshold& th) {
   return a.lo > 0 || (a.lo == 0 && th.tie_overflows);
 }
 
-void check_same_shape(const Tensor& t, const char* what, const Tensor& golden) {
+void check_same_shape(const Tensor& t, const char* what, const Shape& g) {
   const Shape& a = t.shape;
-  const Shape& g = golden.shape;
   if (!(a == g))
     throw InputError(fmt::format("{} shape ({}, {}, {}, {}) differs from the golden's ({}, {}, {}, {})", what, a.B, a.N,
                                  a.S, a.D, g.B, g.N, g.S, g.D));
-  if (t.data.size() != a.size() || golden.data.size() != g.size())
+  if (t.data.size() != a.size()) throw InputError(fmt::format("{} or golden data size does not match its shape", what));
+}
+void check_same_shape(const Tensor& t, const char* what, const Tensor& golden) {
+  check_same_shape(t, what, golden.shape);
+  if (golden.data.size() != golden.shape.size())
     throw InputError(fmt::format("{} or golden data size does not match its shape", what));
 }
 
@@ -257,31 +261,25 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& b
 
 namespace {
 
-// Per output, the sums and counts of compare_outputs(out, golden).
-struct OutputSums {
-  DD err2, gold2, out2, dot;
-  std::size_t finite_pairs = 0, exact_specials = 0, nan_count = 0, inf_count = 0, rows_with_nonfinite = 0;
-  double max_abs_err = 0, max_rel_err = 0;
-};
-
-// One pass over the elements for K outputs (K a constant, so that the sums stay in registers) and, with
-// `baseline`, the baseline's sums ‖B − G‖² and ‖G‖² over the elements where both are finite. Each sum is
-// the same operations in the same element order as in separate passes (same bits); the sums of different
-// outputs are independent chains of dependent double-double additions, which the processor overlaps.
+// One pass over rows [0, rows) of a chunk (golden `gold`, baseline `base` or nullptr, the outputs' rows at
+// od[a]) for K outputs (K a constant, so that the sums stay in registers), continuing the sums in `out` and,
+// with `base`, the baseline's sums ‖B − G‖² and ‖G‖² over the elements where both are finite. Each sum is
+// the same operations in the same element order as in separate passes or a pass over the whole output
+// (same bits, however the rows are chunked); the sums of different outputs are independent chains of
+// dependent double-double additions, which the processor overlaps.
 template <std::size_t K>
-void sums_pass(const double* const* od, const Tensor& golden, const Tensor* baseline, OutputSums* out, DD& base2,
-               DD& gold2, bool& base_nonfinite) {
-  OutputSums acc[K];
-  const Shape& sh = golden.shape;
-  const std::size_t rows = sh.B * sh.N * sh.S;
+void sums_pass(const double* const* od, const double* gold, const double* base, std::size_t rows, std::size_t D,
+               detail::OutputSums* out, DD& base2, DD& gold2, bool& base_nonfinite) {
+  detail::OutputSums acc[K];
+  for (std::size_t a = 0; a < K; ++a) acc[a] = out[a];
   for (std::size_t r = 0; r < rows; ++r) {
     bool row_bad[K] = {};
-    for (std::size_t x = 0; x < sh.D; ++x) {
-      const std::size_t idx = r * sh.D + x;
-      const double gv = golden.data[idx];
+    for (std::size_t x = 0; x < D; ++x) {
+      const std::size_t idx = r * D + x;
+      const double gv = gold[idx];
       const bool gfin = std::isfinite(gv);
-      if (baseline && gfin) {
-        const double bv = baseline->data[idx];
+      if (base && gfin) {
+        const double bv = base[idx];
         if (std::isfinite(bv)) {
           const DD db = two_sum(bv, -gv);  // exact differences
           base2 = dd_add(base2, dd_mul(db, db));
@@ -290,7 +288,7 @@ void sums_pass(const double* const* od, const Tensor& golden, const Tensor* base
           base_nonfinite = true;
         }
       }
-      auto step = [&](OutputSums& c, bool& bad, double o) {
+      auto step = [&](detail::OutputSums& c, bool& bad, double o) {
         if (!gfin) {
           if (same_special(o, gv)) {
             ++c.exact_specials;
@@ -330,43 +328,51 @@ void sums_pass(const double* const* od, const Tensor& golden, const Tensor* base
 
 }  // namespace
 
-std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline,
-                                     int threads) {
-  for (const Tensor* o : outs) check_same_shape(*o, "output", golden);
-  check_same_shape(baseline, "baseline", golden);
-  const std::size_t k = outs.size();
-  std::vector<OutputSums> sums(k);
+OutputComparison::OutputComparison(std::vector<const Tensor*> outs, const Shape& shape, int threads)
+    : outs_(std::move(outs)), shape_(shape), threads_(threads), sums_(outs_.size()) {
+  for (const Tensor* o : outs_) check_same_shape(*o, "output", shape_);
+}
+
+void OutputComparison::add(std::size_t row0, std::size_t rows, const double* golden, const double* baseline) {
+  const std::size_t k = outs_.size(), D = shape_.D;
+  if (row0 != next_row_ || rows > shape_.B * shape_.N * shape_.S - row0)
+    throw std::logic_error("OutputComparison::add: rows out of order");
+  next_row_ += rows;
   std::vector<const double*> od(k);
-  for (std::size_t a = 0; a < k; ++a) od[a] = outs[a]->data.data();
-  DD base2, gold2;
-  bool base_nonfinite = false;
-  if (k > 0 && parallel_width(threads) > 1) {
+  for (std::size_t a = 0; a < k; ++a) od[a] = outs_[a]->data.data() + row0 * D;
+  if (k > 0 && parallel_width(threads_) > 1) {
     // A pass per output and one for the baseline, side by side (the last problem of a sweep has every core).
-    parallel_for(k + 1, threads, [&](std::size_t i) {
+    parallel_for(k + 1, threads_, [&](std::size_t i) {
       DD unused2, unused_gold2;
       bool unused_nonfinite = false;
-      if (i == k) sums_pass<0>(nullptr, golden, &baseline, nullptr, base2, gold2, base_nonfinite);
-      else sums_pass<1>(od.data() + i, golden, nullptr, sums.data() + i, unused2, unused_gold2, unused_nonfinite);
+      if (i == k) sums_pass<0>(nullptr, golden, baseline, rows, D, nullptr, base2_, gold2_, base_nonfinite_);
+      else sums_pass<1>(od.data() + i, golden, nullptr, rows, D, sums_.data() + i, unused2, unused_gold2, unused_nonfinite);
     });
-  } else {
-    // Up to 3 outputs per pass (the paper's sweeps have 3 algorithms); the baseline's sums in the first.
-    std::size_t done = 0;
-    do {
-      const std::size_t n = std::min<std::size_t>(3, k - done);
-      const Tensor* b = done == 0 ? &baseline : nullptr;
-      if (n == 3) sums_pass<3>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-      else if (n == 2) sums_pass<2>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-      else if (n == 1) sums_pass<1>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-      else sums_pass<0>(od.data() + done, golden, b, sums.data() + done, base2, gold2, base_nonfinite);
-      done += n;
-    } while (done < k);
+    return;
   }
+  // Up to 3 outputs per pass (the paper's sweeps have 3 algorithms); the baseline's sums in the first.
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min<std::size_t>(3, k - done);
+    const double* b = done == 0 ? baseline : nullptr;
+    detail::OutputSums* s = sums_.data() + done;
+    if (n == 3) sums_pass<3>(od.data() + done, golden, b, rows, D, s, base2_, gold2_, base_nonfinite_);
+    else if (n == 2) sums_pass<2>(od.data() + done, golden, b, rows, D, s, base2_, gold2_, base_nonfinite_);
+    else if (n == 1) sums_pass<1>(od.data() + done, golden, b, rows, D, s, base2_, gold2_, base_nonfinite_);
+    else sums_pass<0>(od.data() + done, golden, b, rows, D, s, base2_, gold2_, base_nonfinite_);
+    done += n;
+  } while (done < k);
+}
+
+std::vector<Metrics> OutputComparison::finish() const {
+  if (next_row_ != shape_.B * shape_.N * shape_.S) throw std::logic_error("OutputComparison::finish: rows missing");
+  const std::size_t k = outs_.size();
   std::vector<Metrics> ms(k);
   for (std::size_t a = 0; a < k; ++a) {
     Metrics& m = ms[a];
-    const OutputSums& c = sums[a];
-    m.elements = golden.shape.size();
-    m.rows = golden.shape.B * golden.shape.N * golden.shape.S;
+    const detail::OutputSums& c = sums_[a];
+    m.elements = shape_.size();
+    m.rows = shape_.B * shape_.N * shape_.S;
     m.nan_count = c.nan_count;
     m.inf_count = c.inf_count;
     m.rows_with_nonfinite = c.rows_with_nonfinite;
@@ -375,11 +381,20 @@ std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, con
     finish_metrics(m, c.err2, c.gold2, c.out2, c.dot, c.finite_pairs, c.exact_specials);
     // ‖O − G‖² over the finite output elements is err2 (where the baseline is finite wherever the golden
     // is, the elements of the old separate pass; otherwise the centred metrics are NaN and it is unused).
-    m.rmse_uniform_baseline = base_nonfinite ? kNaN : ratio(base2, gold2);
-    m.rmse_centred = base_nonfinite ? kNaN : apply_nonfinite_rule(m, ratio(c.err2, base2));
+    m.rmse_uniform_baseline = base_nonfinite_ ? kNaN : ratio(base2_, gold2_);
+    m.rmse_centred = base_nonfinite_ ? kNaN : apply_nonfinite_rule(m, ratio(c.err2, base2_));
     m.skill = 1 - m.rmse_centred;
   }
   return ms;
+}
+
+std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline,
+                                     int threads) {
+  for (const Tensor* o : outs) check_same_shape(*o, "output", golden);
+  check_same_shape(baseline, "baseline", golden);
+  OutputComparison c(outs, golden.shape, threads);
+  c.add(0, golden.shape.B * golden.shape.N * golden.shape.S, golden.data.data(), baseline.data.data());
+  return c.finish();
 }
 
 Metrics compare_outputs(const Tensor& out, const Tensor& golden) {

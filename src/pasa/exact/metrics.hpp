@@ -7,6 +7,7 @@
 
 
 #include "pasa/inputs/attention_inputs.hpp"
+#include "pasa/numeric/double_double.hpp"
 #include "pasa/numeric/format.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/inputs/tensor.hpp"
@@ -55,6 +56,36 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden, const Tensor& b
 // own, side by side: the same sums in the same element order, so the same bits.
 std::vector<Metrics> compare_outputs(const std::vector<const Tensor*>& outs, const Tensor& golden, const Tensor& baseline,
                                      int threads = 1);
+namespace detail {
+// Per output, the sums and counts of compare_outputs (metrics.cpp).
+struct OutputSums {
+  DD err2, gold2, out2, dot;
+  std::size_t finite_pairs = 0, exact_specials = 0, nan_count = 0, inf_count = 0, rows_with_nonfinite = 0;
+  double max_abs_err = 0, max_rel_err = 0;
+};
+}  // namespace detail
+// compare_outputs of several outputs with the golden and the baseline arriving a block of rows at a time, in
+// row order (golden_stream, exact/golden_compare.hpp), so that neither is ever whole: finish() gives
+// compare_outputs(outs, golden, baseline, threads) bit for bit (the same sums in the same element order).
+class OutputComparison {
+ public:
+  // Throws InputError when an output's shape is not `shape` (the golden's).
+  OutputComparison(std::vector<const Tensor*> outs, const Shape& shape, int threads = 1);
+  // Rows [row0, row0 + rows) (row (b·Nq + h)·Sq + i) of the golden and of the baseline, D doubles each; the
+  // rows in order from 0, each once (std::logic_error otherwise).
+  void add(std::size_t row0, std::size_t rows, const double* golden, const double* baseline);
+  // After every row (std::logic_error otherwise).
+  std::vector<Metrics> finish() const;
+
+ private:
+  std::vector<const Tensor*> outs_;
+  Shape shape_;
+  int threads_;
+  std::vector<detail::OutputSums> sums_;
+  DD base2_, gold2_;
+  bool base_nonfinite_ = false;
+  std::size_t next_row_ = 0;
+};
 // The same without the baseline metrics (rmse_uniform_baseline, rmse_centred, skill are NaN).
 Metrics compare_outputs(const Tensor& out, const Tensor& golden);
 

@@ -19,6 +19,7 @@
 #include "pasa/io/problem_json.hpp"
 #include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
+#include "pasa/exact/golden_compare.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/metrics_json.hpp"
@@ -57,8 +58,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
-                              bool golden_first, std::size_t reading_bytes) {
-  if (p.paged) return unified_memory_bytes(p, algs, go, golden_first);
+                              bool golden_first, std::size_t reading_bytes, bool keep_golden) {
+  if (p.paged) return unified_memory_bytes(p, algs, go);
   // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem
   // (pasa-attn at (1, 1, 16, 16): 7.4 MiB on the 2-core host).
   constexpr std::size_t kProcessBase = std::size_t{8} << 20;
@@ -70,12 +71,16 @@ std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmS
   for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
   const std::size_t golden = golden_bytes(q, kv, go);
   const std::size_t scores = score_stats_bytes(q, kv, go.threads);
+  const std::size_t n = std::max<std::size_t>(1, algs.size());
   std::size_t peak;
-  if (golden_first) {  // sweep: golden, baseline, score statistics, then the algorithms, their outputs kept
+  if (golden_first) {  // pasa-attribute, the fdpp study: golden, baseline, score statistics, then the algorithms
     peak = std::max({golden, sat_add(sat_add(out, tensor), scores),
-                     sat_add(sat_add(sat_mul(out, std::max<std::size_t>(1, algs.size())), tensor), algo)});
-  } else {             // pasa-attn: the algorithm, then the golden, baseline and score statistics with its output alive
-    peak = std::max(algo, sat_add(out, std::max({golden, sat_add(out, tensor), sat_add(out, scores)})));
+                     sat_add(sat_add(sat_mul(out, n), tensor), algo)});
+  } else {  // pasa-attn, sweeps: the algorithms (outputs kept), then the golden streamed into their metrics
+            // (compare_with_golden: a chunk of it and of the baseline at a time) and the score statistics
+    const std::size_t cmp = compare_with_golden_bytes(q, kv, go, keep_golden);
+    const std::size_t kept = keep_golden ? out : 0;
+    peak = std::max(sat_add(sat_mul(out, n - 1), algo), sat_add(sat_mul(out, n), std::max(cmp, sat_add(kept, scores))));
   }
   return sat_add(kProcessBase, sat_add(inputs_bytes(p), std::max(peak, reading_bytes)));
 }
@@ -103,7 +108,7 @@ SweepBackend library_backend() {
     GoldenOptions go;
     go.precision_bits = cfg.golden_precision_bits;
     go.threads = threads;
-    return case_memory_bytes(problem_from_json(p.problem, "/problem"), algs, go, true);
+    return case_memory_bytes(problem_from_json(p.problem, "/problem"), algs, go, false);
   };
   // The attention's work: query-key pairs of one head times heads and D (the golden and every algorithm
   // are proportional to it); once per grid point (plan_problem of its first seed), like validation.
@@ -165,23 +170,19 @@ SweepBackend library_backend() {
     const ProblemSpec ps = problem_from_json(p.problem, "/problem");
     const PagedBatch pb = ps.paged ? generate_paged(ps, threads) : PagedBatch{};
     const AttentionInputs in = ps.paged ? AttentionInputs{} : generate_inputs(ps);
-    const auto t0 = std::chrono::steady_clock::now();
     GoldenOptions go;
     go.precision_bits = cfg.golden_precision_bits;
     go.threads = threads;
-    // once per (grid point, seed), shared by the algorithms
-    const Golden golden = ps.paged ? unified_golden(pb, go) : golden_attention(in, go);
-    const double golden_s = seconds_since(t0);
-    // the output that ignores the scores
-    const Tensor baseline = ps.paged ? unified_baseline(pb, threads) : uniform_baseline(in, threads);
     if (!entry->scored) {
       const Format sf = format_by_name(cfg.score_format);
       const json scores = to_json(ps.paged ? unified_score_stats(pb, sf, threads) : score_stats(in, sf, threads));
       for (const auto& l : *score_leaves) entry->problem_values.push_back(leaf_value(scores, l.second));
       entry->scored = true;
     }
-    // The algorithms, then their metrics in one pass over the golden (compare_outputs of several outputs:
-    // the same bits as one at a time); time_s is an algorithm's own time plus its share of that pass.
+    // The algorithms, then their metrics against the golden (once per (grid point, seed), shared by the
+    // algorithms): dense, the golden streamed into the comparison (compare_with_golden: neither it nor the
+    // baseline is ever whole); paged, per sequence as unified_golden gives it. time_s is an algorithm's own
+    // time plus its share of the comparison; golden_time_s the golden's own.
     std::vector<AttentionOutput> outs;
     std::vector<double> seconds;
     for (std::size_t a : missing) {
@@ -190,11 +191,24 @@ SweepBackend library_backend() {
       outs.push_back(ps.paged ? unified_attention(pb, spec, threads) : run_attention(in, spec, threads));
       seconds.push_back(seconds_since(t1));
     }
-    const auto t2 = std::chrono::steady_clock::now();
     std::vector<const Tensor*> os;
     for (const auto& o : outs) os.push_back(&o.o);
-    const std::vector<Metrics> metrics = compare_outputs(os, golden.o, baseline, threads);
-    const double compare_s = seconds_since(t2) / static_cast<double>(missing.size());
+    std::vector<Metrics> metrics;
+    double golden_s = 0, compare_s = 0;
+    if (ps.paged) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const Golden golden = unified_golden(pb, go);
+      golden_s = seconds_since(t0);
+      const auto t2 = std::chrono::steady_clock::now();
+      metrics = compare_outputs(os, golden.o, unified_baseline(pb, threads), threads);
+      compare_s = seconds_since(t2);
+    } else {
+      GoldenMetrics gm = compare_with_golden(in, os, go);
+      metrics = std::move(gm.metrics);
+      golden_s = gm.golden_seconds;
+      compare_s = gm.compare_seconds;
+    }
+    compare_s /= static_cast<double>(missing.size());
     for (std::size_t i = 0; i < missing.size(); ++i) {
       const json m = to_json(metrics[i]);
       Computed c;
