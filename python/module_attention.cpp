@@ -1,22 +1,15 @@
 // The module's dense attention: the registries (algorithms, presets, allocation, kernels), the GPU math and
-// kernel bridge, attention, the golden and baseline, the score and range statistics, and metrics.
+// kernel bridge, and attention (the golden and the metrics: module_exact.cpp).
 #include "module_support.hpp"
 #include "pasa/attention/allocation.hpp"
-#include "pasa/exact/baseline.hpp"
-#include "pasa/exact/metrics.hpp"
 #include "pasa/io/allocation_json.hpp"
 #include "pasa/io/algorithm_json.hpp"
 #include "pasa/io/kernel_json.hpp"
-#include "pasa/io/metrics_json.hpp"
 #include "pasa/numeric/gpu_math.hpp"
 #include "pasa/study/kernel_bridge.hpp"
-#include "pasa/study/range_stats.hpp"
 
 namespace pasa_py {
 namespace {
-
-// An array of outputs (any of the tensor dtypes; (S, D), (N, S, D) or (B, N, S, D)) as a Tensor.
-pasa::Tensor tensor_from(const py::handle& o, const std::string& where) { return TensorArg(o, where).tensor(nullptr); }
 
 py::tuple attention(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& algorithm,
                     const py::object& alloc, const std::optional<double>& beta, const py::object& s1,
@@ -115,83 +108,6 @@ py::dict compare_kernel(const py::object& q, const py::object& k, const py::obje
   return d;
 }
 
-py::dict golden(const py::object& q, const py::object& k, const py::object& v, const std::optional<std::string>& format,
-                const std::optional<double>& scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
-                const py::object& select, double select_value, bool allow_nonfinite,
-                const py::object& precision_bits, bool fast, const py::object& threads) {
-  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
-  arrays.decode(pse, select, select_value, allow_nonfinite);
-  const pasa::GoldenOptions opt = golden_options(precision_bits, fast, threads);
-  pasa::Shape shape;
-  pasa::Golden g = interruptible([&] {
-    const pasa::AttentionInputs in = arrays.inputs();
-    shape = in.q.shape;
-    return pasa::golden_attention(in, opt);
-  });
-  return golden_dict(std::move(g), shape, arrays.rank());
-}
-
-py::array_t<double> uniform_baseline(const py::object& q, const py::object& k, const py::object& v,
-                                     const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
-                                     const py::object& kv_len, const py::object& mask, const py::object& pse,
-                                     const py::object& select, double select_value, bool allow_nonfinite,
-                                     const py::object& threads) {
-  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
-  arrays.decode(pse, select, select_value, allow_nonfinite);
-  const int t = threads_arg(threads);
-  pasa::Tensor b = interruptible([&] { return pasa::uniform_baseline(arrays.inputs(), t); });
-  return tensor_out(std::move(b), arrays.rank());
-}
-
-py::dict score_stats(const py::object& q, const py::object& k, const py::object& v, const std::string& score_format,
-                     const std::optional<std::string>& format, const std::optional<double>& scale, bool causal,
-                     const py::object& kv_len, const py::object& mask, const py::object& pse,
-                     const py::object& select, double select_value, bool allow_nonfinite,
-                     const py::object& threads) {
-  const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
-  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
-  arrays.decode(pse, select, select_value, allow_nonfinite);
-  const int t = threads_arg(threads);
-  const pasa::ScoreStats st = interruptible([&] { return pasa::score_stats(arrays.inputs(), sf, t); });
-  return numbers_as_floats(pasa::to_json(st));
-}
-
-py::list range_stats(const py::object& q, const py::object& k, const py::object& v, double beta, std::size_t s2,
-                     const std::string& score_format, std::size_t heads, const std::optional<std::string>& format,
-                     const std::optional<double>& scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
-                     const py::object& select, double select_value, bool allow_nonfinite, const py::object& threads) {
-  const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
-  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
-  arrays.decode(pse, select, select_value, allow_nonfinite);
-  const int t = threads_arg(threads);
-  const auto r = interruptible([&] { return pasa::range_stats(arrays.inputs(), beta, s2, sf, heads, t); });
-  py::list out;
-  for (const pasa::HeadRanges& h : r) out.append(numbers_as_floats(pasa::to_json(h)));
-  return out;
-}
-
-// The metrics as pasa-attn --json writes them, with "rel_rmse" first: Eq. 19 is a relative RMSE (the error's
-// norm over the golden's), which "rmse", the programs' key, keeps as an alias for existing scripts.
-py::dict metrics_dict(const pasa::Metrics& m) {
-  py::dict d;
-  d["rel_rmse"] = m.rmse;
-  for (const auto& [k, v] : numbers_as_floats(pasa::to_json(m))) d[k] = v;
-  return d;
-}
-
-py::dict metrics(const py::object& out, const py::object& golden, const py::object& baseline) {
-  const py::object g = py::isinstance<py::dict>(golden) ? py::object(golden["out"]) : golden;
-  const pasa::Tensor o = tensor_from(out, "out"), gt = tensor_from(g, "golden");
-  std::optional<pasa::Tensor> b;
-  if (!baseline.is_none()) b = tensor_from(baseline, "baseline");
-  pasa::Metrics m;
-  {
-    py::gil_scoped_release nogil;
-    m = b ? pasa::compare_outputs(o, gt, *b) : pasa::compare_outputs(o, gt);
-  }
-  return metrics_dict(m);
-}
-
 }  // namespace
 
 void bind_attention(py::module_& m) {
@@ -280,63 +196,6 @@ kernel: a kernel recipe (kernels(); docs/allocations.md "Kernel recipes"): the G
 Returns out (float64, q's shape with D; values of the allocation's "out" format) and lse (float64, q's shape
 without D; natural log, -inf for rows that see no key).)doc");
 
-  m.def("golden", &golden, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
-        arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
-        arg("pse") = py::none(), arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value,
-        arg("allow_nonfinite") = false, arg("precision_bits") = 128, arg("fast") = true, arg("threads") = py::none(),
-        R"doc(golden(q, k, v, *, format=None, scale=None, causal=False, kv_len=None, mask=None, pse=None, select=None,
-       select_value=-1e12, allow_nonfinite=False, precision_bits=128, fast=True, threads=None) -> dict
-
-The MPFR-certified attention of the exact input values (arguments as in attention()), rounded to float64 only
-at the end. Returns {"out", "lse" (arrays as attention() returns them), "guaranteed_bits" (the bound: every
-element within 2^-guaranteed_bits, relative to the weighted mean of |V|; >= 54: faithful doubles),
-"error_bound", "used_mpfr"}. precision_bits: MPFR working precision; fast: double-double path with an a
-posteriori bound, MPFR where the bound is too weak. Inputs must be finite.)doc");
-
-  m.def("uniform_baseline", &uniform_baseline, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("format") = py::none(),
-        arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(), arg("mask") = py::none(),
-        arg("pse") = py::none(), arg("select") = py::none(), arg("select_value") = pasa::Mask{}.select_value,
-        arg("allow_nonfinite") = false, arg("threads") = py::none(),
-        R"doc(uniform_baseline(q, k, v, *, format=None, scale=None, causal=False, kv_len=None, mask=None, pse=None,
-                 select=None, select_value=-1e12, allow_nonfinite=False, threads=None)
-
-The output that ignores the scores: every row the mean of V over the keys it sees (float64, q's shape).
-Passed to metrics() as baseline= it gives the skill score.)doc");
-
-  m.def("score_stats", &score_stats, arg("q"), arg("k"), arg("v"), py::kw_only(), arg("score_format") = "fp16",
-        arg("format") = py::none(), arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(),
-        arg("mask") = py::none(), arg("pse") = py::none(), arg("select") = py::none(),
-        arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false, arg("threads") = py::none(),
-        R"doc(score_stats(q, k, v, *, score_format="fp16", format=None, scale=None, causal=False, kv_len=None, mask=None,
-            pse=None, select=None, select_value=-1e12, allow_nonfinite=False, threads=None) -> dict
-
-Range of the exact scores QKᵀ and scale·QKᵀ over the visible entries, and how many exceed score_format's
-largest finite value or round to inf/NaN in it (FA-FP16/FP32's overflow), as pasa-attn prints them.)doc");
-
-  m.def("range_stats", &range_stats, arg("q"), arg("k"), arg("v"), py::kw_only(),
-        arg("beta") = pasa::PasaOptions{}.beta, arg("s2") = 128, arg("score_format") = "fp16", arg("heads") = 0,
-        arg("format") = py::none(), arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(),
-        arg("mask") = py::none(), arg("pse") = py::none(), arg("select") = py::none(),
-        arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false, arg("threads") = py::none(),
-        R"doc(range_stats(q, k, v, *, beta=0.984497, s2=128, score_format="fp16", heads=0, format=None, scale=None,
-            causal=False, kv_len=None, mask=None, pse=None, select=None, select_value=-1e12, allow_nonfinite=False,
-            threads=None) -> list
-
-PASA's range reduction per head (the paper's Fig. 5, Figs. 11-14), as pasa-attn --ranges prints it: one dict
-per (batch, query head) (the first `heads` heads of batch 0; 0: all) with the ranges of K and of the shifted
-keys K' = M·K (Eq. 11, per block of s2 keys, 1/sqrt(D) or scale inside), of the exact scores S = QKᵀ (unscaled)
-and of the shifted scores S' = QK'ᵀ, and how many S and S' round to inf in score_format (k_min, k_max,
-kp_min, kp_max, s_min, s_max, sp_min, sp_max, scores, s_overflow, sp_overflow). v is not read (the
-signature is score_stats', so that range_stats(**generate(problem)) works); masks, pse and select are refused.)doc");
-
-  m.def("metrics", &metrics, arg("out"), arg("golden"), arg("baseline") = py::none(),
-        R"doc(metrics(out, golden, baseline=None) -> dict
-
-Accuracy of an attention output against the golden (golden: the array, or the dict golden() returns):
-rel_rmse (PASA Eq. 19: ||out - golden||_2 / ||golden||_2; "rmse" is the same number under the key
-pasa-attn --json uses, kept as an alias), rmse_finite, NaN/inf counts and percentages, rows with NaN/inf, max_abs_err, max_rel_err,
-cosine, and with baseline= (uniform_baseline()) rmse_uniform_baseline, rmse_centred and skill (else NaN).
-The keys and values of pasa-attn --json's "metrics" (and rel_rmse); NaN and infinities as floats.)doc");
 }
 
 }  // namespace pasa_py

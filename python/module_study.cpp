@@ -1,5 +1,5 @@
 // The module's studies: GEMM under a model (as pasa-gemm), the beta solver (pasa-beta), error attribution
-// (pasa-attribute) and sweeps (pasa-sweep).
+// (pasa-attribute), PASA's range statistics (pasa-attn --ranges) and sweeps (pasa-sweep).
 #include <cstdio>
 
 #include "module_support.hpp"
@@ -178,6 +178,20 @@ py::dict sweep(const py::object& config, const py::object& out_dir, const py::ob
   return d;
 }
 
+py::list range_stats(const py::object& q, const py::object& k, const py::object& v, double beta, std::size_t s2,
+                     const std::string& score_format, std::size_t heads, const std::optional<std::string>& format,
+                     const std::optional<double>& scale, bool causal, const py::object& kv_len, const py::object& mask, const py::object& pse,
+                     const py::object& select, double select_value, bool allow_nonfinite, const py::object& threads) {
+  const pasa::Format sf = named("score_format", score_format, pasa::format_by_name);
+  InputArrays arrays(q, k, v, format, scale_value(scale), causal, kv_len, mask);
+  arrays.decode(pse, select, select_value, allow_nonfinite);
+  const int t = threads_arg(threads);
+  const auto r = interruptible([&] { return pasa::range_stats(arrays.inputs(), beta, s2, sf, heads, t); });
+  py::list out;
+  for (const pasa::HeadRanges& h : r) out.append(numbers_as_floats(pasa::to_json(h)));
+  return out;
+}
+
 }  // namespace
 
 void bind_study(py::module_& m) {
@@ -244,6 +258,22 @@ Writes results.csv and summary.json there and returns {"csv", "summary" (None fo
 "cases_reused", "digest" (the table's mean RMSE and NaN % per grid point), "already_complete", "ranges" (the
 path of ranges.csv, or None), "flat_csv" (results_flat.csv: no quoted cell, no JSON in a cell; None for a
 shard)}.)doc");
+
+  m.def("range_stats", &range_stats, arg("q"), arg("k"), arg("v"), py::kw_only(),
+        arg("beta") = pasa::PasaOptions{}.beta, arg("s2") = 128, arg("score_format") = "fp16", arg("heads") = 0,
+        arg("format") = py::none(), arg("scale") = py::none(), arg("causal") = false, arg("kv_len") = py::none(),
+        arg("mask") = py::none(), arg("pse") = py::none(), arg("select") = py::none(),
+        arg("select_value") = pasa::Mask{}.select_value, arg("allow_nonfinite") = false, arg("threads") = py::none(),
+        R"doc(range_stats(q, k, v, *, beta=0.984497, s2=128, score_format="fp16", heads=0, format=None, scale=None,
+            causal=False, kv_len=None, mask=None, pse=None, select=None, select_value=-1e12, allow_nonfinite=False,
+            threads=None) -> list
+
+PASA's range reduction per head (the paper's Fig. 5, Figs. 11-14), as pasa-attn --ranges prints it: one dict
+per (batch, query head) (the first `heads` heads of batch 0; 0: all) with the ranges of K and of the shifted
+keys K' = M·K (Eq. 11, per block of s2 keys, 1/sqrt(D) or scale inside), of the exact scores S = QKᵀ (unscaled)
+and of the shifted scores S' = QK'ᵀ, and how many S and S' round to inf in score_format (k_min, k_max,
+kp_min, kp_max, s_min, s_max, sp_min, sp_max, scores, s_overflow, sp_overflow). v is not read (the
+signature is score_stats', so that range_stats(**generate(problem)) works); masks, pse and select are refused.)doc");
 }
 
 }  // namespace pasa_py

@@ -42,9 +42,10 @@ using pasa::InputError;
 // The parts of the module, each binding its functions into m; pasa_module.cpp calls them in this order.
 void bind_block_scale(py::module_& m);  // module_blockscale.cpp: block_schemes, block_quantise
 void bind_formats(py::module_& m);    // module_formats.cpp: formats, rounding, encode and decode
-void bind_attention(py::module_& m);  // module_attention.cpp: algorithms, kernels, attention, golden, metrics
+void bind_attention(py::module_& m);  // module_attention.cpp: algorithms, presets, kernels, GPU math, attention
+void bind_exact(py::module_& m);      // module_exact.cpp: golden, uniform_baseline, score_stats, metrics
 void bind_paged(py::module_& m);      // module_paged.cpp: generate and the paged-KV (unified) functions
-void bind_study(py::module_& m);      // module_study.cpp: gemm, beta solver, attribution, sweeps
+void bind_study(py::module_& m);      // module_study.cpp: gemm, beta solver, attribution, range statistics, sweeps
 
 py::module_ numpy();
 

@@ -6,8 +6,9 @@
 // while the library runs, so other Python threads go on meanwhile.
 //
 // The module's functions are bound by its parts, each a file of related functions with the helpers only it
-// uses: module_formats.cpp, module_attention.cpp, module_paged.cpp and module_study.cpp; what they share is in
-// module_support.hpp. This file holds the module itself: its docstring, the error translation and the order.
+// uses, one per layer: module_formats.cpp, module_blockscale.cpp (numeric), module_attention.cpp, module_paged.cpp
+// (attention), module_exact.cpp (golden and metrics), module_study.cpp (analysis and study); what they share
+// is in module_support.hpp. This file holds the module itself: its docstring, the error translation and the order.
 #include <pybind11/pybind11.h>
 
 #include "module_support.hpp"
@@ -52,6 +53,7 @@ computes.)doc";
   pasa_py::bind_formats(m);
   pasa_py::bind_block_scale(m);
   pasa_py::bind_attention(m);
+  pasa_py::bind_exact(m);
   pasa_py::bind_paged(m);
   pasa_py::bind_study(m);
 }
