@@ -13,15 +13,7 @@
 #include <span>
 #include <type_traits>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-// GCC 12 warns inside its own AVX-512 headers (the unused pass-through operand of the unmasked forms; with
-// the unpacks of transpose16, -Wuninitialized too).
-#if !defined(__clang__)  // a GCC-only warning
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#endif
+// (immintrin.h and GCC 12's AVX-512 warnings: fused_lanes.hpp)
 
 namespace pasa::detail {
 using namespace fused_lanes;
