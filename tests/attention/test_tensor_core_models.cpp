@@ -104,7 +104,7 @@ TEST_CASE("every published tensor-core model reproduces MMA-Sim's vectors bit fo
 }
 
 TEST_CASE("the vectors tell the rules apart: each rule changed fails them", "[tensor_core][mmasim]") {
-  // (the mutants of tests/mutation/mutants.txt change the code; these change the parameters)
+  // (the mutants of tests/mutation/mutants/ change the code; these change the parameters)
   TensorCore t = tensor_core_preset("b200_mxf4nvf4");
   t.align_bits = 34;
   CHECK(mismatches("b200_mxf4nvf4", &t) > 0);

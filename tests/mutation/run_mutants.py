@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutation testing of src/pasa.
 
-Applies each mutant of mutants.txt (a file, an exact text found exactly once in it, and its replacement) to
+Applies each mutant of mutants/*.txt (a file, an exact text found exactly once in it, and its replacement) to
 the source tree, builds the test binary incrementally in a separate build folder (ccache), runs the default
 tests (those of `ctest -LE long`), and reports per mutant whether a test failed (killed) or not (survived).
 The source is restored after each mutant, also on Ctrl-C / SIGTERM. Exits 1 when a mutant survives.
@@ -27,7 +27,17 @@ SCREEN = ["[#test_reference_emulator]", "[#test_golden_claim]", "[#test_algorith
 
 
 def parse_mutants(path):
-    """Blocks of `[name]`, `file = ...`, `find = ...`, `replace = ...` (\\n in find/replace is a newline)."""
+    """Blocks of `[name]`, `file = ...`, `find = ...`, `replace = ...` (\\n in find/replace is a newline), from a
+    file or from every *.txt of a folder, in name order (mutants/: one file per group of topics)."""
+    if os.path.isdir(path):
+        mutants = []
+        for name in sorted(n for n in os.listdir(path) if n.endswith(".txt")):
+            mutants += parse_mutants(os.path.join(path, name))
+        names = [m["name"] for m in mutants]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            sys.exit(f"{path}: mutant names used twice: {', '.join(dup)}")
+        return mutants
     mutants, cur = [], None
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -35,7 +45,7 @@ def parse_mutants(path):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             if line.startswith("[") and line.endswith("]"):
-                cur = {"name": line[1:-1], "line": lineno}
+                cur = {"name": line[1:-1], "line": lineno, "path": os.path.relpath(path, HERE)}
                 mutants.append(cur)
                 continue
             key, sep, value = line.partition(" = ")
@@ -78,7 +88,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", default=os.path.dirname(os.path.dirname(HERE)))
     ap.add_argument("--build-dir", default=None, help="default: <source>/build-mutation")
-    ap.add_argument("--mutants", default=os.path.join(HERE, "mutants.txt"))
+    ap.add_argument("--mutants", default=os.path.join(HERE, "mutants"),
+                    help="a mutants file, or a folder of them (default: tests/mutation/mutants/)")
     ap.add_argument("--only", nargs="*", default=None, help="run only these mutants (by name)")
     ap.add_argument("--shard", default=None, help="K/N: run only the mutants whose index %% N == K")
     ap.add_argument("--report", default=None, help="write the markdown table here too")
@@ -109,7 +120,7 @@ def main():
                 count = f.read().count(m["find"])
             if count != 1:
                 bad += 1
-                print(f"{m['name']}: find text occurs {count} times in {m['file']} (mutants.txt line {m['line']})")
+                print(f"{m['name']}: find text occurs {count} times in {m['file']} ({m['path']} line {m['line']})")
         print(f"{len(mutants) - bad} of {len(mutants)} mutants apply")
         sys.exit(1 if bad else 0)
 
