@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from ._sweep import _value  # a CSV cell or --where value as summary.json spells it
+
 BARS = ("ci95", "sd", "range", "none")
 _TERMINALS = {".png": "pngcairo size 900,600 noenhanced", ".svg": "svg size 900,600 dynamic noenhanced"}
 
@@ -66,18 +68,6 @@ def t975(df):
     return (lo + hi) / 2
 
 
-def _number(text):
-    """A CSV cell or --where value as summary.json spells it: an int where it is one, else a float, else text."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
 def _stats(values):
     """mean, sample sd (None from fewer than 2 values), min, max and the non-finite count, as sweep_summary."""
     finite = [v for v in values if math.isfinite(v)]
@@ -103,7 +93,7 @@ def _summarise_csv(path, grid_keys, metric):
     for r in rows:
         g = groups.setdefault((int(r["grid_point"]), r["algorithm"]), {
             "grid_point": int(r["grid_point"]), "algorithm": r["algorithm"],
-            "params": {k: _number(r[k]) for k in grid_keys}, "values": []})
+            "params": {k: _value(r[k]) for k in grid_keys}, "values": []})
         g["values"].append(float(r[metric]))
     out = []
     for g in groups.values():
@@ -300,7 +290,7 @@ def main(argv=None):
         k, eq, v = w.partition("=")
         if not eq:
             p.error(f"--where {w}: expected KEY=VALUE")
-        where[k] = _number(v)
+        where[k] = _value(v)
     try:
         sweep(a.source, a.out, a.x, a.metric, bars=a.bars, where=where, algorithms=a.algorithms, title=a.title,
               logy={"auto": None, "yes": True, "no": False}[a.logy], script=a.script)
