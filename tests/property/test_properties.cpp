@@ -1,6 +1,7 @@
 // The toolkit's contract checked on random combinations of problem options and algorithms (docs/contract.md):
 //   1. every blocked algorithm in fp64 (any s1, s2, splits, PASA / fdpp / FP8-recipe options) equals the MPFR
-//      golden: relative RMSE of O <= 1e-13, and lse within 1e-12·(1 + |lse|);
+//      golden: relative RMSE of O <= 1e-13, and lse within 1e-12·(1 + |lse|); one case in four, the golden
+//      streamed (golden_stream, chunk by chunk on 2 threads) gives golden_attention's bits;
 //   2. under a low-precision allocation (a random preset; one case in four with one stage, or every stage,
 //      rounding to nearest with ties away, rna) it gives the independent reference emulator's bits
 //      (tests/reference/) wherever the emulator covers the combination (split-KV, pse and select included; not
@@ -290,6 +291,28 @@ std::string check(const Case& c, Stats* st) {
     }
   }
   if (st) ++st->fp64;
+  // Property 1c (one case in four, by its seed): the golden streamed into the metrics (golden_stream, as
+  // pasa-attn and the sweeps measure) gives these bits, in order, on 2 threads.
+  if (c.ps.seed % 4 == 1) {
+    GoldenOptions go2 = go;
+    go2.threads = 2;
+    std::string why;
+    std::size_t next = 0;
+    const std::size_t D = in.q.shape.D;
+    golden_stream(in, go2, [&](std::size_t row0, std::size_t rows, const double* so, const double* slse) {
+      if (!why.empty()) return;
+      if (row0 != next) why = "golden_stream: rows from " + std::to_string(row0) + ", expected " + std::to_string(next);
+      for (std::size_t i = 0; why.empty() && i < rows * D; ++i)
+        if (std::bit_cast<std::uint64_t>(so[i]) != std::bit_cast<std::uint64_t>(g.o.data[row0 * D + i]))
+          why = "golden_stream: element " + std::to_string(row0 * D + i) + " differs from golden_attention's";
+      for (std::size_t i = 0; why.empty() && i < rows; ++i)
+        if (std::bit_cast<std::uint64_t>(slse[i]) != std::bit_cast<std::uint64_t>(g.lse[row0 + i]))
+          why = "golden_stream: lse " + std::to_string(row0 + i) + " differs from golden_attention's";
+      next += rows;
+    });
+    if (why.empty() && next != g.lse.size()) why = "golden_stream: " + std::to_string(next) + " rows handed over";
+    if (!why.empty()) return why;
+  }
   if (std::string why = check_blocks_fp64(c, in, spec64); !why.empty()) return why;
   if (c.preset.empty()) return "";
   // Properties 2 and 3 under a low-precision preset.
