@@ -158,8 +158,8 @@ std::string shape_text(const ProblemSpec& p) {
 }
 
 // Q, K, V from .npy: everything from the headers before any data are read (the three shapes against each
-// other, the algorithm against them, the size: the tensors as doubles, plus the reading buffer of the
-// largest file, whose bytes are held while they are decoded).
+// other, the algorithm against them, the size: the tensors at their format's width, plus, where a file is
+// not mapped, the reading buffer of the largest file and its tensor as doubles, held while they are decoded).
 Inputs npy_inputs(const ProblemOptions& po, const AlgorithmSpec& algo, const std::string& algo_source,
                   const GoldenOptions& gopt, std::size_t memory_limit, bool keep_golden) {
   std::unique_ptr<Format> f;
@@ -171,15 +171,16 @@ Inputs npy_inputs(const ProblemOptions& po, const AlgorithmSpec& algo, const std
   shape.B = layout.q.B, shape.Nq = layout.q.N, shape.Sq = layout.q.S, shape.D = layout.q.D;
   shape.Nkv = layout.kv.N, shape.Skv = layout.kv.S;
   shape.format = h[0].format.name;
-  std::size_t largest_file = 0;
-  for (const TensorHeader& t : h) largest_file = std::max(largest_file, t.data_bytes);
+  std::size_t largest_file = 0;  // (what reading a file holds beyond its tensor: none where it is mapped)
+  for (const TensorHeader& t : h) largest_file = std::max(largest_file, narrow_reading_bytes(t));
   Inputs r;
   r.memory_estimate = case_memory_bytes(shape, {algo}, gopt, false, largest_file, keep_golden);
   check_memory(r.memory_estimate, memory_limit, "this problem",
                fmt::format("Q ({}, {}, {}, {}) and K/V ({}, {}, {}, {}) from .npy, {} threads", shape.B, shape.Nq,
                            shape.Sq, shape.D, shape.B, shape.Nkv, shape.Skv, shape.D, gopt.threads));
-  LoadedTensor lq = load_tensor(po.q_file, f.get()), lk = load_tensor(po.k_file, f.get()),
-               lv = load_tensor(po.v_file, f.get());
+  // At the format's width, mapped in place where the files hold that storage (float16 as fp16).
+  LoadedTensor lq = load_tensor_narrow(po.q_file, f.get()), lk = load_tensor_narrow(po.k_file, f.get()),
+               lv = load_tensor_narrow(po.v_file, f.get());
   AttentionInputs& in = r.in;
   in.q = std::move(lq.tensor);  // (moved: a copy held every input twice)
   in.k = std::move(lk.tensor);
@@ -261,7 +262,7 @@ Inputs generated_inputs(const CLI::App& app, const ProblemOptions& po, const Alg
   check_memory(r.memory_estimate, memory_limit, "this problem",
                fmt::format("{}, {} threads", shape_text(spec), gopt.threads));  // before a single element is generated
   if (r.paged) r.pb = generate_paged(spec, gopt.threads);
-  else r.in = generate_inputs(spec, gopt.threads);
+  else r.in = generate_inputs(spec, gopt.threads, Storage::narrow);  // (at the format's width: inputs/tensor.hpp)
   r.problem_json = to_json(spec);
   return r;
 }

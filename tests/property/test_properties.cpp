@@ -10,6 +10,8 @@
 //      generation (then property 3: threads, fused vs general path);
 //   3. its bits do not depend on the thread count (1 vs 2) nor on the fused/general path (fa2 and pasa: an
 //      all-zero pse selects the general path without changing a value);
+//   3b. (one case in three) Q, K and V held at their formats' widths give the same bits: the golden, the fp64
+//      and low-precision runs, the baseline;
 //   4. a combination the toolkit does not support is refused with an InputError naming it, before any work
 //      (drawn on purpose: split-KV on a normalising engine, the FP8 recipe on the others, shift_first without
 //      scales, fdpp with a >= b, s1 = 0, kv_len > Skv, β = 1, an element format of block-scaled quantisation
@@ -54,6 +56,7 @@
 #include "pasa/attention/quantise.hpp"
 #include "pasa/attention/unified.hpp"
 #include "pasa/core/error.hpp"
+#include "pasa/exact/baseline.hpp"
 #include "pasa/exact/golden.hpp"
 #include "pasa/exact/metrics.hpp"
 #include "pasa/inputs/generators.hpp"
@@ -122,6 +125,7 @@ struct Stats {
   std::size_t cases = 0, fp64 = 0, low = 0, reference = 0, reference_biased = 0, fused = 0, refused = 0;
   std::size_t reference_modes = 0;         // of the emulator checks, those with a stage in rna
   std::size_t paged = 0, paged_dense = 0;  // paged cases; of them, prefill batches equal to their dense runs
+  std::size_t narrow = 0;                  // cases whose inputs were held narrow (property 3b)
 };
 
 // The contract on a paged case; "" when it holds, else what failed.
@@ -314,6 +318,25 @@ std::string check(const Case& c, Stats* st) {
     if (!why.empty()) return why;
   }
   if (std::string why = check_blocks_fp64(c, in, spec64); !why.empty()) return why;
+  // Property 3b (one case in three, by its seed): Q, K and V held at their formats' widths (inputs/tensor.hpp
+  // narrowed, as pasa-attn and the sweeps generate them) give the same bits: golden, fp64 run, baseline and,
+  // below, the low-precision runs.
+  AttentionInputs narrow = in;
+  const bool narrowed_case = c.ps.seed % 3 == 2;
+  if (narrowed_case) {
+    narrow_inputs(narrow, 2);
+    if (std::string d = test::first_difference(o, run_attention(narrow, spec64, 2)); !d.empty())
+      return "narrow inputs: the fp64 run differs: " + d;
+    const Golden gn = golden_attention(narrow, go);
+    for (std::size_t i = 0; i < g.o.data.size(); ++i)
+      if (!test::same_bits(g.o.data[i], gn.o.data[i])) return "narrow inputs: golden element " + std::to_string(i) + " differs";
+    for (std::size_t i = 0; i < g.lse.size(); ++i)
+      if (!test::same_bits(g.lse[i], gn.lse[i])) return "narrow inputs: golden lse " + std::to_string(i) + " differs";
+    const Tensor bw = uniform_baseline(in, 1), bn = uniform_baseline(narrow, 2);
+    for (std::size_t i = 0; i < bw.data.size(); ++i)
+      if (!test::same_bits(bw.data[i], bn.data[i])) return "narrow inputs: baseline element " + std::to_string(i) + " differs";
+    if (st) st->narrow += has_narrow(narrow);
+  }
   if (c.preset.empty()) return "";
   // Properties 2 and 3 under a low-precision preset.
   AlgorithmSpec low = c.spec;
@@ -327,6 +350,9 @@ std::string check(const Case& c, Stats* st) {
   }
   if (std::string d = test::first_difference(a1, a2); !d.empty()) return label(c) + ": 1 vs 2 threads differ: " + d;
   if (st) ++st->low;
+  if (narrowed_case)
+    if (std::string d = test::first_difference(a1, run_attention(narrow, low, 2)); !d.empty())
+      return label(c) + ": narrow inputs differ: " + d;
   const bool biased = !in.pse.data.empty() || !in.mask.select.empty();
   if (algorithm_info(low.name).fused_path && !biased && !low.quant.active()) {
     AttentionInputs general = in;  // +0 bias: the general path, the same values
@@ -476,8 +502,9 @@ void run_properties(std::size_t n, std::uint64_t seed) {
             << " low-precision thread-independent, " << st.fused << " fused = general, " << st.reference
             << " = reference emulator (" << st.reference_biased << " with pse or select, " << st.reference_modes
             << " with a stage in rna), " << st.refused << " refused as they should; " << st.paged << " paged ("
-            << st.paged_dense << " prefill batches = their dense runs)\n";
+            << st.paged_dense << " prefill batches = their dense runs); " << st.narrow << " with narrow inputs = wide\n";
   CHECK(st.cases == planned);
+  if (planned >= 100) CHECK(st.narrow > 0);  // (property 3b drew narrow inputs)
 }
 
 }  // namespace

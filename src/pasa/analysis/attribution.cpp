@@ -68,8 +68,10 @@ StageShare share_row(std::string stage, std::string format, RunError base, RunEr
 
 }  // namespace
 
-std::vector<StageShare> attribute_error(const AttentionInputs& in, const AlgorithmSpec& spec, const Golden& golden,
+std::vector<StageShare> attribute_error(const AttentionInputs& in_any, const AlgorithmSpec& spec, const Golden& golden,
                                         int threads) {
+  AttentionInputs wide;  // (reads Q, K and V as doubles: a narrow input widened)
+  const AttentionInputs& in = wide_inputs(in_any, wide, threads);
   const StageSpec fp64{format_by_name("fp64"), RoundOptions{}};
   const std::vector<std::string> names = stage_names();
 
@@ -121,8 +123,10 @@ std::vector<StageShare> attribute_error(const AttentionInputs& in, const Algorit
   return rows;
 }
 
-InvarianceView invariance_view(const AttentionInputs& in, const AlgorithmSpec& spec, const Golden& golden,
+InvarianceView invariance_view(const AttentionInputs& in_any, const AlgorithmSpec& spec, const Golden& golden,
                                int threads) {
+  AttentionInputs wide;  // (reads Q, K and V as doubles: a narrow input widened)
+  const AttentionInputs& in = wide_inputs(in_any, wide, threads);
   if (!algorithm_info(spec.name).pasa_options)
     throw InputError(fmt::format("invariance view: needs the pasa algorithm, got \"{}\"", spec.name));
   InvarianceView v;

@@ -22,32 +22,57 @@
 namespace pasa {
 
 const std::vector<AlgorithmInfo>& algorithm_registry() {
-  static const std::vector<AlgorithmInfo> r = [] {
-    std::vector<AlgorithmInfo> v(7);
-    v[0].name = "safe_softmax";
-    v[0].summary = "3-pass safe softmax attention [FA1, §3.1]";
-    v[0].whole_rows = true;
-    v[1].name = "online_softmax";
-    v[1].summary = "2-pass online softmax [FA1, §3.1]";
-    v[1].whole_rows = true;
-    v[2].name = "fa1";
-    v[2].summary = "FlashAttention 1 [FA1, Alg. 1]: per-step normalised output";
-    v[2].whole_rows = true;
-    v[3].name = "fa2";
-    v[3].summary = "FlashAttention 2 [FA2, Alg. 1]";
-    v[3].split_kv = v[3].quant = v[3].unified = v[3].fused_path = v[3].error_model = true;
-    v[4].name = "pasa";
-    v[4].summary = "PASA [PASA, Alg. 1]: shifted keys, pseudo-average recovery";
-    v[4].split_kv = v[4].quant = v[4].unified = v[4].fused_path = v[4].shifts_keys = v[4].pasa_options = true;
-    v[4].error_model = true;
-    v[5].name = "smooth_k";
-    v[5].summary = "SageAttention's smooth K [SAGE], then FA2";
-    v[5].split_kv = v[5].shifts_keys = true;
-    v[6].name = "fdpp";
-    v[6].summary = "FlashDecoding++'s asynchronised softmax with a unified max [FD++, §3]";
-    v[6].split_kv = v[6].fdpp_options = v[6].recomputes_rows = true;
-    return v;
-  }();
+  // One entry a block, its flags by name (AlgorithmInfo's field order).
+  static const std::vector<AlgorithmInfo> r{
+      {
+          .name = "safe_softmax",
+          .summary = "3-pass safe softmax attention [FA1, §3.1]",
+          .whole_rows = true,
+      },
+      {
+          .name = "online_softmax",
+          .summary = "2-pass online softmax [FA1, §3.1]",
+          .whole_rows = true,
+      },
+      {
+          .name = "fa1",
+          .summary = "FlashAttention 1 [FA1, Alg. 1]: per-step normalised output",
+          .whole_rows = true,
+      },
+      {
+          .name = "fa2",
+          .summary = "FlashAttention 2 [FA2, Alg. 1]",
+          .split_kv = true,
+          .quant = true,
+          .unified = true,
+          .fused_path = true,
+          .error_model = true,
+      },
+      {
+          .name = "pasa",
+          .summary = "PASA [PASA, Alg. 1]: shifted keys, pseudo-average recovery",
+          .split_kv = true,
+          .quant = true,
+          .unified = true,
+          .shifts_keys = true,
+          .fused_path = true,
+          .pasa_options = true,
+          .error_model = true,
+      },
+      {
+          .name = "smooth_k",
+          .summary = "SageAttention's smooth K [SAGE], then FA2",
+          .split_kv = true,
+          .shifts_keys = true,
+      },
+      {
+          .name = "fdpp",
+          .summary = "FlashDecoding++'s asynchronised softmax with a unified max [FD++, §3]",
+          .split_kv = true,
+          .fdpp_options = true,
+          .recomputes_rows = true,
+      },
+  };
   return r;
 }
 
@@ -94,7 +119,7 @@ std::string names_with(bool AlgorithmInfo::*flag) { return fmt::format("{}", fmt
 }  // namespace
 
 std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input_format, const AlgorithmSpec& spec,
-                            int threads) {
+                            int threads, bool narrow_inputs) {
   const std::size_t qn = sat_product(q.B, q.N, q.S, q.D);
   const std::size_t kn = sat_product(kv.B, kv.N, kv.S, kv.D);
   const std::size_t rows_total = sat_product(q.B, q.N, q.S);
@@ -107,16 +132,25 @@ std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input
     const StageSpec& s = spec.alloc.spec(st);
     return !(s.format == input_format && s.round.mode != RoundMode::stochastic) && s.format != format_by_name("fp64");
   };
-  if (copies(Stage::q)) n = sat_add(n, qn);
-  if (copies(Stage::k)) n = sat_add(n, kn);
+  // Narrow inputs (inputs/tensor.hpp) reach pasa and smooth_k as wide copies of Q and K, which they shift.
+  const AlgorithmInfo& info = algorithm_info(spec.name);
+  const bool widened = narrow_inputs && narrow_width(input_format) != 0 && info.shifts_keys;
+  if (copies(Stage::q) || widened) n = sat_add(n, qn);
+  if (copies(Stage::k) || widened) n = sat_add(n, kn);
   if (copies(Stage::v)) n = sat_add(n, kn);
-  n = sat_add(n, sat_add(kn, sat_add(kn / 2, qn / 2)));  // keys_t (8 bytes), v_f32 and q_f32 (4 bytes)
+  // The keys the Q·Kᵀ GEMM reads (keys_t as doubles, or as floats where that GEMM runs on floats:
+  // keys_t_f32, keys_f32), V and Q as floats (v_f32 or v_panels, q_f32: 4 bytes).
+  const CaseLayout layout{q, kv, input_format, input_format, input_format};
+  bool qk_floats = false;
+  for (const CaseGemm& g : case_gemms(layout, spec))
+    if (g.id == GemmId::qk)
+      qk_floats = gemm_uses_floats(GemmSpec{g.a, g.b, spec.alloc.spec(g.acc), spec.alloc.spec(Stage::s), spec.alloc.gemm_of(GemmId::qk)});
+  n = sat_add(n, sat_add(qk_floats ? kn / 2 : kn, sat_add(kn / 2, qn / 2)));
   // Per thread: the tiles of one work item (s1 rows × s2 keys, a few of them), rows × D accumulators, whole
   // score rows for the algorithms that keep them (safe_softmax, online_softmax, fa1), and the shifted
   // (S × D) keys of pasa and smooth_k.
   const std::size_t s1 = std::min(spec.s1, q.S), s2 = std::min(spec.s2, kv.S);
   std::size_t per_thread = sat_add(sat_product(4, s1, s2), sat_product(4, s1, q.D));
-  const AlgorithmInfo& info = algorithm_info(spec.name);
   if (info.whole_rows) per_thread = sat_add(per_thread, sat_product(2, s1, kv.S));
   if (info.shifts_keys) per_thread = sat_add(per_thread, sat_product(kv.S, kv.D));
   if (info.pasa_options) per_thread = sat_add(per_thread, sat_product(2, s2, s2));  // PASA's shifting matrices
@@ -307,7 +341,10 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
   if (spec.kernel && spec.kernel->schedule.engine == KernelEngine::blocked_fa2)
     return run_attention(in, detail::blocked_kernel_spec(*spec.kernel, in.q.format, in.q.shape.N / in.k.shape.N),
                          threads);
-  if (spec.kernel) return detail::kernel_attention(in, *spec.kernel, threads);
+  if (spec.kernel) {  // (the GPU kernels' engines read Q, K and V as doubles)
+    AttentionInputs wide;
+    return detail::kernel_attention(wide_inputs(in, wide, threads), *spec.kernel, threads);
+  }
   // A block longer than the sequence is the whole sequence (the engines already cut every block at S):
   // clamping changes no result, only the size of the per-block buffers (s2 = 4e6 on 256 keys allocated
   // s1 × s2 doubles per work item).

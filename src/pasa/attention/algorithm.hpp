@@ -60,9 +60,10 @@ AttentionOutput run_attention(const AttentionInputs& in, const AlgorithmSpec& sp
 
 // Memory run_attention needs beyond its inputs (the output, rounded and transposed copies, per-thread
 // buffers), in bytes, saturating at kTooLarge (core/memory.hpp); s1 and s2 are clamped to Sq and Skv
-// as run_attention clamps them (a longer block is the whole sequence).
+// as run_attention clamps them (a longer block is the whole sequence). narrow_inputs: Q, K and V held at
+// their format's width (inputs/tensor.hpp), as pasa-attn and the sweeps draw and read them.
 std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input_format, const AlgorithmSpec& spec,
-                            int threads);
+                            int threads, bool narrow_inputs = false);
 
 // The registry: what each algorithm is and what it supports. Validation (run_attention, unified attention),
 // the memory estimate and the property tests (tests/property/) read it instead of comparing names.

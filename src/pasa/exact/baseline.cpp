@@ -20,7 +20,8 @@ void uniform_baseline_heads(const AttentionInputs& in, std::size_t head0, std::s
   // One work item per (batch, query head); each writes only its own rows.
   parallel_for(heads, threads, [&](std::size_t w) {
     const std::size_t b = (head0 + w) / qs.N, h = (head0 + w) % qs.N;
-    const double* v = in.v.head(b, h / in.group());
+    const std::size_t v0 = in.v.index(b, h / in.group(), 0);  // (V's head, wide or narrow: read a key at a time)
+    std::vector<double> vrow;
     double* o = out + w * qs.S * D;
     std::vector<DD> sum(D);
     // Row i's sum is the fold, in key order, of dd_add over its visible keys. When the previous row's
@@ -50,7 +51,7 @@ void uniform_baseline_heads(const AttentionInputs& in, std::size_t head0, std::s
       }
       if (from == 0) std::fill(sum.begin(), sum.end(), DD{});
       for (std::size_t c = from; c < n; ++c) {
-        const double* vj = v + (keep ? cur[c] : c) * D;
+        const double* vj = in.v.values(v0 + (keep ? cur[c] : c) * D, D, vrow);
         for (std::size_t x = 0; x < D; ++x) sum[x] = dd_add(sum[x], DD{vj[x], 0});
       }
       if (prev_same_keys) {  // the same keys as the previous row: the same sums and count, so its row

@@ -94,7 +94,13 @@ Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, Scr
     std::vector<double> head_max(heads, 0.0);
     parallel_for(heads, opt.threads, [&](std::size_t h) {
       double mx = 0;
-      for (std::size_t i = h * per_head; i < (h + 1) * per_head; ++i) mx = std::max(mx, std::abs(in.v.data[i]));
+      std::vector<double> buf;
+      constexpr std::size_t kChunk = std::size_t{1} << 14;  // (a narrow V read a chunk at a time)
+      for (std::size_t i0 = h * per_head; i0 < (h + 1) * per_head; i0 += kChunk) {
+        const std::size_t n = std::min(kChunk, (h + 1) * per_head - i0);
+        const double* v = in.v.values(i0, n, buf);
+        for (std::size_t i = 0; i < n; ++i) mx = std::max(mx, std::abs(v[i]));
+      }
       head_max[h] = mx;
     });
     for (double x : head_max) P.max_abs_v = std::max(P.max_abs_v, x);
@@ -105,7 +111,18 @@ Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, Scr
   // What the fast path needs of every key, once per (batch, KV head), with max |K| on the way.
   std::vector<std::unique_ptr<KeyInfo>> key_info(opt.fast ? qs.B * Nkv : 0);
   parallel_for(key_info.size(), opt.threads, [&](std::size_t bk) {
-    key_info[bk] = std::make_unique<KeyInfo>(in.k.head(bk / Nkv, bk % Nkv), Skv, D);
+    if (!in.k.is_narrow()) {
+      key_info[bk] = std::make_unique<KeyInfo>(in.k.head(bk / Nkv, bk % Nkv), Skv, D);
+      return;
+    }
+    // A narrow K a tile at a time (KeyInfo::add: the same bits for tiles of a multiple of 8 keys).
+    key_info[bk] = std::make_unique<KeyInfo>(Skv);
+    std::vector<double> buf;
+    const std::size_t at = in.k.index(bk / Nkv, bk % Nkv, 0);
+    for (std::size_t j0 = 0; j0 < Skv; j0 += kKeyTile) {
+      const std::size_t n = std::min(kKeyTile, Skv - j0);
+      key_info[bk]->add(in.k.values(at + j0 * D, n * D, buf), j0, n, D);
+    }
   });
   double max_abs_k = 0;
   for (const auto& ki : key_info) max_abs_k = std::max(max_abs_k, ki->max_abs);
@@ -132,7 +149,7 @@ Golden golden_finite_in(const AttentionInputs& in, const GoldenOptions& opt, Scr
       for (std::size_t h = hk * G; h < (hk + 1) * G; ++h)
         for (std::size_t i = i0; i < i1; ++i) rows.push_back({h, i});
       bound.assign(rows.size(), 0.0);
-      DenseKv kv(in.k.head(b, hk), in.v.head(b, hk), D);
+      InputKv kv(in.k, in.v, b, hk);
       for (std::size_t c = 0; c < rows.size(); c += group_rows)
         fast_rows(P, b, rows.data() + c, std::min(group_rows, rows.size() - c), kg, *scratch, bound.data() + c, kv);
       spare.give(std::move(scratch));
@@ -187,7 +204,8 @@ namespace pasa::detail {
 
 bool all_finite(const AttentionInputs& in) {
   for (const Tensor* t : {&in.q, &in.k, &in.v})
-    if (!std::all_of(t->data.begin(), t->data.end(), [](double x) { return std::isfinite(x); })) return false;
+    for (std::size_t i = 0; i < t->size(); ++i)
+      if (!std::isfinite(t->value(i))) return false;
   return true;
 }
 

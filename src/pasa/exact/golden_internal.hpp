@@ -66,17 +66,24 @@ class KvTiles {
   virtual bool whole() const = 0;
 };
 
-// In place in the inputs.
-class DenseKv final : public KvTiles {
+// Of the run's tensors, wide or narrow: in place when wide, else decoded a tile (at most kKeyTile keys)
+// at a time into two buffers of its own.
+class InputKv final : public KvTiles {
  public:
-  DenseKv(const double* K, const double* V, std::size_t d) : K_(K), V_(V), d_(d) {}
-  const double* keys(std::size_t j0, std::size_t) override { return K_ + j0 * d_; }
-  const double* values(std::size_t j0, std::size_t) override { return V_ + j0 * d_; }
-  bool whole() const override { return true; }
+  InputKv(const Tensor& K, const Tensor& V, std::size_t b, std::size_t hk)
+      : K_(K), V_(V), at_(K.index(b, hk, 0)), d_(K.shape.D) {}
+  const double* keys(std::size_t j0, std::size_t n) override { return tile(K_, kbuf_, j0, n); }
+  const double* values(std::size_t j0, std::size_t n) override { return tile(V_, vbuf_, j0, n); }
+  bool whole() const override { return !K_.is_narrow() && !V_.is_narrow(); }
 
  private:
-  const double *K_, *V_;
-  std::size_t d_;
+  const double* tile(const Tensor& t, std::vector<double>& buf, std::size_t j0, std::size_t n) {
+    PASA_ASSERT(!t.is_narrow() || n <= kKeyTile);
+    return t.values(at_ + j0 * d_, n * d_, buf);
+  }
+  const Tensor &K_, &V_;
+  std::size_t at_, d_;
+  std::vector<double> kbuf_, vbuf_;
 };
 
 // Per-thread buffers of a group of rows. Whole key rows (skv entries per row) only where a value must wait
@@ -87,12 +94,13 @@ struct Scratch {
   std::vector<double> shi, slo;           // rows × skv: q·k·scale (before pse and select), hi and lo
   std::vector<double> ths, tls, phi, plo;  // rows × kKeyTile: a tile's raw scores, then its scores; its weights
   std::vector<double> nh, nc, zero, kt;    // rows × d accumulators; d zeros; a tile of keys in strips
+  std::vector<double> qrows;               // rows × d: the rows of a narrow Q as doubles
   std::vector<std::vector<unsigned char>> vis;
   std::vector<double> delta, thi, tlo, ehi, elo, keep;  // kKeyTile each: one row's tile (keep: 1 kept, 0 not)
   // rows (<= kGroup, a multiple of kRows): the most rows of one fast_rows call.
   Scratch(std::size_t skv_, std::size_t d_, std::size_t rows_)
       : skv(skv_), d(d_), rows(rows_), shi(rows * skv), slo(rows * skv), ths(rows * kKeyTile), tls(rows * kKeyTile),
-        phi(rows * kKeyTile), plo(rows * kKeyTile), nh(rows * d), nc(rows * d), zero(d), kt(kKeyTile * d), vis(rows),
+        phi(rows * kKeyTile), plo(rows * kKeyTile), nh(rows * d), nc(rows * d), zero(d), kt(kKeyTile * d), qrows(rows * d), vis(rows),
         delta(kKeyTile), thi(kKeyTile), tlo(kKeyTile), ehi(kKeyTile), elo(kKeyTile), keep(kKeyTile) {}
 };
 

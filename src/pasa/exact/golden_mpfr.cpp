@@ -43,8 +43,9 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
   const double u = std::ldexp(1.0, shift - static_cast<int>(prec));
   const std::size_t D = in.q.shape.D, Sq = in.q.shape.S, Skv = in.k.shape.S;
   const std::size_t hk = h / in.group();
-  const double* K = in.k.head(b, hk);
-  const double* V = in.v.head(b, hk);
+  std::vector<double> kbuf, vbuf, qbuf;  // (a narrow input's head as doubles; this path is rare and slow anyway)
+  const double* K = in.k.values(in.k.index(b, hk, 0), Skv * D, kbuf);
+  const double* V = in.v.values(in.v.index(b, hk, 0), Skv * D, vbuf);
   MpVec s(Skv, prec), num(D, prec), tmp(4, prec);
   mpfr_ptr acc = tmp[0], m = tmp[1], l = tmp[2], scale = tmp[3];
   if (in.scale != 0) {
@@ -65,7 +66,7 @@ void mpfr_block(Problem& P, std::size_t b, std::size_t h, std::size_t i0, std::s
       write_masked_row(P.g, row - P.row0, D);
       continue;
     }
-    const double* q = in.q.head(b, h) + i * D;
+    const double* q = in.q.values(in.q.index(b, h, i), D, qbuf);
     const double* pse = pse_row(in, b, h, i);
     const std::uint8_t* sel = select_row(in, b, i);
     const double qn = row_norm(q, D);

@@ -53,7 +53,9 @@ Cls score_class(const double* q, const double* k, std::size_t D, double scale) {
 
 }  // namespace
 
-Golden golden_with_nonfinite(const AttentionInputs& in, const GoldenOptions& opt) {
+Golden golden_with_nonfinite(const AttentionInputs& in_any, const GoldenOptions& opt) {
+  AttentionInputs own;  // (rows are gathered from Q, K and V as doubles: a narrow input widened)
+  const AttentionInputs& in = wide_inputs(in_any, own, opt.threads);
   const Shape &qs = in.q.shape, &ks = in.k.shape;
   const std::size_t D = qs.D, Sq = qs.S, Skv = ks.S;
   PASA_ASSERT(in.allow_nonfinite);

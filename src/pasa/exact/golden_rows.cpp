@@ -166,7 +166,13 @@ void fast_rows(Problem& P, std::size_t b, const RowRef* rows, std::size_t nr, co
       continue;
     }
     active[r] = true;
-    q[r] = in.q.head(b, rows[r].h) + rows[r].i * D;
+    const std::size_t q0 = in.q.index(b, rows[r].h, rows[r].i);
+    if (in.q.is_narrow()) {
+      in.q.read(q0, D, sc.qrows.data() + r * D);
+      q[r] = sc.qrows.data() + r * D;
+    } else {
+      q[r] = in.q.data.data() + q0;
+    }
     qg[r] = grid_norm(q[r], D);
     end[r] = sc.vis[r].size();
     jend = std::max(jend, end[r]);

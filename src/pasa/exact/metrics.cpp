@@ -449,9 +449,11 @@ Metrics compare_outputs(const Tensor& out, const Tensor& golden) {
 
 std::size_t score_stats_bytes(const Shape& q, const Shape& kv, int threads) {
   // score_stats' Buffers (kt: (Skv rounded up to 8) x D, s: kGroupRows = 32 rows x Skv, zero: D, five padded
-  // RowScratch rows) and its KeyInfo (3 words per key), on at most one thread per (batch, head).
+  // RowScratch rows; kh, qh: a narrow input's heads, Skv x D and Sq x D) and its KeyInfo (3 words per key),
+  // on at most one thread per (batch, head).
   const std::size_t padded = (kv.S + kLanes - 1) / kLanes * kLanes;
-  const std::size_t per_thread = sat_add(sat_add(sat_mul(padded, q.D + 5), sat_mul(kv.S, 32 + 3)), q.D);
+  const std::size_t heads = sat_mul(sat_add(kv.S, q.S), q.D);
+  const std::size_t per_thread = sat_add(sat_add(sat_add(sat_mul(padded, q.D + 5), sat_mul(kv.S, 32 + 3)), q.D), heads);
   const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), std::max<std::size_t>(sat_product(q.B, q.N), 1));
   return sat_mul(sizeof(double), sat_mul(per_thread, t));
 }
@@ -471,15 +473,15 @@ ScoreStats score_stats(const AttentionInputs& in, const Format& score_format, in
   using namespace exact_scores;
   constexpr std::size_t kGroupRows = 32, kKeyTile = 256;
   struct Buffers {
-    std::vector<double> kt, s, zero;
+    std::vector<double> kt, s, zero, kh, qh;  // (kh, qh: a narrow input's heads as doubles)
     RowScratch row;
   };
   Spares<Buffers> pool;  // handed from item to item: no fresh pages per item
   parallel_for(part.size(), threads, [&](std::size_t w) {
     const std::size_t b = w / qs.N, h = w % qs.N;
-    const double* K = in.k.head(b, h / in.group());
-    const double* Q = in.q.head(b, h);
     std::unique_ptr<Buffers> buf = pool.take();
+    const double* K = in.k.values(in.k.index(b, h / in.group(), 0), Skv * D, buf->kh);
+    const double* Q = in.q.values(in.q.index(b, h, 0), qs.S * D, buf->qh);
     const std::size_t strips = (Skv + 7) / 8;
     buf->kt.resize(strips * 8 * D);
     buf->s.resize(kGroupRows * Skv);

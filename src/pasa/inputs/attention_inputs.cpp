@@ -18,13 +18,13 @@ namespace {
 std::string shape_str(const Shape& s) { return fmt::format("({}, {}, {}, {})", s.B, s.N, s.S, s.D); }
 
 void check_finite(const Tensor& t, const char* name) {
-  for (std::size_t idx = 0; idx < t.data.size(); ++idx) {
-    if (std::isfinite(t.data[idx])) continue;
+  for (std::size_t idx = 0; idx < t.size(); ++idx) {
+    if (std::isfinite(t.value(idx))) continue;
     const Shape& s = t.shape;
     const std::size_t d = idx % s.D, row = idx / s.D, i = row % s.S, bn = row / s.S;
     throw InputError(fmt::format("{} has a non-finite element {} at (b={}, n={}, s={}, d={}); "
                                  "allow them with --allow-nonfinite (pasa-attn) or \"allow_nonfinite\": true (problem JSON)",
-                                 name, t.data[idx], bn / s.N, bn % s.N, i, d));
+                                 name, t.value(idx), bn / s.N, bn % s.N, i, d));
   }
 }
 
@@ -52,8 +52,8 @@ void validate(const AttentionInputs& in, int threads) {
   const Tensor* ts[] = {&in.q, &in.k, &in.v};
   const char* names[] = {"Q", "K", "V"};
   for (int t = 0; t < 3; ++t)
-    if (ts[t]->data.size() != ts[t]->shape.size())
-      throw InputError(fmt::format("{} holds {} values but its shape {} needs {}", names[t], ts[t]->data.size(),
+    if (ts[t]->size() != ts[t]->shape.size())
+      throw InputError(fmt::format("{} holds {} values but its shape {} needs {}", names[t], ts[t]->size(),
                                    shape_str(ts[t]->shape), ts[t]->shape.size()));
   if (!std::isfinite(in.scale)) throw InputError(fmt::format("scale must be finite, got {}", in.scale));
   const Mask& m = in.mask;
@@ -85,16 +85,37 @@ void validate(const AttentionInputs& in, int threads) {
   if (!in.allow_nonfinite)
     for (int t = 0; t < 3; ++t) {
       // Chunks on the threads; a chunk holding NaN/inf sends the serial scan to name the first one.
-      const auto& x = ts[t]->data;
+      const Tensor& x = *ts[t];
       constexpr std::size_t kChunk = std::size_t{1} << 16;
       std::vector<std::uint8_t> bad((x.size() + kChunk - 1) / kChunk, 0);
       parallel_for(bad.size(), threads, [&](std::size_t c) {
+        std::vector<double> buf;
+        const std::size_t i0 = c * kChunk, n = std::min(x.size(), (c + 1) * kChunk) - i0;
+        const double* v = x.values(i0, n, buf);
         std::uint8_t any = 0;  // (an or-reduction over the chunk: vectorised)
-        for (std::size_t i = c * kChunk; i < std::min(x.size(), (c + 1) * kChunk); ++i) any |= !std::isfinite(x[i]);
+        for (std::size_t i = 0; i < n; ++i) any |= !std::isfinite(v[i]);
         bad[c] = any;
       });
       if (std::find(bad.begin(), bad.end(), 1) != bad.end()) check_finite(*ts[t], names[t]);
     }
+}
+
+void narrow_inputs(AttentionInputs& in, int threads) {
+  for (Tensor* t : {&in.q, &in.k, &in.v}) *t = narrowed(std::move(*t), threads);
+}
+
+bool has_narrow(const AttentionInputs& in) { return in.q.is_narrow() || in.k.is_narrow() || in.v.is_narrow(); }
+
+const AttentionInputs& wide_inputs(const AttentionInputs& in, AttentionInputs& own, int threads) {
+  if (!has_narrow(in)) return in;
+  own.scale = in.scale;
+  own.mask = in.mask;
+  own.pse = in.pse;
+  own.allow_nonfinite = in.allow_nonfinite;
+  own.q = widened(in.q, threads);
+  own.k = widened(in.k, threads);
+  own.v = widened(in.v, threads);
+  return own;
 }
 
 const double* pse_row(const AttentionInputs& in, std::size_t b, std::size_t h, std::size_t i) {

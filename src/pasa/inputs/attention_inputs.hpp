@@ -51,6 +51,13 @@ void validate(const AttentionInputs&, int threads = 1);
 // by their shapes before their data are read (.npy headers).
 void validate_shapes(const Shape& q, const Shape& k, const Shape& v);
 
+// Q, K and V at their formats' widths where they have one (inputs/tensor.hpp narrowed), on `threads` threads.
+void narrow_inputs(AttentionInputs&, int threads = 1);
+bool has_narrow(const AttentionInputs&);
+// The inputs as doubles for a reader that takes only those: in itself when Q, K and V are wide, else a copy
+// with them widened, made in own (the same values, so the same bits downstream).
+const AttentionInputs& wide_inputs(const AttentionInputs& in, AttentionInputs& own, int threads = 1);
+
 // The pse row (Skv values) of query row i of head h in batch b, or nullptr without pse.
 const double* pse_row(const AttentionInputs&, std::size_t b, std::size_t h, std::size_t i);
 // The select mask row (Skv flags, 1 = score replaced by select_value) of query row i in batch b, or nullptr.

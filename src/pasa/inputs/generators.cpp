@@ -1,6 +1,8 @@
 #include "pasa/inputs/generators.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <utility>
 
@@ -120,7 +122,7 @@ std::uint64_t stream_seed(std::uint64_t seed, const std::string& name, std::size
   return mix(s ^ (static_cast<std::uint64_t>(h) + 0x632BE59BD9B4E019ull));
 }
 
-std::size_t inputs_bytes(const ProblemSpec& p) {
+std::size_t inputs_bytes(const ProblemSpec& p, Storage storage) {
   if (p.paged) {  // Q as doubles, the cache's K and V as floats (attention/unified.hpp PagedCache)
     const PagedLayout& l = *p.paged;
     std::size_t blocks = 0, given = 0;  // what a generated table may need at most, what a given one names
@@ -135,7 +137,9 @@ std::size_t inputs_bytes(const ProblemSpec& p) {
   const std::size_t q = sat_product(p.B, p.Nq, p.Sq, p.D), kv = sat_product(p.B, p.Nkv, p.Skv, p.D);
   // the position bias (a user's too: generate_inputs copies it into the inputs)
   const std::size_t pse = p.has_pse || p.pse_user ? sat_product(p.B, p.Nq, p.Sq, p.Skv) : 0;
-  return sat_mul(sizeof(double), sat_add(sat_add(q, sat_mul(2, kv)), pse));
+  const std::size_t w = narrow_width(format_by_name(p.format));
+  const std::size_t width = storage == Storage::narrow && !p.q_user && w != 0 ? w : sizeof(double);
+  return sat_add(sat_mul(width, sat_add(q, sat_mul(2, kv))), sat_mul(sizeof(double), pse));
 }
 
 namespace {
@@ -241,8 +245,25 @@ void generate_head(const TensorGen& g, std::size_t b, std::size_t h, std::size_t
 }
 
 Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::uint64_t seed,
-                       const std::string& name, int threads) {
+                       const std::string& name, int threads, Storage storage) {
   validate(g, name);
+  if (storage == Storage::narrow && narrow_width(fmt) != 0 && shape.size() != 0) {
+    // Head by head through one head of doubles per work item, each narrowed into its place.
+    Tensor t;
+    t.shape = shape;
+    t.format = fmt;
+    t.narrow = NarrowStorage::allocate(fmt, shape.size());
+    const std::size_t w = t.narrow.width(), per_head = shape.S * shape.D;
+    std::atomic<bool> ok{true};
+    parallel_for(shape.B * shape.N, threads, [&](std::size_t bh) {
+      Tensor head = Tensor::uninitialised({1, 1, shape.S, shape.D}, fmt);
+      generate_head(g, bh / shape.N, bh % shape.N, shape.S, shape.D, fmt, seed, name, head.data.data());
+      head = narrowed(std::move(head));
+      if (!head.is_narrow()) ok.store(false);
+      else std::memcpy(t.narrow.writable() + bh * per_head * w, head.narrow.bytes(), per_head * w);
+    });
+    if (ok) return t;  // (else some value has no narrow encoding: the wide tensor below)
+  }
   Tensor t = Tensor::uninitialised(shape, fmt);  // (every head written below, on the threads: first touch)
   parallel_for(shape.B * shape.N, threads, [&](std::size_t w) {
     const std::size_t b = w / shape.N, h = w % shape.N;
@@ -251,7 +272,7 @@ Tensor generate_tensor(const TensorGen& g, Shape shape, const Format& fmt, std::
   return t;
 }
 
-AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
+AttentionInputs generate_inputs(const ProblemSpec& p, int threads, Storage storage) {
   validate(p);
   if (p.paged)  // (attention/unified.hpp generate_paged draws it)
     throw InputError("/kind: a paged problem runs unified attention over its cache (pasa-attn, pasa-sweep, "
@@ -263,9 +284,9 @@ AttentionInputs generate_inputs(const ProblemSpec& p, int threads) {
     in.k = *p.k_user;
     in.v = *p.v_user;
   } else {
-    in.q = generate_tensor(p.q, {p.B, p.Nq, p.Sq, p.D}, fmt, p.seed, "q", threads);
-    in.k = generate_tensor(p.k, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "k", threads);
-    in.v = generate_tensor(p.v, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "v", threads);
+    in.q = generate_tensor(p.q, {p.B, p.Nq, p.Sq, p.D}, fmt, p.seed, "q", threads, storage);
+    in.k = generate_tensor(p.k, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "k", threads, storage);
+    in.v = generate_tensor(p.v, {p.B, p.Nkv, p.Skv, p.D}, fmt, p.seed, "v", threads, storage);
   }
   in.scale = p.scale;
   in.mask.causal = p.causal;

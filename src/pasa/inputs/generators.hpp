@@ -35,6 +35,9 @@ struct TensorGen {
   double noise = 0;         // resonance: standard deviation of added Gaussian noise
 };
 
+// How generate_inputs holds Q, K and V: as doubles, or at the format's width (inputs/tensor.hpp).
+enum class Storage { wide, narrow };
+
 struct ProblemSpec {
   std::size_t B = 1, Nq = 1, Nkv = 1, Sq = 128, Skv = 128, D = 64;
   std::string format = "fp16";  // storage format of Q, K and V (values rounded to nearest even, saturating)
@@ -95,14 +98,17 @@ void validate(const TensorGen&, const std::string& path);
 // is independent of the others and of the thread count.
 std::uint64_t stream_seed(std::uint64_t seed, const std::string& name, std::size_t b, std::size_t h);
 
-// Bytes of the generated Q, K and V (8 per element; a paged problem: Q, and the cache as floats), saturating
-// at kTooLarge (core/memory.hpp).
-std::size_t inputs_bytes(const ProblemSpec&);
+// Bytes of the generated Q, K and V with this storage (8 per element wide, a model's tensors always; a paged
+// problem: Q, and the cache as floats), saturating at kTooLarge (core/memory.hpp).
+std::size_t inputs_bytes(const ProblemSpec&, Storage = Storage::wide);
 
 // Values are drawn in double, then rounded to nearest even in `format`; values beyond its range saturate
 // to ±max_finite (so inputs stay finite). mask.causal and mask.kv_len are taken from the spec. A paged problem
 // is refused (InputError "/kind: ..."): attention/unified.hpp generate_paged draws it.
-AttentionInputs generate_inputs(const ProblemSpec&, int threads = default_threads());
+// Storage::narrow holds Q, K and V drawn (not a model's) at the format's width (inputs/tensor.hpp), drawn
+// head by head, so that no wide copy of them is made; the values are the same either way.
+
+AttentionInputs generate_inputs(const ProblemSpec&, int threads = default_threads(), Storage = Storage::wide);
 
 // The (S, D) matrix of head h of batch b of the tensor generate_tensor draws with this seed and name (the
 // same values), into out: for inputs generated head by head (a paged KV cache too large for doubles). The
@@ -112,6 +118,6 @@ void generate_head(const TensorGen&, std::size_t b, std::size_t h, std::size_t S
 
 // One tensor (B, N, S, D) from its generator; `name` ("q", "k", "v") selects the stream.
 Tensor generate_tensor(const TensorGen&, Shape, const Format&, std::uint64_t seed, const std::string& name,
-                       int threads = default_threads());
+                       int threads = default_threads(), Storage = Storage::wide);
 
 }  // namespace pasa

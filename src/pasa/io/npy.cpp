@@ -2,6 +2,7 @@
 #include "pasa/io/input_file.hpp"
 
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,9 @@
 #include <limits>
 #include <random>
 #include <system_error>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -261,6 +265,31 @@ NpyArray read_npy(const std::filesystem::path& file) {
   if (!in || static_cast<std::size_t>(in.gcount()) != n)
     throw InputError(fmt::format("{}: read error (the file changed or could not be read)", file.string()));
   return a;
+}
+
+NpyMapped map_npy(const std::filesystem::path& file) {
+  std::size_t offset = 0;
+  NpyMapped m;
+  {
+    std::ifstream in = open_input_file(file);
+    m.header = read_header(in, file, offset);
+  }
+  std::size_t n = 0;
+  checked_bytes(m.header.shape, npy_itemsize(m.header.dtype), n);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < offset + n) {
+    ::close(fd);
+    throw InputError(fmt::format("{}: read error (the file changed or could not be read)", file.string()));
+  }
+  const std::size_t len = offset + n;
+  void* base = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // (the mapping keeps the file)
+  if (base == MAP_FAILED) throw InputError(fmt::format("{}: cannot map: {}", file.string(), std::strerror(errno)));
+  m.data = static_cast<const unsigned char*>(base) + offset;
+  m.owner = std::shared_ptr<const void>(base, [len](const void* p) { ::munmap(const_cast<void*>(p), len); });
+  return m;
 }
 
 NpyArray read_npy_header(const std::filesystem::path& file) {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ NpyArray read_npy(const std::filesystem::path&);
 // Only the header (dtype, shape; bytes empty), checked against the file's size: to size a run before the
 // data are read.
 NpyArray read_npy_header(const std::filesystem::path&);
+// The file mapped read-only (mmap, private) with its header checked as read_npy checks it: `data` points at
+// its elements, mapped while `owner` lives (its pages are read from the file as they are touched).
+struct NpyMapped {
+  NpyArray header;  // (bytes empty)
+  const unsigned char* data = nullptr;
+  std::shared_ptr<const void> owner;
+};
+NpyMapped map_npy(const std::filesystem::path&);
 // The same from the file's bytes in memory; `file` only names it in errors.
 NpyArray parse_npy(std::span<const unsigned char> bytes, const std::filesystem::path& file);
 // Through the one output writer (output_file.hpp): atomic for a file, written through for /dev/null or a FIFO.

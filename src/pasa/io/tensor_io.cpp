@@ -1,7 +1,10 @@
 #include "pasa/io/tensor_io.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -39,6 +42,7 @@ TensorHeader read_tensor_header(const std::filesystem::path& path, const Format*
   const NpyArray a = read_npy_header(path);
   TensorHeader h = tensor_header(a.dtype, a.shape, format, path.string());
   h.npy_shape = a.shape;
+  h.dtype = a.dtype;
   h.data_bytes = npy_element_count(a) * npy_itemsize(a.dtype);  // (no overflow: read_npy_header checked it)
   return h;
 }
@@ -58,6 +62,73 @@ std::array<TensorHeader, 3> read_qkv_headers(const std::filesystem::path& q, con
 
 LoadedTensor load_tensor(const std::filesystem::path& path, const Format* format) {
   return tensor_from_npy(read_npy(path), format, path);
+}
+
+namespace {
+
+// Whether elements of dtype are the storage of f at its narrow width, byte for byte.
+bool is_narrow_storage(NpyDtype dtype, const Format& f) {
+  const std::size_t w = narrow_width(f);
+  return (dtype == NpyDtype::f16 && f == format_by_name("fp16")) || (dtype == NpyDtype::f32 && f == format_by_name("fp32")) ||
+         (dtype == NpyDtype::u8 && w == 1) || (dtype == NpyDtype::u16 && w == 2);
+}
+
+// The patterns (all 2^8 or 2^16) whose narrow reading is what npy_values gives, bit for bit (a NaN's
+// payload, a pattern beyond the format's storage bits that load_tensor refuses: not).
+std::vector<std::uint8_t> agreeing_patterns(NpyDtype dtype, const Format& f) {
+  const std::size_t w = npy_itemsize(dtype), patterns = std::size_t{1} << (8 * w);
+  std::vector<std::uint8_t> ok(patterns, 0);
+  std::vector<unsigned char> all(patterns * w);
+  for (std::size_t b = 0; b < patterns; ++b) std::memcpy(all.data() + b * w, &b, w);  // (little-endian host)
+  const NarrowStorage st(f, patterns, all.data(), nullptr);
+  const bool bits = dtype == NpyDtype::u8 || dtype == NpyDtype::u16;
+  for (std::size_t b = 0; b < patterns; ++b) {
+    double x = 0;
+    try {
+      npy_values(dtype, std::span<const unsigned char>(all.data() + b * w, w), bits ? &f : nullptr, std::span<double>(&x, 1));
+    } catch (const std::exception&) {
+      continue;
+    }
+    ok[b] = std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(st.at(b));
+  }
+  return ok;
+}
+
+// Every element of the mapped data among the agreeing patterns.
+bool all_agree(const unsigned char* data, std::size_t n, std::size_t w, const std::vector<std::uint8_t>& ok) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t b = 0;
+    std::memcpy(&b, data + i * w, w);
+    if (!ok[b]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::size_t narrow_reading_bytes(const TensorHeader& h) {
+  if (is_narrow_storage(h.dtype, h.format)) return 0;
+  return h.data_bytes + h.shape.size() * sizeof(double);
+}
+
+LoadedTensor load_tensor_narrow(const std::filesystem::path& path, const Format* format) {
+  NpyMapped m = map_npy(path);
+  const TensorHeader h = tensor_header(m.header.dtype, m.header.shape, format, path.string());
+  const std::size_t n = h.shape.size(), w = npy_itemsize(m.header.dtype);
+  if (is_narrow_storage(m.header.dtype, h.format)) {
+    // float32 widens to double exactly and alike in both readings; 1- and 2-byte patterns are checked.
+    if (w == 4 || all_agree(m.data, n, w, agreeing_patterns(m.header.dtype, h.format))) {
+      LoadedTensor out;
+      out.tensor.shape = h.shape;
+      out.tensor.format = h.format;
+      out.tensor.narrow = NarrowStorage(h.format, n, m.data, m.owner);
+      return out;
+    }
+  }
+  m = NpyMapped();  // (unmapped before the converting read)
+  LoadedTensor out = load_tensor(path, format);
+  out.tensor = narrowed(std::move(out.tensor));
+  return out;
 }
 
 LoadedTensor tensor_from_npy(const NpyArray& a, const Format* format, const std::filesystem::path& path) {

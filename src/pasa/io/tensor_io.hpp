@@ -28,6 +28,7 @@ struct TensorHeader {
   Format format;
   std::vector<std::size_t> npy_shape;  // as the file gives it
   std::size_t data_bytes = 0;
+  NpyDtype dtype = NpyDtype::f64;      // the file's
 };
 TensorHeader read_tensor_header(const std::filesystem::path&, const Format* format = nullptr);
 // The same for an array of this dtype and shape (the Python module's), `where` naming it in messages.
@@ -44,6 +45,13 @@ std::array<TensorHeader, 3> read_qkv_headers(const std::filesystem::path& q, con
 // dtype, values are rounded to it (nearest even; beyond its range → inf, which validate() then rejects).
 // Errors (InputError) name the file: unreadable or malformed .npy, unsupported shape, bits without format.
 LoadedTensor load_tensor(const std::filesystem::path&, const Format* format = nullptr);
+// The same, held at the format's width (inputs/tensor.hpp): where the file's elements are that storage
+// (float16 as fp16, float32 as fp32, uint8/uint16 bit patterns of the format) and every one of them reads as
+// load_tensor reads it, the file is mapped in place, not converted; otherwise loaded as above, then narrowed.
+LoadedTensor load_tensor_narrow(const std::filesystem::path&, const Format* format = nullptr);
+// The bytes load_tensor_narrow holds while it reads the file, beyond the tensor itself: none where it maps
+// it, else the file's data and the tensor as doubles.
+std::size_t narrow_reading_bytes(const TensorHeader&);
 // The same for an array in memory (the Python module's numpy arrays, read in place): `bytes` holds the
 // elements of `dtype` in C order, little-endian; `where` names it in the messages as the path does above
 // ("q: shape (3,) is not (S, D), (N, S, D) or (B, N, S, D)").

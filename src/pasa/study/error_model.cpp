@@ -54,7 +54,9 @@ ErrorModelOptions error_model_options(const AlgorithmSpec& a, std::size_t heads)
   return o;
 }
 
-ErrorPrediction predict_error(const AttentionInputs& in, const Allocation& alloc, const ErrorModelOptions& opt, int threads) {
+ErrorPrediction predict_error(const AttentionInputs& in_any, const Allocation& alloc, const ErrorModelOptions& opt, int threads) {
+  AttentionInputs wide;  // (reads Q, K and V as doubles: a narrow input widened)
+  const AttentionInputs& in = wide_inputs(in_any, wide, threads);
   if (opt.s2 == 0) throw InputError("error model: s2 must be at least 1");
   if (in.mask.causal || !in.mask.kv_len.empty() || !in.mask.keep.empty() || !in.mask.select.empty() || !in.pse.data.empty())
     throw InputError("error model: masks, pse and select are not modelled");

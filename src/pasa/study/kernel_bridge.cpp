@@ -101,7 +101,9 @@ bool better(const KernelMatch& a, const KernelMatch& b) {
 
 }  // namespace
 
-KernelBridgeReport compare_kernel(const AttentionInputs& in, const Tensor& gpu_out, int threads) {
+KernelBridgeReport compare_kernel(const AttentionInputs& in_any, const Tensor& gpu_out, int threads) {
+  AttentionInputs wide;  // (reads Q, K and V as doubles: a narrow input widened)
+  const AttentionInputs& in = wide_inputs(in_any, wide, threads);
   if (!(gpu_out.shape == in.q.shape))
     throw InputError(fmt::format("the kernel's output is ({}, {}, {}, {}); Q is ({}, {}, {}, {})", gpu_out.shape.B,
                                  gpu_out.shape.N, gpu_out.shape.S, gpu_out.shape.D, in.q.shape.B, in.q.shape.N,

@@ -16,8 +16,10 @@
 
 namespace pasa {
 
-std::vector<HeadRanges> range_stats(const AttentionInputs& in, double beta, std::size_t s2, const Format& score_format,
+std::vector<HeadRanges> range_stats(const AttentionInputs& in_any, double beta, std::size_t s2, const Format& score_format,
                                     std::size_t heads, int threads) {
+  AttentionInputs wide;  // (reads Q, K and V as doubles: a narrow input widened)
+  const AttentionInputs& in = wide_inputs(in_any, wide, threads);
   if (s2 == 0) throw InputError("range statistics: s2 must be at least 1");
   if (!in.mask.kv_len.empty() || !in.mask.keep.empty() || !in.mask.select.empty() || !in.pse.data.empty())
     throw InputError("range statistics: kv_len, masks other than causal, pse and select are not supported");

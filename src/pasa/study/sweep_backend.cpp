@@ -68,7 +68,9 @@ std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmS
   const std::size_t out = sat_mul(sizeof(double), sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S)));
   const std::size_t tensor = sat_mul(sizeof(double), sat_product(q.B, q.N, q.S, q.D));  // baseline
   std::size_t algo = 0;
-  for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads));
+  // (pasa-attn and the sweeps draw their inputs at the format's width; pasa-attribute and the fdpp study wide)
+  const Storage storage = golden_first ? Storage::wide : Storage::narrow;
+  for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads, storage == Storage::narrow));
   const std::size_t golden = golden_bytes(q, kv, go);
   const std::size_t scores = score_stats_bytes(q, kv, go.threads);
   const std::size_t n = std::max<std::size_t>(1, algs.size());
@@ -82,7 +84,7 @@ std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmS
     const std::size_t kept = keep_golden ? out : 0;
     peak = std::max(sat_add(sat_mul(out, n - 1), algo), sat_add(sat_mul(out, n), std::max(cmp, sat_add(kept, scores))));
   }
-  return sat_add(kProcessBase, sat_add(inputs_bytes(p), std::max(peak, reading_bytes)));
+  return sat_add(kProcessBase, sat_add(inputs_bytes(p, storage), std::max(peak, reading_bytes)));
 }
 
 // The real backend: the generators, golden and metrics, and the algorithms. Metric columns are the numeric
@@ -169,7 +171,7 @@ SweepBackend library_backend() {
     // A paged problem runs unified attention over its cache (attention/unified.hpp), the rest as for dense inputs.
     const ProblemSpec ps = problem_from_json(p.problem, "/problem");
     const PagedBatch pb = ps.paged ? generate_paged(ps, threads) : PagedBatch{};
-    const AttentionInputs in = ps.paged ? AttentionInputs{} : generate_inputs(ps);
+    const AttentionInputs in = ps.paged ? AttentionInputs{} : generate_inputs(ps, default_threads(), Storage::narrow);
     GoldenOptions go;
     go.precision_bits = cfg.golden_precision_bits;
     go.threads = threads;

@@ -37,14 +37,15 @@ void round_in_place(std::span<double> x, const Format& f, const RoundOptions& o,
   round_into(std::span<const double>(x), x, f, o, rng, threads);
 }
 
-// dst[i] = float(src[i]) (exact: the values are floats), in chunks on `threads` threads; each chunk's pages
-// are first touched by the thread that writes them.
-void to_floats(const uninit_vector<double>& src, uninit_vector<float>& dst, int threads) {
+// dst[i] = float(src[i]) (exact: the values are floats), wide or narrow, in chunks on `threads` threads;
+// each chunk's pages are first touched by the thread that writes them.
+void to_floats(const Tensor& src, uninit_vector<float>& dst, int threads) {
   constexpr std::size_t kChunk = std::size_t{1} << 16;
-  dst.resize(src.size());
-  parallel_for((src.size() + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
-    const std::size_t i0 = c * kChunk, i1 = std::min(src.size(), i0 + kChunk);
-    for (std::size_t i = i0; i < i1; ++i) dst[i] = static_cast<float>(src[i]);
+  const std::size_t n = src.size();
+  dst.resize(n);
+  parallel_for((n + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
+    const std::size_t i0 = c * kChunk;
+    src.read(i0, std::min(kChunk, n - i0), dst.data() + i0);
   });
 }
 
@@ -71,10 +72,24 @@ const Tensor& to_stage(const Tensor& t, const StageSpec& s, RandomBits& rng, Ten
 // With a block scheme (QuantOptions::q_block, k_block, v_block) the groups are quantised in its place and the
 // values (elements × scales) replace the stage's rounding: block_quantise_heads, grouped as the operand
 // `role` (0 Q, 1 K, 2 V) of its GEMM.
+// A narrow t (inputs/tensor.hpp) is read as it is where it passes to the stage unchanged and `wide` is not
+// asked for (the algorithm reads it only through input_values and read); otherwise it is widened first.
 const Tensor& quantised_input(const Tensor& t, const StageSpec& s, const QuantOptions& qo, bool transform,
                               std::size_t rows, RandomBits& rng, Tensor& own, std::vector<double>& scales,
                               int threads, Tensor* before = nullptr, const std::optional<BlockScheme>* block = nullptr,
-                              int role = 0) {
+                              int role = 0, bool wide = false) {
+  if (t.is_narrow()) {
+    const bool plain = !(block && *block) && qo.scales == QuantScale::none && !(transform && qo.hadamard);
+    const bool passes = plain && (plain_fp64(s) || (t.format == s.format && s.round.mode != RoundMode::stochastic));
+    if (passes && !wide) return t;
+    own = widened(t, threads);  // (the same values: what follows rounds or transforms them as for a wide t)
+    if (plain && !passes) {     // to_stage's rounding, in place on the widened copy (the same bits)
+      own.format = s.format;
+      round_in_place(std::span<double>(own.data), s.format, s.round, &rng, threads);
+      return own;
+    }
+    return quantised_input(own, s, qo, transform, rows, rng, own, scales, threads, before, block, role);
+  }
   if (block && *block) {
     own = t;
     const std::size_t B = t.shape.B, N = t.shape.N, S = t.shape.S, D = t.shape.D;
@@ -154,9 +169,10 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
       setup_rng_(spec_.seed),
       serial(next_run_serial()),
       q(quantised_input(in_.q, alloc.spec(Stage::q), spec_.quant, true, spec_.s1, setup_rng_, q_own_, q_scale_,
-                        setup_threads_, nullptr, &spec_.quant.q_block, 0)),
+                        setup_threads_, nullptr, &spec_.quant.q_block, 0, algorithm_info(spec_.name).shifts_keys)),
       k(quantised_input(in_.k, alloc.spec(Stage::k), spec_.quant, true, spec_.s2, setup_rng_, k_own_, k_scale_,
-                        setup_threads_, spec_.quant.shift_first ? &k_pre_ : nullptr, &spec_.quant.k_block, 1)),
+                        setup_threads_, spec_.quant.shift_first ? &k_pre_ : nullptr, &spec_.quant.k_block, 1,
+                        algorithm_info(spec_.name).shifts_keys)),  // (PASA and smooth K read Q and K as doubles)
       v(quantised_input(in_.v, alloc.spec(Stage::v), spec_.quant, false, spec_.s2, setup_rng_, v_own_, v_scale_,
                         setup_threads_, nullptr, &spec_.quant.v_block, 2)),
       tiles(tiles_) {
@@ -190,7 +206,7 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   set_keys_t_format(k.format);  // (decides float_tiles)
   const bool shifts_keys = algorithm_info(spec.name).shifts_keys;  // they fill keys_t themselves
   if (!shifts_keys && !tiles)  // (each (batch, head) writes its own part of the key buffers)
-    parallel_for(B * Nkv, setup_threads_, [&](std::size_t bh) { set_keys_t(bh / Nkv, bh % Nkv, k.head(bh / Nkv, bh % Nkv)); });
+    parallel_for(B * Nkv, setup_threads_, [&](std::size_t bh) { set_keys_from_k(bh / Nkv, bh % Nkv); });
 }
 
 void Run::set_keys_t_format(const Format& f) {
@@ -215,18 +231,19 @@ void Run::set_keys_t_format(const Format& f) {
       for (std::size_t p = 0; p < P; ++p) {
         float* dst = v_panels.data() + (bh * P + p) * 32 * Skv;
         const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
+        std::vector<double> buf;
         for (std::size_t j = 0; j < Skv; ++j) {
-          const double* src = v.data.data() + (bh * Skv + j) * D + 32 * p;
+          const double* src = v.values((bh * Skv + j) * D + 32 * p, w, buf);
           for (std::size_t c = 0; c < w; ++c) dst[32 * j + c] = static_cast<float>(src[c]);
           for (std::size_t c = w; c < 32; ++c) dst[32 * j + c] = 0.0f;
         }
       }
     });
   }
-  if (!float_pv && gemm_uses_floats(pv) && !tiles && v_f32.empty()) to_floats(v.data, v_f32, setup_threads_);
+  if (!float_pv && gemm_uses_floats(pv) && !tiles && v_f32.empty()) to_floats(v, v_f32, setup_threads_);
   // Q as floats for the general path's float GEMMs; the fused path's own kernel converts an item's rows as it
   // packs them (fused_begin_item), which spares the run a pass over Q and a copy of it.
-  if (!float_qk && gemm_uses_floats(qk) && q_f32.empty()) to_floats(q.data, q_f32, setup_threads_);
+  if (!float_qk && gemm_uses_floats(qk) && q_f32.empty()) to_floats(q, q_f32, setup_threads_);
 }
 
 void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {
@@ -277,6 +294,31 @@ void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
   else transpose_keys(keys, Skv, D, spec.s2, keys_t.data() + off);
 }
 
+void Run::set_keys_from_k(std::size_t b, std::size_t hk) {
+  if (!k.is_narrow()) {
+    set_keys_t(b, hk, k.head(b, hk));
+    return;
+  }
+  const std::size_t off = (b * Nkv + hk) * D * Skv, at = k.index(b, hk, 0), s2 = spec.s2;
+  if (float_qk) {
+    k.read(at, Skv * D, keys_f32.data() + off);
+    return;
+  }
+  std::vector<double> buf;
+  for (std::size_t j0 = 0; j0 < Skv; j0 += s2) {  // block by block, as set_keys_t lays them out
+    const std::size_t n = std::min(s2, Skv - j0);
+    const double* src = k.values(at + j0 * D, n * D, buf);
+    if (!keys_t_f32.empty()) transpose_keys(src, n, D, s2, keys_t_f32.data() + off + j0 * D);
+    else transpose_keys(src, n, D, s2, keys_t.data() + off + j0 * D);
+  }
+}
+
+const double* input_values(const Tensor& t, std::size_t i0, std::size_t n, int slot) {
+  if (!t.is_narrow()) return t.data.data() + i0;
+  thread_local std::vector<double> bufs[4];
+  return t.values(i0, n, bufs[slot]);
+}
+
 std::vector<Item> make_items(const Run& run) {
   std::vector<Item> items;
   const std::size_t s1 = run.spec.s1;
@@ -315,17 +357,17 @@ void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
     for (std::size_t g = 0; g < it.heads; ++g, ++one.h) tile_scores(run, one, j0, n, S + g * one.rows() * n, rng);
     return;
   }
-  const double* q = run.q.head(it.b, it.h) + it.r0 * run.D;
   const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0 * run.D;  // block j0: D × n
   const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * run.D;
+  auto q = [&] { return input_values(run.q, qoff, it.rows() * run.D, 0); };  // (as doubles, where a GEMM reads them)
   if (run.tiles) {
     const float* kt = run.tiles->keys_t(it.b, it.hk, j0, n);
     if (!run.q_f32.empty()) gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, kt, n, S, n, rng);
-    else gemm(run.qk, it.rows(), n, run.D, q, run.D, kt, n, S, n, rng);
+    else gemm(run.qk, it.rows(), n, run.D, q(), run.D, kt, n, S, n, rng);
   } else if (!run.keys_t_f32.empty() && !run.q_f32.empty())
     gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
-  else if (!run.keys_t_f32.empty()) gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
-  else gemm(run.qk, it.rows(), n, run.D, q, run.D, run.keys_t.data() + off, n, S, n, rng);
+  else if (!run.keys_t_f32.empty()) gemm(run.qk, it.rows(), n, run.D, q(), run.D, run.keys_t_f32.data() + off, n, S, n, rng);
+  else gemm(run.qk, it.rows(), n, run.D, q(), run.D, run.keys_t.data() + off, n, S, n, rng);
   if (run.quantised) {  // [FA3, §3.3] dequantisation after the GEMM: S·(s_q·s_k), each product rounded to s
     const double f = run.round_to(Stage::s, run.q_scale(it.b, it.h, it.r0) * run.k_scale(it.b, it.hk, j0), rng);
     run.round_each(Stage::s, S, it.rows() * n, rng, [&](std::size_t i) { return two_prod(S[i], f); });
@@ -381,7 +423,7 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
   if (run.tiles)
     gemm(run.pv, it.rows(), run.D, n, P, ldp, run.tiles->values(it.b, it.hk, j0, n), run.D, PV, run.D, rng);
   else if (!run.v_f32.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v_f32.data() + off, run.D, PV, run.D, rng);
-  else gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v.data.data() + off, run.D, PV, run.D, rng);
+  else gemm(run.pv, it.rows(), run.D, n, P, ldp, input_values(run.v, off, n * run.D, 1), run.D, PV, run.D, rng);
   if (run.quantised) {  // [FA3, §3.3] P·V dequantised with the V block's scale, rounded to pv
     const double sv = run.v_scale(it.b, it.hk, j0);
     run.round_each(Stage::pv, PV, it.rows() * run.D, rng, [&](std::size_t i) { return two_prod(PV[i], sv); });

@@ -193,6 +193,8 @@ struct Run {
   void set_keys_t_format(const Format& f);
 
  private:
+  // set_keys_t from the run's K, wide or narrow (a narrow K decoded a key block at a time).
+  void set_keys_from_k(std::size_t b, std::size_t hk);
   bool native_[kStageCount];
   bool fp32_[kStageCount];  // plain RNE fp32: a float conversion rounds it
   bool acc_native_[kStageCount], acc_fp32_[kStageCount];  // the same for the reduction's accumulator
@@ -209,6 +211,10 @@ struct Item {
   std::size_t head_of(std::size_t k) const { return h + k / (r1 - r0); }
   std::size_t row_of(std::size_t k) const { return r0 + k % (r1 - r0); }
 };
+
+// Elements [i0, i0 + n) of an input (Run::q, k, v) as doubles: in place when it is wide, else decoded
+// into the calling thread's buffer `slot` (0 to 3), valid until that slot's next use on the thread.
+const double* input_values(const Tensor& t, std::size_t i0, std::size_t n, int slot);
 
 // The items of a run in their fixed order: (batch, head, query block).
 std::vector<Item> make_items(const Run& run);

@@ -100,7 +100,7 @@ const TcPackedB& tc_block(const Run& run, const Item& it, std::size_t j0, std::s
   }
   TcPackedB& pb = (values ? ft.tc_v : ft.tc_k)[keep ? j0 / s2 : 0];
   if (pb.n == 0 || (values ? pb.k : pb.n) != n) {  // (packed again for a range that ends inside the block)
-    if (values) tc_pack_b(run.pv, n, D, run.v.data.data() + (head * run.Skv + j0) * D, D, pb);
+    if (values) tc_pack_b(run.pv, n, D, input_values(run.v, (head * run.Skv + j0) * D, n * D, 1), D, pb);
     else tc_pack_b(run.qk, D, n, run.keys_t.data() + head * D * run.Skv + j0 * D, n, pb);  // block j0: D × n
   }
   return pb;
@@ -112,7 +112,7 @@ const TcPackedB& tc_block(const Run& run, const Item& it, std::size_t j0, std::s
 // too (ft.tc_qk cleared), which go through tile_scores.
 bool tc_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedBuffers& ft) {
   const std::size_t rows = ft.rows, D = run.D;
-  const double* q = run.q.head(it.b, it.h) + it.r0 * D;
+  const double* q = input_values(run.q, run.q.index(it.b, it.h, it.r0), rows * D, 0);
   if (ft.tc_q.m == 0) tc_pack_a(run.qk, rows, D, q, D, ft.tc_q);
   ft.wide.resize(rows * n);
   const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
@@ -131,7 +131,7 @@ bool tc_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, FusedB
   PV.resize(rows * D);
   transpose_into(ft.t.data(), ft.ld, n, rows, Pf.data(), n);
   tc_pack_a(run.pv, rows, n, Pf.data(), n, ft.tc_p);
-  const double* v = run.v.data.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;  // block j0: n × D
+  const double* v = input_values(run.v, ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D, n * D, 1);  // block j0: n × D
   ft.tc_pv = dgemm_tensor_core(run.pv, ft.tc_p, Pf.data(), n, tc_block(run, it, j0, n, true, ft), v, D, PV.data(), D);
   if (!ft.tc_pv) return false;
   gemm_round_output(run.pv, rows, D, PV.data(), D);
@@ -194,8 +194,10 @@ void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
         const float* q = run.q_f32.data() + at;
         for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
       } else {  // (exact: Q's values are of the q format, which the float kernel's operands hold)
-        const double* q = run.q.data.data() + at;
-        for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = static_cast<float>(q[t]);
+        thread_local std::vector<float> q;
+        q.resize(D);
+        run.q.read(at, D, q.data());
+        for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
       }
     }
 }
