@@ -232,11 +232,21 @@ TEST_CASE("narrow storage: .npy files of the format's storage are mapped, others
     CHECK((narrow_reading_bytes(hd) == 0) == (std::string(name) != "d.npy"));  // (d.npy: converted, not mapped)
   }
   CHECK(load_tensor_narrow(dir / "d.npy", &fp16).rounded > 0);
-  // A NaN payload load_tensor keeps but fp16's table reads otherwise: loaded, not mapped, the same values.
+  // A NaN with a payload: fp16's table keeps it as load_tensor does (every pattern of every 1- and 2-byte
+  // format agrees, measured), so mapped, the same values.
   NpyArray odd = make_npy(h, {4096, 1}, NpyDtype::f16);
   odd.bytes[2 * 9] = 0x01, odd.bytes[2 * 9 + 1] = 0x7e;  // fp16 0x7e01: a NaN with a payload
   write_npy(dir / "odd.npy", odd);
   const LoadedTensor ow = load_tensor(dir / "odd.npy"), on = load_tensor_narrow(dir / "odd.npy");
   for (std::size_t i = 0; i < ow.tensor.size(); ++i)
     REQUIRE(std::bit_cast<std::uint64_t>(ow.tensor.value(i)) == std::bit_cast<std::uint64_t>(on.tensor.value(i)));
+  // A pattern load_tensor refuses (wider than the format's bits, int8's -128) is refused mapped too, naming
+  // the element: the mapping checks every pattern first.
+  for (const char* name : {"fp6_e2m3", "int4", "int8"}) {
+    const Format f = format_by_name(name);
+    NpyArray a = make_npy(std::vector<double>(24, 0.0), {2, 3, 4}, NpyDtype::u8, &f);
+    a.bytes[7] = std::string(name) == "int8" ? 0x80 : 0xff;
+    write_npy(dir / "refused.npy", a);
+    CHECK_THROWS_WITH(load_tensor_narrow(dir / "refused.npy", &f), Catch::Contains("element 7") && Catch::Contains(name));
+  }
 }

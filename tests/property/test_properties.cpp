@@ -71,37 +71,6 @@ using namespace pasa_property;
 
 namespace {
 
-// The fp64 contract's bound on the relative RMSE against the golden: 1e-13, and for PASA
-// 1e-13 + 4·u·Inva·max(M, 1), u = 2^-53, Inva = β/(1 − β), M = scale·max_i Σ_d |q_id|·max_j |k_jd| (no
-// score exceeds M in magnitude). PASA recovers the block shift as Inva·S̄' (Thm. 2.1): S̄', the mean of the
-// shifted scores, is about (1 − β)·S̄, but its rounding error is that of the unshifted scores (the shifted
-// keys k − β·k̄ are rounded relative to |k|), about u·M, and comes back multiplied by Inva: an error of the
-// block's frame, hence of every output in it, of order u·Inva·M. The constant 4 is measured: over 10,451 PASA
-// cases of two 40,000-case runs (seeds 24 and 7771203), rel / (u·Inva·max(M, 1)) after the 1e-13 reached 1.8
-// (β = 0.999, M = 46: 9.2e-12). A bound without M (2e-13·Inva/63.5) fails at β = 0.999 with scores near 50
-// (docs/contract.md).
-double fp64_bound(const AlgorithmSpec& spec, double M) {
-  if (!algorithm_info(spec.name).pasa_options) return 1e-13;
-  const double inva = spec.pasa.beta / (1 - spec.pasa.beta);
-  return 1e-13 + 4 * 0x1p-53 * inva * std::max(M, 1.0);
-}
-
-// M of fp64_bound: scale · the largest Σ_d |q_d|·kmax_d over the query rows (q: rows × D), kmax_d the largest
-// |k| of column d over every key (k: keys × D, of any head).
-template <class QV, class KV>
-double score_magnitude(const QV& q, const KV& k, std::size_t D, double scale) {
-  std::vector<double> kmax(D, 0.0);
-  for (std::size_t j = 0; j + D <= k.size(); j += D)
-    for (std::size_t d = 0; d < D; ++d) kmax[d] = std::max(kmax[d], std::abs(static_cast<double>(k[j + d])));
-  double m = 0;
-  for (std::size_t i = 0; i + D <= q.size(); i += D) {
-    double r = 0;
-    for (std::size_t d = 0; d < D; ++d) r += std::abs(q[i + d]) * kmax[d];
-    m = std::max(m, r);
-  }
-  return m * scale;
-}
-
 // The inputs of a case's problem, built as the library builds them (the problem JSON's meaning), except a
 // refused kv_len, which the problem JSON itself would refuse: set after generation, for run_attention to see.
 AttentionInputs inputs_of(const ProblemSpec& p) {
@@ -112,13 +81,6 @@ AttentionInputs inputs_of(const ProblemSpec& p) {
   AttentionInputs in = generate_inputs(q, 1);
   if (bad_len) in.mask.kv_len = p.kv_len;
   return in;
-}
-
-std::string sci(double x) {
-  std::ostringstream o;
-  o.precision(3);
-  o << std::scientific << x;
-  return o.str();
 }
 
 struct Stats {
@@ -196,47 +158,6 @@ std::string check_paged(const Case& c, Stats* st) {
 // scales (quantised as numeric/block_scale.hpp says, in the engine's order Q, K, V on the spec's seed, the
 // stream of stochastic element rounding), within the fp64 bound. Not with P's scheme (inside the tiles) nor
 // with FA3's transform.
-std::string check_blocks_fp64(const Case& c, const AttentionInputs& in, const AlgorithmSpec& spec64) {
-  const QuantOptions& q = c.spec.quant;
-  if (!(q.q_block || q.k_block || q.v_block) || q.p_block || q.hadamard || c.spec.splits > 1) return "";
-  AttentionInputs qin = in;
-  RandomBits rng(c.spec.seed);
-  const std::pair<Tensor*, const std::optional<BlockScheme>*> ops[] = {{&qin.q, &q.q_block}, {&qin.k, &q.k_block}, {&qin.v, &q.v_block}};
-  for (std::size_t i = 0; i < 3; ++i) {
-    Tensor& t = *ops[i].first;
-    if (!*ops[i].second) continue;
-    block_quantise_heads(t.data.data(), t.shape.B * t.shape.N, t.shape.S, t.shape.D, **ops[i].second, i != 0, i == 2, &rng);
-    t.format = format_by_name("fp64");
-  }
-  qin.allow_nonfinite = true;
-  for (const Tensor* t : {&qin.q, &qin.k, &qin.v})
-    for (double x : t->data)
-      if (!std::isfinite(x)) return "";  // (an unsaturated element beyond its format: NaN or inf, not the golden's case)
-  GoldenOptions go;
-  go.threads = 1;
-  const Golden g = golden_attention(qin, go);
-  AlgorithmSpec blocked = spec64;
-  blocked.quant = q;
-  AttentionOutput o;
-  try {
-    o = run_attention(in, blocked, 2);
-  } catch (const std::exception& e) {
-    return std::string("fp64 run with block schemes threw: ") + e.what();
-  }
-  long double num = 0, den = 0, vmax = 0;
-  for (std::size_t i = 0; i < o.o.data.size(); ++i) {
-    const long double dlt = static_cast<long double>(o.o.data[i]) - g.o.data[i];
-    num += dlt * dlt;
-    den += static_cast<long double>(g.o.data[i]) * g.o.data[i];
-  }
-  for (double x : qin.v.data) vmax = std::max(vmax, static_cast<long double>(std::abs(x)));
-  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.o.data.size()));
-  const double rel = den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
-  const double tol = fp64_bound(c.spec, score_magnitude(qin.q.data, qin.k.data, qin.q.shape.D, qin.effective_scale()));
-  if (!(rel <= tol)) return "fp64 with block schemes vs the golden of the quantised inputs: relative RMSE " + sci(rel);
-  return "";
-}
-
 // The contract on one case; "" when it holds, else what failed.
 std::string check(const Case& c, Stats* st) {
   if (c.ps.paged) {
@@ -325,16 +246,7 @@ std::string check(const Case& c, Stats* st) {
   const bool narrowed_case = c.ps.seed % 3 == 2;
   if (narrowed_case) {
     narrow_inputs(narrow, 2);
-    if (std::string d = test::first_difference(o, run_attention(narrow, spec64, 2)); !d.empty())
-      return "narrow inputs: the fp64 run differs: " + d;
-    const Golden gn = golden_attention(narrow, go);
-    for (std::size_t i = 0; i < g.o.data.size(); ++i)
-      if (!test::same_bits(g.o.data[i], gn.o.data[i])) return "narrow inputs: golden element " + std::to_string(i) + " differs";
-    for (std::size_t i = 0; i < g.lse.size(); ++i)
-      if (!test::same_bits(g.lse[i], gn.lse[i])) return "narrow inputs: golden lse " + std::to_string(i) + " differs";
-    const Tensor bw = uniform_baseline(in, 1), bn = uniform_baseline(narrow, 2);
-    for (std::size_t i = 0; i < bw.data.size(); ++i)
-      if (!test::same_bits(bw.data[i], bn.data[i])) return "narrow inputs: baseline element " + std::to_string(i) + " differs";
+    if (std::string why = check_narrow_fp64(in, narrow, spec64, o, g, go); !why.empty()) return why;
     if (st) st->narrow += has_narrow(narrow);
   }
   if (c.preset.empty()) return "";
