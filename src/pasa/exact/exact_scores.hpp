@@ -147,11 +147,13 @@ inline v8d fms(v8d a, v8d b, v8d c) {
 #if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
   return _mm512_fmsub_pd(a, b, c);
 #elif defined(__FMA__) && (defined(__x86_64__) || defined(__i386__))
+  // (The vectors' own addresses: clang refuses the address of a vector element, &a[0].)
   v8d r;
-  const __m256d lo = _mm256_fmsub_pd(_mm256_loadu_pd(&a[0]), _mm256_loadu_pd(&b[0]), _mm256_loadu_pd(&c[0]));
-  const __m256d hi = _mm256_fmsub_pd(_mm256_loadu_pd(&a[4]), _mm256_loadu_pd(&b[4]), _mm256_loadu_pd(&c[4]));
-  _mm256_storeu_pd(&r[0], lo);
-  _mm256_storeu_pd(&r[4], hi);
+  const double *pa = reinterpret_cast<const double*>(&a), *pb = reinterpret_cast<const double*>(&b),
+               *pc = reinterpret_cast<const double*>(&c);
+  double* pr = reinterpret_cast<double*>(&r);
+  _mm256_storeu_pd(pr, _mm256_fmsub_pd(_mm256_loadu_pd(pa), _mm256_loadu_pd(pb), _mm256_loadu_pd(pc)));
+  _mm256_storeu_pd(pr + 4, _mm256_fmsub_pd(_mm256_loadu_pd(pa + 4), _mm256_loadu_pd(pb + 4), _mm256_loadu_pd(pc + 4)));
   return r;
 #else
   v8d r;
