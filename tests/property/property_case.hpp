@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,11 @@ double score_magnitude(const QV& q, const KV& k, std::size_t D, double scale) {
 
 // x in 3 significant digits, scientific (the failure messages).
 std::string sci(double x);
+
+// The relative RMSE of o against the golden g: relative to g's norm, but no less than 1e-3 of V's scale vmax
+// (the largest |v|): an output that cancels to ~0 (V of both signs under even weights) is judged on V's
+// scale, as the golden's own bound is relative to Σ p|v|.
+double relative_rmse(std::span<const double> o, std::span<const double> g, double vmax);
 
 // Property 1b: an fp64 run with block schemes against the golden of its block-quantised inputs; "" when it
 // holds (or does not apply), else what failed.

@@ -31,6 +31,17 @@ std::string sci(double x) {
 }
 
 
+double relative_rmse(std::span<const double> o, std::span<const double> g, double vmax) {
+  long double num = 0, den = 0;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    const long double dlt = static_cast<long double>(o[i]) - g[i];
+    num += dlt * dlt;
+    den += static_cast<long double>(g[i]) * g[i];
+  }
+  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.size()));
+  return den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
+}
+
 std::string check_blocks_fp64(const Case& c, const AttentionInputs& in, const AlgorithmSpec& spec64) {
   const QuantOptions& q = c.spec.quant;
   if (!(q.q_block || q.k_block || q.v_block) || q.p_block || q.hadamard || c.spec.splits > 1) return "";
@@ -58,15 +69,9 @@ std::string check_blocks_fp64(const Case& c, const AttentionInputs& in, const Al
   } catch (const std::exception& e) {
     return std::string("fp64 run with block schemes threw: ") + e.what();
   }
-  long double num = 0, den = 0, vmax = 0;
-  for (std::size_t i = 0; i < o.o.data.size(); ++i) {
-    const long double dlt = static_cast<long double>(o.o.data[i]) - g.o.data[i];
-    num += dlt * dlt;
-    den += static_cast<long double>(g.o.data[i]) * g.o.data[i];
-  }
-  for (double x : qin.v.data) vmax = std::max(vmax, static_cast<long double>(std::abs(x)));
-  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.o.data.size()));
-  const double rel = den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
+  double vmax = 0;
+  for (double x : qin.v.data) vmax = std::max(vmax, std::abs(x));
+  const double rel = relative_rmse(o.o.data, g.o.data, vmax);
   const double tol = fp64_bound(c.spec, score_magnitude(qin.q.data, qin.k.data, qin.q.shape.D, qin.effective_scale()));
   if (!(rel <= tol)) return "fp64 with block schemes vs the golden of the quantised inputs: relative RMSE " + sci(rel);
   return "";

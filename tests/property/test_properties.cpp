@@ -114,16 +114,9 @@ std::string check_paged(const Case& c, Stats* st) {
   scaled.q.shape = pb.q.shape;
   scaled.scale = pb.scale;
   const double tol = fp64_bound(c.spec, score_magnitude(pb.q.data, pb.cache.k, pb.q.shape.D, scaled.effective_scale()));
-  // Relative to the golden's norm with the dense cases' floor (1e-3 of V's scale: an output that cancels to ~0).
-  long double num = 0, den = 0, vmax = 0;
-  for (std::size_t i = 0; i < o.o.data.size(); ++i) {
-    const long double dlt = static_cast<long double>(o.o.data[i]) - g.o.data[i];
-    num += dlt * dlt;
-    den += static_cast<long double>(g.o.data[i]) * g.o.data[i];
-  }
-  for (float x : pb.cache.v) vmax = std::max(vmax, static_cast<long double>(std::abs(x)));
-  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.o.data.size()));
-  const double rel = den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
+  double vmax = 0;  // (relative_rmse's floor)
+  for (float x : pb.cache.v) vmax = std::max(vmax, static_cast<double>(std::abs(x)));
+  const double rel = relative_rmse(o.o.data, g.o.data, vmax);
   if (!(rel <= tol)) return "paged fp64 vs golden: relative RMSE " + sci(rel) + " (bound " + sci(tol) + ")";
   for (std::size_t i = 0; i < o.lse.size(); ++i)
     if (!(std::abs(o.lse[i] - g.lse[i]) <= 10 * tol * (1 + std::abs(g.lse[i]))))
@@ -193,18 +186,9 @@ std::string check(const Case& c, Stats* st) {
   } catch (const std::exception& e) {
     return std::string("fp64 run threw: ") + e.what();
   }
-  long double num = 0, den = 0;
-  for (std::size_t i = 0; i < o.o.data.size(); ++i) {
-    const long double dlt = static_cast<long double>(o.o.data[i]) - g.o.data[i];
-    num += dlt * dlt;
-    den += static_cast<long double>(g.o.data[i]) * g.o.data[i];
-  }
-  // Relative to the golden's norm, but no less than 1e-3 of V's scale: an output that cancels to ~0 (V of
-  // both signs under even weights) is judged on V's scale, as the golden's own bound is relative to Σ p|v|.
-  long double vmax = 0;
-  for (double x : in.v.data) vmax = std::max(vmax, static_cast<long double>(std::abs(x)));
-  den = std::max(den, 1e-6L * vmax * vmax * static_cast<long double>(o.o.data.size()));
-  const double rel = den == 0 ? (num == 0 ? 0.0 : INFINITY) : std::sqrt(static_cast<double>(num / den));
+  double vmax = 0;  // (relative_rmse's floor)
+  for (double x : in.v.data) vmax = std::max(vmax, std::abs(x));
+  const double rel = relative_rmse(o.o.data, g.o.data, vmax);
   const double tol = fp64_bound(c.spec, score_magnitude(in.q.data, in.k.data, in.q.shape.D, in.effective_scale()));
   if (!(rel <= tol)) return "fp64 vs golden: relative RMSE " + sci(rel) + " (bound " + sci(tol) + ")";
   for (std::size_t i = 0; i < o.lse.size(); ++i) {
