@@ -100,7 +100,8 @@ const TcPackedB& tc_block(const Run& run, const Item& it, std::size_t j0, std::s
   }
   TcPackedB& pb = (values ? ft.tc_v : ft.tc_k)[keep ? j0 / s2 : 0];
   if (pb.n == 0 || (values ? pb.k : pb.n) != n) {  // (packed again for a range that ends inside the block)
-    if (values) tc_pack_b(run.pv, n, D, input_values(run.v, (head * run.Skv + j0) * D, n * D, 1), D, pb);
+    if (values)  // (slot 2: tc_pv holds slot 1 for the same block)
+      tc_pack_b(run.pv, n, D, input_values(run.v, (head * run.Skv + j0) * D, n * D, 2), D, pb);
     else tc_pack_b(run.qk, D, n, run.keys_t.data() + head * D * run.Skv + j0 * D, n, pb);  // block j0: D × n
   }
   return pb;
