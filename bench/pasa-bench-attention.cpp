@@ -72,11 +72,9 @@ double blas_seconds(const AttentionInputs& in, std::size_t heads, std::size_t se
                     int threads) {
   const std::size_t per_head = seq * dim;
   std::vector<float> q(heads * per_head), k(heads * per_head), v(heads * per_head), o(heads * per_head);
-  for (std::size_t i = 0; i < q.size(); ++i) {
-    q[i] = static_cast<float>(in.q.data[i]);
-    k[i] = static_cast<float>(in.k.data[i]);
-    v[i] = static_cast<float>(in.v.data[i]);
-  }
+  in.q.read(0, q.size(), q.data());  // (wide or narrow: fp16 values, exact in floats)
+  in.k.read(0, k.size(), k.data());
+  in.v.read(0, v.size(), v.data());
   // One S buffer per running thread: at most `threads` items run at once, each takes a free buffer.
   const std::size_t slots = static_cast<std::size_t>(std::max(1, std::min<int>(threads, static_cast<int>(heads))));
   std::vector<std::vector<float>> s(slots, std::vector<float>(seq * seq));
@@ -138,6 +136,10 @@ int main(int argc, char** argv) {
   app.add_option("--dim", dim, "head dimension D")->check(pasa_apps::unsigned_integer(1, INT_MAX));
   app.add_option("--reps", reps, "repetitions (the best time counts)")->check(pasa_apps::unsigned_integer(1, INT_MAX));
   app.add_option("--max-memory", max_memory, "memory the run may use, e.g. 64G (default: MemAvailable)");
+  bool narrow = false;
+  app.add_flag("--narrow", narrow,
+               "Q, K and V held at fp16's width, as pasa-attn and the sweeps hold them (default: as doubles, "
+               "the storage of the committed figures)");
   bool probe = false;
   app.add_flag("--blas-probe", probe, "only time the OpenBLAS baseline (1 and 2 threads) and print it")->group("");
   std::string threads_text = "1,2";
@@ -173,9 +175,9 @@ int main(int argc, char** argv) {
       spec.name = "fa2";
       spec.alloc = allocation_preset(a);
       need = std::max(need, attention_bytes(s, s, format_by_name("fp16"), spec,
-                                            *std::max_element(thread_list.begin(), thread_list.end())));
+                                            *std::max_element(thread_list.begin(), thread_list.end()), narrow));
     }
-    need = sat_add(sat_add(need, inputs_bytes(ps)),
+    need = sat_add(sat_add(need, inputs_bytes(ps, narrow ? Storage::narrow : Storage::wide)),
                    sat_mul(sizeof(float), sat_add(sat_product(4, heads, seq, dim),
                                                   sat_product(std::min<std::size_t>(heads, max_threads), seq, seq))));
     check_memory(need, max_memory.empty() ? 0 : parse_byte_size(max_memory, "--max-memory"), "this benchmark",
@@ -222,7 +224,7 @@ int main(int argc, char** argv) {
   ps.D = dim;
   ps.q = ps.k = ps.v = TensorGen{GenKind::uniform, 0.0, 1.0};
   ps.seed = 1;
-  const AttentionInputs in = generate_inputs(ps);
+  const AttentionInputs in = generate_inputs(ps, default_threads(), narrow ? Storage::narrow : Storage::wide);
   const double gflop = 4.0 * static_cast<double>(seq) * seq * dim * heads / 1e9;
 
   struct Kernel {

@@ -6,8 +6,9 @@
 #   build: every default target (-march=native), into build-avx512/ (kept while the machine stays warm)
 #   test:  the C++ tests (ctest -LE long, no Python or packaging), the storage and property tests by name,
 #          pasa-bench-golden and pasa-bench-long at 16 threads
-#   paired: the given ctest tests (PASA_TESTS, a regex) with their output, and pasa-bench-golden of this tree
-#          against another commit's (build-head-src.tar.gz: `git archive` of it, carried), alternating, 3 rounds
+#   paired: the given ctest tests (PASA_TESTS, a regex) with their output; pasa-bench-attention (wide and
+#          --narrow) and pasa-bench-golden of this tree against another commit's (build-head-src.tar.gz: `git
+#          archive` of it, carried), alternating
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-avx512_out}; mkdir -p "$OUT"
 export PASA_BUILD_DIR=build-avx512 PASA_JOBS=16
@@ -30,7 +31,13 @@ case "$1" in
     ctest --test-dir build-avx512 -R "${PASA_TESTS:-^$}" -j4 --output-on-failure > "$OUT/tests.txt" 2>&1
     echo "ctest rc $?" >> "$OUT/tests.txt"
     H=/tmp/head-src; rm -rf "$H"; mkdir -p "$H" && tar xzf build-head-src.tar.gz -C "$H" || exit 1
-    (cd "$H" && PASA_BUILD_DIR=$H/build . "$OLDPWD/experiments/gpu/device_build.sh" pasa-bench-golden) >> "$OUT/paired.txt" 2>&1 || exit 1
+    (cd "$H" && PASA_BUILD_DIR=$H/build . "$OLDPWD/experiments/gpu/device_build.sh" pasa-bench-golden pasa-bench-attention) >> "$OUT/paired.txt" 2>&1 || exit 1
+    # the engines against sgemm: wide and narrow inputs in this build, wide in the other, alternating
+    for r in 1 2; do
+      for run in "$H/build/pasa-bench-attention" "build-avx512/pasa-bench-attention" "build-avx512/pasa-bench-attention --narrow"; do
+        echo "== round $r $run"; $run --heads 8 --threads 1,2 --reps 3 | grep -E "threads [12]:|of BLAS \(goal"
+      done
+    done > "$OUT/engines.txt" 2>&1
     for r in 1 2 3; do
       for b in "$H/build" build-avx512; do
         for t in 1 16; do echo "== round $r $b threads $t"; "$b/pasa-bench-golden" --threads $t | grep -E "baseline\)|golden, all"; done
