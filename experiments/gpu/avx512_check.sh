@@ -38,7 +38,7 @@ case "$1" in
         echo "== round $r $run"; $run --heads 8 --threads 1,2 --reps 3 | grep -E "threads [12]:|of BLAS \(goal"
       done
     done > "$OUT/engines.txt" 2>&1
-    for r in 1 2 3; do
+    for r in 1 2; do
       for b in "$H/build" build-avx512; do
         for t in 1 16; do echo "== round $r $b threads $t"; "$b/pasa-bench-golden" --threads $t | grep -E "baseline\)|golden, all"; done
       done
