@@ -95,7 +95,15 @@ class TinyLM(nn.Module):
 
 def load(path, dtype=torch.float64):
     """The checkpoint's model in `dtype`, in eval mode; returns (model, checkpoint dict)."""
-    ck = torch.load(path, map_location="cpu")
+    # torch >= 2.6 loads weights only by default, and refuses the TorchVersion object that the committed
+    # checkpoint's "torch" entry is (saved by torch 1.13, where weights_only defaulted to False): allowed by
+    # name where torch has safe_globals (2.4 and later), the plain load before.
+    safe = getattr(torch.serialization, "safe_globals", None)
+    if safe is None:
+        ck = torch.load(path, map_location="cpu")
+    else:
+        with safe([torch.torch_version.TorchVersion]):
+            ck = torch.load(path, map_location="cpu", weights_only=True)
     m = TinyLM(ck["config"])
     m.load_state_dict({k: v.to(torch.float32) for k, v in ck["state_dict"].items()})
     return m.to(dtype).eval(), ck
@@ -158,7 +166,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     ck = {"config": CONFIG, "train": dict(TRAIN, steps=a.steps), "commit": a.commit, "files": names,
           "corpus_sha256": hashlib.sha256(text).hexdigest(), "corpus_bytes": len(text), "heldout_from": cut,
-          "torch": torch.__version__, "log": log,
+          "torch": str(torch.__version__), "log": log,
           "state_dict": {k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}}
     torch.save(ck, os.path.join(a.out, "tiny_lm.pt"))
     with open(os.path.join(a.out, "heldout.txt"), "wb") as f:

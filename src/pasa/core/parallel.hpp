@@ -183,7 +183,17 @@ void parallel_for(std::size_t n, int threads, F&& f) {
   loop.call = [](void* g, std::size_t i) { (*static_cast<std::remove_reference_t<F>*>(g))(i); };
   std::vector<std::thread> pool;
   pool.reserve(t - 1);
-  for (std::size_t w = 1; w < t; ++w) pool.emplace_back([&] { loop.work(); });
+  // A thread that cannot be started (pthread_create's EAGAIN: no memory for its stack, a process limit) ends
+  // the pool where it is: the loop runs on the threads it has, with the same results (they never depend on
+  // the thread count). Throwing here instead would destroy the running threads unjoined: std::terminate,
+  // exit 134 under `ulimit -v` at 16 threads (tests/cli/run_cli_checks.sh).
+  for (std::size_t w = 1; w < t; ++w) {
+    try {
+      pool.emplace_back([&] { loop.work(); });
+    } catch (...) {
+      break;
+    }
+  }
   if (helpers) helpers->open(loop);
   loop.work();  // the calling thread is one of the t workers
   if (helpers) helpers->close(loop);
