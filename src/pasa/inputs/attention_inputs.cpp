@@ -108,10 +108,7 @@ bool has_narrow(const AttentionInputs& in) { return in.q.is_narrow() || in.k.is_
 
 const AttentionInputs& wide_inputs(const AttentionInputs& in, AttentionInputs& own, int threads) {
   if (!has_narrow(in)) return in;
-  own.scale = in.scale;
-  own.mask = in.mask;
-  own.pse = in.pse;
-  own.allow_nonfinite = in.allow_nonfinite;
+  own = in;  // (every other field as it is; a narrow tensor's copy shares its storage)
   own.q = widened(in.q, threads);
   own.k = widened(in.k, threads);
   own.v = widened(in.v, threads);
