@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -116,6 +117,31 @@ TEST_CASE("narrow storage: every built-in format's values read back bit for bit"
   CHECK(narrow_width(format_by_name("fp32")) == 4);
   CHECK(narrow_width(format_by_name("tf32")) == 4);
   CHECK(narrow_width(format_by_name("fp64")) == 0);
+}
+
+TEST_CASE("narrow storage: fp16 and bf16 read every bit pattern as decode() gives it", "[storage]") {
+  // read()'s F16C and shift conversions against the numeric layer's decode, NaN payloads and the tails of
+  // unaligned spans included.
+  for (const char* name : {"fp16", "bf16"}) {
+    CAPTURE(name);
+    const Format f = format_by_name(name);
+    auto bits = std::make_shared<std::vector<std::uint16_t>>(65536);
+    for (std::size_t u = 0; u < 65536; ++u) (*bits)[u] = static_cast<std::uint16_t>(u);
+    const NarrowStorage st(f, bits->size(), bits->data(), bits);
+    for (std::size_t i0 : {std::size_t{0}, std::size_t{3}, std::size_t{13}}) {
+      const std::size_t n = 65536 - i0 - (i0 % 5);
+      std::vector<double> d(n);
+      std::vector<float> x(n);
+      st.read(i0, n, d.data());
+      st.read(i0, n, x.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        const double want = decode(i0 + i, f);
+        CAPTURE(i0 + i);
+        REQUIRE(std::bit_cast<std::uint64_t>(d[i]) == std::bit_cast<std::uint64_t>(want));
+        REQUIRE(std::bit_cast<std::uint32_t>(x[i]) == std::bit_cast<std::uint32_t>(static_cast<float>(want)));
+      }
+    }
+  }
 }
 
 TEST_CASE("narrow storage: what the format's encoding cannot hold stays wide", "[storage]") {

@@ -7,8 +7,14 @@
 #include <limits>
 #include <mutex>
 #include <span>
+#include <type_traits>
 #include <utility>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "pasa/core/compiler.hpp"
 #include "pasa/core/parallel.hpp"
 #include "pasa/numeric/round.hpp"
 
@@ -62,6 +68,46 @@ void read_into(const std::uint8_t* bytes, std::size_t width, const double* table
   }
 }
 
+// fp16 (F16C) or bf16 (the bits shifted into a float's top half) to T: every finite value and infinity
+// converts exactly, as the table gives it. A NaN is then read from the table (float(table[u])), since the
+// conversions need not keep a signalling NaN's payload as the table's double does.
+template <class T>
+void read_fast(const std::uint8_t* bytes, bool fp16, const double* table, std::size_t i0, std::size_t n, T* dst) {
+  const std::uint8_t* p = bytes + 2 * i0;
+  std::size_t i = 0;
+  if (fp16) {
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8) {
+      const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+      if constexpr (std::is_same_v<T, float>) {
+        _mm256_storeu_ps(dst + i, x);
+      } else {
+        _mm256_storeu_pd(dst + i, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+        _mm256_storeu_pd(dst + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+      }
+    }
+#endif
+    for (; i < n; ++i) {
+      std::uint16_t u;
+      std::memcpy(&u, p + 2 * i, 2);
+      dst[i] = static_cast<T>(table[u]);
+    }
+  } else {
+    PASA_IVDEP
+    for (; i < n; ++i) {
+      std::uint16_t u;
+      std::memcpy(&u, p + 2 * i, 2);
+      dst[i] = static_cast<T>(std::bit_cast<float>(std::uint32_t{u} << 16));
+    }
+  }
+  for (i = 0; i < n; ++i)  // (x != x: NaN)
+    if (dst[i] != dst[i]) {
+      std::uint16_t u;
+      std::memcpy(&u, p + 2 * i, 2);
+      dst[i] = static_cast<T>(table[u]);
+    }
+}
+
 template <class Out>
 bool encode_chunk(const double* x, std::size_t n, Out* out, const Format& f, const double* table) {
   if (encode_span(std::span<const double>(x, n), std::span<Out>(out, n), f) != n) return false;
@@ -84,6 +130,8 @@ NarrowStorage::NarrowStorage(const Format& f, std::size_t count, const void* byt
     : owner_(std::move(owner)), bytes_(static_cast<const std::uint8_t*>(bytes)), count_(count), width_(narrow_width(f)) {
   if (width_ == 0) throw std::invalid_argument("NarrowStorage: format " + f.name + " has no narrow width");
   if (width_ < 4) table_ = decode_table(f, width_);
+  if (f == format_by_name("fp16")) fast_ = Fast::fp16;
+  else if (f == format_by_name("bf16")) fast_ = Fast::bf16;
 }
 
 NarrowStorage NarrowStorage::allocate(const Format& f, std::size_t count) {
@@ -97,8 +145,14 @@ double NarrowStorage::at(std::size_t i) const {
   read(i, 1, &x);
   return x;
 }
-void NarrowStorage::read(std::size_t i0, std::size_t n, double* dst) const { read_into(bytes_, width_, table_, i0, n, dst); }
-void NarrowStorage::read(std::size_t i0, std::size_t n, float* dst) const { read_into(bytes_, width_, table_, i0, n, dst); }
+void NarrowStorage::read(std::size_t i0, std::size_t n, double* dst) const {
+  if (fast_ != Fast::none) read_fast(bytes_, fast_ == Fast::fp16, table_, i0, n, dst);
+  else read_into(bytes_, width_, table_, i0, n, dst);
+}
+void NarrowStorage::read(std::size_t i0, std::size_t n, float* dst) const {
+  if (fast_ != Fast::none) read_fast(bytes_, fast_ == Fast::fp16, table_, i0, n, dst);
+  else read_into(bytes_, width_, table_, i0, n, dst);
+}
 
 Tensor narrowed(Tensor t, int threads) {
   const std::size_t w = narrow_width(t.format), n = t.data.size();

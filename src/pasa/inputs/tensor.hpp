@@ -52,6 +52,9 @@ class NarrowStorage {
   const std::uint8_t* bytes_ = nullptr;
   std::size_t count_ = 0, width_ = 0;
   const double* table_ = nullptr;  // width 1 or 2: the value of every bit pattern (a per-format cache's)
+  // fp16 or bf16 exactly: read() converts by F16C or a shift (NaNs through the table, as before), as fast
+  // as an engine reads a key block (the table, 512 KiB, stays out of the caches)
+  enum class Fast : std::uint8_t { none, fp16, bf16 } fast_ = Fast::none;
 };
 
 struct Tensor {
