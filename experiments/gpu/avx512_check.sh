@@ -6,6 +6,9 @@
 #   build: every default target (-march=native), into build-avx512/ (kept while the machine stays warm)
 #   test:  the C++ tests (ctest -LE long, no Python or packaging), the storage and property tests by name,
 #          pasa-bench-golden and pasa-bench-long at 16 threads
+#   hashes: scripts/output_hashes.py (every preset x algorithm on three shapes, the paper sweeps' first rows)
+#          of this tree and of another commit's (build-head-src.tar.gz, carried), both built here: the
+#          fused path's bits against the other commit's
 #   paired: the given ctest tests (PASA_TESTS, a regex) with their output; pasa-bench-attention (wide and
 #          --narrow) and pasa-bench-golden of this tree against another commit's (build-head-src.tar.gz: `git
 #          archive` of it, carried), alternating
@@ -26,6 +29,14 @@ case "$1" in
     build-avx512/pasa-bench-golden --threads 1 >> "$OUT/bench_golden.txt" 2>&1
     for t in 16 1; do build-avx512/pasa-bench-long --threads $t --heads 4 --lengths 8192,16384 --modes prefill >> "$OUT/bench_long.txt" 2>&1; done
     build-avx512/pasa-bench-long --threads 16 --lengths 32768,131072 --modes decode >> "$OUT/bench_long.txt" 2>&1 ;;
+  hashes)
+    . experiments/gpu/device_build.sh pasa-attn pasa-sweep > "$OUT/hashes.txt" 2>&1 || exit 1
+    H=/tmp/head-src; rm -rf "$H"; mkdir -p "$H" && tar xzf build-head-src.tar.gz -C "$H" || exit 1
+    (cd "$H" && PASA_BUILD_DIR=$H/build . "$OLDPWD/experiments/gpu/device_build.sh" pasa-attn pasa-sweep) >> "$OUT/hashes.txt" 2>&1 || exit 1
+    python3 scripts/output_hashes.py build-avx512 > "$OUT/hashes_tree.txt" 2>> "$OUT/hashes.txt" &
+    python3 scripts/output_hashes.py "$H/build" > "$OUT/hashes_head.txt" 2>> "$OUT/hashes.txt"; wait
+    wc -l "$OUT/hashes_tree.txt" "$OUT/hashes_head.txt" >> "$OUT/hashes.txt"
+    diff "$OUT/hashes_head.txt" "$OUT/hashes_tree.txt" >> "$OUT/hashes.txt"; echo "hash diff rc $?" >> "$OUT/hashes.txt" ;;
   paired)
     . experiments/gpu/device_build.sh all > "$OUT/paired.txt" 2>&1 || exit 1
     ctest --test-dir build-avx512 -R "${PASA_TESTS:-^$}" -j4 --output-on-failure > "$OUT/tests.txt" 2>&1
@@ -43,5 +54,5 @@ case "$1" in
         for t in 1 16; do echo "== round $r $b threads $t"; "$b/pasa-bench-golden" --threads $t | grep -E "baseline\)|golden, all"; done
       done
     done >> "$OUT/paired.txt" 2>&1 ;;
-  *) echo "usage: $0 build|test|paired" >&2; exit 2 ;;
+  *) echo "usage: $0 build|test|hashes|paired" >&2; exit 2 ;;
 esac
