@@ -83,18 +83,12 @@ struct Run {
   const Tensor& k;            // when they already hold those formats)
   const Tensor& v;
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
-  // The keys of the engines that pre-process K (pasa, smooth_k: held_keys), per (B, Nkv), as the Q·Kᵀ GEMM
-  // reads them: keys_t each s2-key block j0 as D × n at j0·D (doubles), or keys_t_f32 the same as floats
-  // (qk_floats), or keys_f32 row-major Skv × D floats (float_qk). Every other engine reads K, V and Q from
-  // the run's tensors a block at a time (keys_t_block ... query_rows_f32 below), at their own width: no
-  // copy of a whole tensor.
-  uninit_vector<double> keys_t;
-  uninit_vector<float> keys_t_f32, keys_f32;
-  Format keys_t_format;            // the format the GEMM's keys belong to (k, or k_shift)
-  bool held_keys = false;          // the keys are in the buffers above (set by the pre-processing engines)
-  // The general path's GEMMs on float kernels (gemm_uses_floats): Q and Kᵀ (qk_floats), V (pv_floats) as
-  // floats (decided by set_keys_t_format; not with float_qk, float_pv).
-  bool qk_floats = false, pv_floats = false;
+  uninit_vector<double> keys_t;    // per (B, Nkv): each s2-key block j0 as D × n at j0·D (or in keys_t_f32)
+  Format keys_t_format;            // the format keys_t's values belong to (k, or k_shift)
+  uninit_vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
+                                                  // kernels (else empty; keys_t_f32 and q_f32 also empty with
+                                                  // float_qk, v_f32 with float_pv)
+  uninit_vector<float> keys_f32;   // with float_tiles: the keys as floats, row-major per (B, Nkv) (Skv × D)
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
@@ -103,9 +97,9 @@ struct Run {
   // scale·q·mean(K)); the select value is then written as value − f (tile_bias_select).
   std::vector<double> score_frame;
   GemmSpec qk, pv;
-  // K and V read through tiles (nullptr: from k and v, or the held keys). The inputs' K and V then give only
-  // shape and format (their data may be empty) and must need no rounding to the k and v stages; not for the
-  // engines that pre-process K (pasa, smooth_k).
+  // K and V read through tiles (nullptr: from k, v and keys_t). The inputs' K and V then give only shape and
+  // format (their data may be empty), must need no rounding to the k and v stages, and keys_t, v_f32 stay
+  // empty; not for the engines that pre-process K (pasa, smooth_k).
   const KvTiles* tiles = nullptr;
   // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
   bool quantised = false;
@@ -115,23 +109,13 @@ struct Run {
   // from the descriptors by set_keys_t_format, so again when pasa_prepare sets the shifted keys' format).
   bool float_tiles = false;
   // With float_tiles, per GEMM: it runs on the fused path's own fp32 kernel (gemm_output_in_floats: K as
-  // key_rows_f32, V as value_panels), or else through gemm() on the general path's operands (keys_t_block / _f32,
-  // v / value_rows_f32: the tensor-core and every-op models, the same kernel and bits as the general path), its
+  // keys_f32, V as v_panels), or else through gemm() on the general path's operands (keys_t / keys_t_f32,
+  // v / v_f32: the tensor-core and every-op models, the same kernel and bits as the general path), its
   // output (values of a format that floats hold) moved into the fused tile.
   bool float_qk = false, float_pv = false;
-  // The operands of one tile, in the calling thread's buffers (one per kind, valid until that kind's next
-  // call on the thread; a call for the same block again returns the same buffer untouched): the keys
-  // [j0, j0 + n) of (b, hk) transposed, D × n, as doubles or floats; the same keys row-major (n × D floats);
-  // the values row-major (n × D floats); the values as the fused P·V kernel reads them (⌈D/32⌉ panels of
-  // 32 columns, zero-padded, key j's row at 32·j, panel p at p·ld: *ld = 32·n); the Q elements
-  // [at, at + count) as floats. From held_keys' buffers where it holds them. Exact: the values are of the
-  // k, v and q formats, which floats hold wherever these are asked for.
-  const double* keys_t_block(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
-  const float* keys_t_block_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
-  const float* key_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
-  const float* value_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
-  const float* value_panels(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n, std::size_t* ld) const;
-  const float* query_rows_f32(std::size_t at, std::size_t count) const;
+  // With float_tiles: V of each (batch, kv head) packed once as the P·V GEMM reads it (sgemm_pack_panels
+  // over all Skv rows: panel p of (b, hk) at ((b·Nkv + hk)·⌈D/32⌉ + p)·32·Skv, key j's row at 32·j in it).
+  uninit_vector<float> v_panels;
   // The scale of the Q rows from r0 of head (b, h), of the K or V rows from j0 (a multiple of s2) of kv head
   // (b, hk); 1 without scales.
   double q_scale(std::size_t b, std::size_t h, std::size_t r0) const {
@@ -202,13 +186,15 @@ struct Run {
     round_each_in(acc_native_[static_cast<std::size_t>(s)], sp.acc(), sp.round, x, n, rng, exact,
                   [&] { round_acc(s, x, n, rng); });
   }
-  // The pre-processing engines' keys: K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or
-  // keys_t_f32 (float_qk: K into keys_f32). Call set_keys_t_format first with the keys' format; it also
-  // decides float_tiles and the GEMMs' operand kinds, and (held_keys) allocates the key buffer.
+  // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32 (with float_tiles: K into
+  // keys_f32). Call set_keys_t_format first when the keys are not in the k format; it also decides
+  // float_tiles and allocates the key and value buffers of the GEMMs.
   void set_keys_t(std::size_t b, std::size_t hk, const double* keys);
   void set_keys_t_format(const Format& f);
 
  private:
+  // set_keys_t from the run's K, wide or narrow (a narrow K decoded a key block at a time).
+  void set_keys_from_k(std::size_t b, std::size_t hk);
   bool native_[kStageCount];
   bool fp32_[kStageCount];  // plain RNE fp32: a float conversion rounds it
   bool acc_native_[kStageCount], acc_fp32_[kStageCount];  // the same for the reduction's accumulator
