@@ -87,11 +87,6 @@ void read_fast(const std::uint8_t* bytes, bool fp16, const double* table, std::s
       }
     }
 #endif
-    for (; i < n; ++i) {
-      std::uint16_t u;
-      std::memcpy(&u, p + 2 * i, 2);
-      dst[i] = static_cast<T>(table[u]);
-    }
   } else {
     PASA_IVDEP
     for (; i < n; ++i) {
@@ -100,7 +95,16 @@ void read_fast(const std::uint8_t* bytes, bool fp16, const double* table, std::s
       dst[i] = static_cast<T>(std::bit_cast<float>(std::uint32_t{u} << 16));
     }
   }
-  for (i = 0; i < n; ++i)  // (x != x: NaN)
+  const std::size_t converted = i;
+  for (; i < n; ++i) {  // (fp16's tail past the vectors: the table, NaNs included)
+    std::uint16_t u;
+    std::memcpy(&u, p + 2 * i, 2);
+    dst[i] = static_cast<T>(table[u]);
+  }
+  bool nan = false;  // (x != x: NaN; a branch-free pass, then the table only where one was met)
+  for (i = 0; i < converted; ++i) nan |= dst[i] != dst[i];
+  if (!nan) return;
+  for (i = 0; i < converted; ++i)
     if (dst[i] != dst[i]) {
       std::uint16_t u;
       std::memcpy(&u, p + 2 * i, 2);
