@@ -9,6 +9,8 @@
 #   hashes: scripts/output_hashes.py (every preset x algorithm on three shapes, the paper sweeps' first rows)
 #          of this tree and of another commit's (build-head-src.tar.gz, carried), both built here: the
 #          fused path's bits against the other commit's
+#   long:  pasa-bench-long (prefill and decode at 16 threads) and pasa-bench-attention (1-2 threads) of
+#          the hashes stage's other commit and of this tree, alternating (run the hashes stage first)
 #   paired: the given ctest tests (PASA_TESTS, a regex) with their output; pasa-bench-attention (wide and
 #          --narrow) and pasa-bench-golden of this tree against another commit's (build-head-src.tar.gz: `git
 #          archive` of it, carried), alternating
@@ -32,7 +34,7 @@ case "$1" in
   hashes)
     . experiments/gpu/device_build.sh pasa-attn pasa-sweep > "$OUT/hashes.txt" 2>&1 || exit 1
     H=/tmp/head-src; rm -rf "$H"; mkdir -p "$H" && tar xzf build-head-src.tar.gz -C "$H" || exit 1
-    (cd "$H" && PASA_BUILD_DIR=$H/build . "$OLDPWD/experiments/gpu/device_build.sh" pasa-attn pasa-sweep) >> "$OUT/hashes.txt" 2>&1 || exit 1
+    (cd "$H" && PASA_BUILD_DIR=$H/build . "$OLDPWD/experiments/gpu/device_build.sh" pasa-attn pasa-sweep pasa-bench-long pasa-bench-attention) >> "$OUT/hashes.txt" 2>&1 || exit 1
     python3 scripts/output_hashes.py build-avx512 > "$OUT/hashes_tree.txt" 2>> "$OUT/hashes.txt" &
     python3 scripts/output_hashes.py "$H/build" > "$OUT/hashes_head.txt" 2>> "$OUT/hashes.txt"; wait
     wc -l "$OUT/hashes_tree.txt" "$OUT/hashes_head.txt" >> "$OUT/hashes.txt"
@@ -54,5 +56,19 @@ case "$1" in
         for t in 1 16; do echo "== round $r $b threads $t"; "$b/pasa-bench-golden" --threads $t | grep -E "baseline\)|golden, all"; done
       done
     done >> "$OUT/paired.txt" 2>&1 ;;
-  *) echo "usage: $0 build|test|hashes|paired" >&2; exit 2 ;;
+  long)
+    # pasa-bench-long (prefill 4 heads 8k-32k, decode B 8 32/8 at 32k and 128k, 16 threads) and the engines
+    # against sgemm at 1-2 threads, for another commit's build (the hashes stage's) and this tree's, alternating
+    H=/tmp/head-src
+    for b in "$H/build" build-avx512; do
+      echo "== $b"
+      "$b/pasa-bench-long" --threads 16 --heads 4 --lengths 8192,16384,32768 --modes prefill
+      "$b/pasa-bench-long" --threads 16 --lengths 32768,131072 --modes decode
+    done > "$OUT/bench_long.txt" 2>&1
+    for r in 1 2; do
+      for run in "$H/build/pasa-bench-attention" "build-avx512/pasa-bench-attention" "build-avx512/pasa-bench-attention --narrow"; do
+        echo "== round $r $run"; $run --heads 8 --threads 1,2 --reps 3 | grep -E "threads [12]:|of BLAS \(goal"
+      done
+    done > "$OUT/engines.txt" 2>&1 ;;
+  *) echo "usage: $0 build|test|hashes|paired|long" >&2; exit 2 ;;
 esac

@@ -138,20 +138,31 @@ std::size_t attention_bytes(const Shape& q, const Shape& kv, const Format& input
   if (copies(Stage::q) || widened) n = sat_add(n, qn);
   if (copies(Stage::k) || widened) n = sat_add(n, kn);
   if (copies(Stage::v)) n = sat_add(n, kn);
-  // The keys the Q·Kᵀ GEMM reads (keys_t as doubles, or as floats where that GEMM runs on floats:
-  // keys_t_f32, keys_f32), V and Q as floats (v_f32 or v_panels, q_f32: 4 bytes).
+  // The pre-processed keys of pasa and smooth_k as the Q·Kᵀ GEMM reads them (Run::held_keys: keys_t as
+  // doubles, or as floats where that GEMM runs on floats: keys_t_f32, keys_f32). Every other engine reads
+  // K and V from a window of whole KV heads (Run::stage_window: kv_window_heads of them, the keys as those
+  // buffers, V as floats) or a block at a time (per thread, below), and Q a block at a time.
   const CaseLayout layout{q, kv, input_format, input_format, input_format};
   bool qk_floats = false;
   for (const CaseGemm& g : case_gemms(layout, spec))
     if (g.id == GemmId::qk)
       qk_floats = gemm_uses_floats(GemmSpec{g.a, g.b, spec.alloc.spec(g.acc), spec.alloc.spec(Stage::s), spec.alloc.gemm_of(GemmId::qk)});
-  n = sat_add(n, sat_add(qk_floats ? kn / 2 : kn, sat_add(kn / 2, qn / 2)));
-  // Per thread: the tiles of one work item (s1 rows × s2 keys, a few of them), rows × D accumulators, whole
-  // score rows for the algorithms that keep them (safe_softmax, online_softmax, fa1), and the shifted
-  // (S × D) keys of pasa and smooth_k.
+  if (info.shifts_keys) n = sat_add(n, qk_floats ? kn / 2 : kn);
   const std::size_t s1 = std::min(spec.s1, q.S), s2 = std::min(spec.s2, kv.S);
-  std::size_t per_thread = sat_add(sat_product(4, s1, s2), sat_product(4, s1, q.D));
+  const std::size_t head = sat_product(kv.S, kv.D);  // (elements of one KV head)
+  const std::size_t head_doubles = head / 2 + (info.shifts_keys ? 0 : qk_floats ? head / 2 : head);
+  const std::size_t kv_heads = sat_product(kv.B, kv.N), blocks = (q.S + s1 - 1) / std::max<std::size_t>(s1, 1);
+  const std::size_t items_per_head = sat_mul(q.N / std::max<std::size_t>(kv.N, 1), blocks);
+  const std::size_t window = detail::kv_window_heads(kv_heads, items_per_head, sat_mul(head_doubles, sizeof(double)), threads);
+  n = sat_add(n, sat_mul(window, head_doubles));
+  // Per thread: the tiles of one work item (s1 rows × s2 keys, a few of them), rows × D accumulators, a
+  // tile's K and V blocks (Run::keys_t_block ... value_panels: D × s2, about 4 of them) and its Q rows,
+  // whole score rows (and V over all keys as floats) for the algorithms that keep them (safe_softmax,
+  // online_softmax, fa1), and the shifted (S × D) keys of pasa and smooth_k.
+  std::size_t per_thread = sat_add(sat_product(4, s1, s2), sat_product(5, s1, q.D));
+  per_thread = sat_add(per_thread, sat_product(4, s2, kv.D));
   if (info.whole_rows) per_thread = sat_add(per_thread, sat_product(2, s1, kv.S));
+  if (info.whole_rows && window == 0) per_thread = sat_add(per_thread, sat_product(kv.S, kv.D) / 2);
   if (info.shifts_keys) per_thread = sat_add(per_thread, sat_product(kv.S, kv.D));
   if (info.pasa_options) per_thread = sat_add(per_thread, sat_product(2, s2, s2));  // PASA's shifting matrices
   // The tensor-core model's packed operands on the fused path (detail/fused_tile.cpp): a head's K and V

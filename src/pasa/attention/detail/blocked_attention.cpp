@@ -37,18 +37,6 @@ void round_in_place(std::span<double> x, const Format& f, const RoundOptions& o,
   round_into(std::span<const double>(x), x, f, o, rng, threads);
 }
 
-// dst[i] = float(src[i]) (exact: the values are floats), wide or narrow, in chunks on `threads` threads;
-// each chunk's pages are first touched by the thread that writes them.
-void to_floats(const Tensor& src, uninit_vector<float>& dst, int threads) {
-  constexpr std::size_t kChunk = std::size_t{1} << 16;
-  const std::size_t n = src.size();
-  dst.resize(n);
-  parallel_for((n + kChunk - 1) / kChunk, threads, [&](std::size_t c) {
-    const std::size_t i0 = c * kChunk;
-    src.read(i0, std::min(kChunk, n - i0), dst.data() + i0);
-  });
-}
-
 bool plain_fp64(const StageSpec& s) {
   return s.format == format_by_name("fp64") && s.round.mode == RoundMode::nearest_even &&
          s.round.overflow == Overflow::ieee && !s.round.flush_input && !s.round.flush_output;
@@ -144,7 +132,7 @@ Run::~Run() {
   };
   for (Tensor* x : {&q_own_, &k_own_, &v_own_, &k_pre_}) add(x->data);
   add(keys_t);
-  for (auto* f : {&keys_t_f32, &v_f32, &q_f32, &keys_f32, &v_panels}) add(*f);
+  for (auto* f : {&keys_t_f32, &keys_f32}) add(*f);
   const std::size_t t = std::min<std::size_t>(frees.size(), static_cast<std::size_t>(setup_threads_));
   if (t < 2) return;  // (the members free themselves)
   auto share = [&](std::size_t w) {
@@ -203,10 +191,8 @@ Run::Run(const AttentionInputs& in_, const AlgorithmSpec& spec_, const KvTiles* 
   // the scale so that runs without a select mask keep their stochastic streams).
   if (!in.mask.select.empty()) select_value = round_to(Stage::scale, in.mask.select_value, &setup_rng_);
   biased = !in.pse.data.empty() || !in.mask.select.empty();
+  held_keys = algorithm_info(spec.name).shifts_keys && !tiles;  // they fill the key buffers themselves
   set_keys_t_format(k.format);  // (decides float_tiles)
-  const bool shifts_keys = algorithm_info(spec.name).shifts_keys;  // they fill keys_t themselves
-  if (!shifts_keys && !tiles)  // (each (batch, head) writes its own part of the key buffers)
-    parallel_for(B * Nkv, setup_threads_, [&](std::size_t bh) { set_keys_from_k(bh / Nkv, bh % Nkv); });
 }
 
 void Run::set_keys_t_format(const Format& f) {
@@ -215,35 +201,17 @@ void Run::set_keys_t_format(const Format& f) {
   float_tiles = fused_tiles(*this);
   float_qk = float_tiles && gemm_output_in_floats(qk);
   float_pv = float_tiles && gemm_output_in_floats(pv);
-  // Every buffer below is written in full before it is read (set_keys_t covers every key of every head):
-  // uninit_vector leaves out the zero fill.
-  const std::size_t size = tiles ? 0 : B * Nkv * D * Skv;  // tiles: K and V are read in place
+  qk_floats = !float_qk && gemm_uses_floats(qk);
+  pv_floats = !float_pv && gemm_uses_floats(pv);
   keys_t.clear();
   keys_t_f32.clear();
   keys_f32.clear();
+  if (!held_keys) return;
+  // Written in full by set_keys_t (every key of every head) before it is read: no zero fill.
+  const std::size_t size = B * Nkv * D * Skv;
   if (float_qk) keys_f32.resize(size);
-  else if (gemm_uses_floats(qk)) keys_t_f32.resize(size);
+  else if (qk_floats) keys_t_f32.resize(size);
   else keys_t.resize(size);
-  if (float_pv && v_panels.empty()) {  // V packed once, as fused_pv's GEMM reads it
-    const std::size_t P = (D + 31) / 32;
-    v_panels.resize(B * Nkv * P * 32 * Skv);
-    parallel_for(B * Nkv, setup_threads_, [&](std::size_t bh) {
-      for (std::size_t p = 0; p < P; ++p) {
-        float* dst = v_panels.data() + (bh * P + p) * 32 * Skv;
-        const std::size_t w = std::min<std::size_t>(32, D - 32 * p);
-        std::vector<double> buf;
-        for (std::size_t j = 0; j < Skv; ++j) {
-          const double* src = v.values((bh * Skv + j) * D + 32 * p, w, buf);
-          for (std::size_t c = 0; c < w; ++c) dst[32 * j + c] = static_cast<float>(src[c]);
-          for (std::size_t c = w; c < 32; ++c) dst[32 * j + c] = 0.0f;
-        }
-      }
-    });
-  }
-  if (!float_pv && gemm_uses_floats(pv) && !tiles && v_f32.empty()) to_floats(v, v_f32, setup_threads_);
-  // Q as floats for the general path's float GEMMs; the fused path's own kernel converts an item's rows as it
-  // packs them (fused_begin_item), which spares the run a pass over Q and a copy of it.
-  if (!float_qk && gemm_uses_floats(qk) && q_f32.empty()) to_floats(q, q_f32, setup_threads_);
 }
 
 void Run::round_to(Stage s, double* x, std::size_t n, RandomBits* rng) const {
@@ -288,29 +256,11 @@ void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t
 }  // namespace
 
 void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
+  PASA_ASSERT(held_keys);
   const std::size_t off = (b * Nkv + hk) * D * Skv;
   if (float_qk) std::copy(keys, keys + Skv * D, keys_f32.data() + off);  // row-major, as the fused path reads K
-  else if (!keys_t_f32.empty()) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
+  else if (qk_floats) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
   else transpose_keys(keys, Skv, D, spec.s2, keys_t.data() + off);
-}
-
-void Run::set_keys_from_k(std::size_t b, std::size_t hk) {
-  if (!k.is_narrow()) {
-    set_keys_t(b, hk, k.head(b, hk));
-    return;
-  }
-  const std::size_t off = (b * Nkv + hk) * D * Skv, at = k.index(b, hk, 0), s2 = spec.s2;
-  if (float_qk) {
-    k.read(at, Skv * D, keys_f32.data() + off);
-    return;
-  }
-  std::vector<double> buf;
-  for (std::size_t j0 = 0; j0 < Skv; j0 += s2) {  // block by block, as set_keys_t lays them out
-    const std::size_t n = std::min(s2, Skv - j0);
-    const double* src = k.values(at + j0 * D, n * D, buf);
-    if (!keys_t_f32.empty()) transpose_keys(src, n, D, s2, keys_t_f32.data() + off + j0 * D);
-    else transpose_keys(src, n, D, s2, keys_t.data() + off + j0 * D);
-  }
 }
 
 const double* input_values(const Tensor& t, std::size_t i0, std::size_t n, int slot) {
@@ -357,17 +307,17 @@ void tile_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, 
     for (std::size_t g = 0; g < it.heads; ++g, ++one.h) tile_scores(run, one, j0, n, S + g * one.rows() * n, rng);
     return;
   }
-  const std::size_t off = (it.b * run.Nkv + it.hk) * run.D * run.Skv + j0 * run.D;  // block j0: D × n
-  const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * run.D;
-  auto q = [&] { return input_values(run.q, qoff, it.rows() * run.D, 0); };  // (as doubles, where a GEMM reads them)
-  if (run.tiles) {
-    const float* kt = run.tiles->keys_t(it.b, it.hk, j0, n);
-    if (!run.q_f32.empty()) gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, kt, n, S, n, rng);
-    else gemm(run.qk, it.rows(), n, run.D, q(), run.D, kt, n, S, n, rng);
-  } else if (!run.keys_t_f32.empty() && !run.q_f32.empty())
-    gemm(run.qk, it.rows(), n, run.D, run.q_f32.data() + qoff, run.D, run.keys_t_f32.data() + off, n, S, n, rng);
-  else if (!run.keys_t_f32.empty()) gemm(run.qk, it.rows(), n, run.D, q(), run.D, run.keys_t_f32.data() + off, n, S, n, rng);
-  else gemm(run.qk, it.rows(), n, run.D, q(), run.D, run.keys_t.data() + off, n, S, n, rng);
+  const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * run.D, qn = it.rows() * run.D;
+  if (run.qk_floats) {  // Q and the keys as floats (the float kernels' operands)
+    const float* kt = run.tiles ? run.tiles->keys_t(it.b, it.hk, j0, n) : run.keys_t_block_f32(it.b, it.hk, j0, n);
+    gemm(run.qk, it.rows(), n, run.D, run.query_rows_f32(qoff, qn), run.D, kt, n, S, n, rng);
+  } else if (run.tiles) {
+    gemm(run.qk, it.rows(), n, run.D, input_values(run.q, qoff, qn, 0), run.D, run.tiles->keys_t(it.b, it.hk, j0, n), n,
+         S, n, rng);
+  } else {
+    gemm(run.qk, it.rows(), n, run.D, input_values(run.q, qoff, qn, 0), run.D, run.keys_t_block(it.b, it.hk, j0, n), n,
+         S, n, rng);
+  }
   if (run.quantised) {  // [FA3, §3.3] dequantisation after the GEMM: S·(s_q·s_k), each product rounded to s
     const double f = run.round_to(Stage::s, run.q_scale(it.b, it.h, it.r0) * run.k_scale(it.b, it.hk, j0), rng);
     run.round_each(Stage::s, S, it.rows() * n, rng, [&](std::size_t i) { return two_prod(S[i], f); });
@@ -422,7 +372,8 @@ void tile_pv(const Run& run, const Item& it, const double* P, std::size_t ldp, s
   const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * run.D + j0 * run.D;
   if (run.tiles)
     gemm(run.pv, it.rows(), run.D, n, P, ldp, run.tiles->values(it.b, it.hk, j0, n), run.D, PV, run.D, rng);
-  else if (!run.v_f32.empty()) gemm(run.pv, it.rows(), run.D, n, P, ldp, run.v_f32.data() + off, run.D, PV, run.D, rng);
+  else if (run.pv_floats)
+    gemm(run.pv, it.rows(), run.D, n, P, ldp, run.value_rows_f32(it.b, it.hk, j0, n), run.D, PV, run.D, rng);
   else gemm(run.pv, it.rows(), run.D, n, P, ldp, input_values(run.v, off, n * run.D, 1), run.D, PV, run.D, rng);
   if (run.quantised) {  // [FA3, §3.3] P·V dequantised with the V block's scale, rounded to pv
     const double sv = run.v_scale(it.b, it.hk, j0);

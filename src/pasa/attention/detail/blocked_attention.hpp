@@ -5,6 +5,7 @@
 // accumulator) format, in every rounding mode (see gemm.hpp for the GEMMs).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -83,12 +84,18 @@ struct Run {
   const Tensor& k;            // when they already hold those formats)
   const Tensor& v;
   std::size_t B, Nq, Nkv, Sq, Skv, D, group;
-  uninit_vector<double> keys_t;    // per (B, Nkv): each s2-key block j0 as D × n at j0·D (or in keys_t_f32)
-  Format keys_t_format;            // the format keys_t's values belong to (k, or k_shift)
-  uninit_vector<float> keys_t_f32, v_f32, q_f32;  // float copies of keys_t, v, q when the GEMMs run on float
-                                                  // kernels (else empty; keys_t_f32 and q_f32 also empty with
-                                                  // float_qk, v_f32 with float_pv)
-  uninit_vector<float> keys_f32;   // with float_tiles: the keys as floats, row-major per (B, Nkv) (Skv × D)
+  // The keys of the engines that pre-process K (pasa, smooth_k: held_keys), per (B, Nkv), as the Q·Kᵀ GEMM
+  // reads them: keys_t each s2-key block j0 as D × n at j0·D (doubles), or keys_t_f32 the same as floats
+  // (qk_floats), or keys_f32 row-major Skv × D floats (float_qk). Every other engine reads K, V and Q from
+  // the run's tensors at their own width through keys_t_block ... query_rows_f32 below: from a window of
+  // whole KV heads staged by for_items, or a tile at a time (no copy of a whole tensor either way).
+  uninit_vector<double> keys_t;
+  uninit_vector<float> keys_t_f32, keys_f32;
+  Format keys_t_format;            // the format the GEMM's keys belong to (k, or k_shift)
+  bool held_keys = false;          // the keys are in the buffers above (set by the pre-processing engines)
+  // The general path's GEMMs on float kernels (gemm_uses_floats): Q and Kᵀ (qk_floats), V (pv_floats) as
+  // floats (decided by set_keys_t_format; not with float_qk, float_pv).
+  bool qk_floats = false, pv_floats = false;
   double scale = 0;           // effective scale rounded to the scale format
   bool masked = false;
   bool biased = false;        // a pse or a select mask ([IFA]) is applied to the scores
@@ -97,9 +104,9 @@ struct Run {
   // scale·q·mean(K)); the select value is then written as value − f (tile_bias_select).
   std::vector<double> score_frame;
   GemmSpec qk, pv;
-  // K and V read through tiles (nullptr: from k, v and keys_t). The inputs' K and V then give only shape and
-  // format (their data may be empty), must need no rounding to the k and v stages, and keys_t, v_f32 stay
-  // empty; not for the engines that pre-process K (pasa, smooth_k).
+  // K and V read through tiles (nullptr: from k and v, or the held keys). The inputs' K and V then give only
+  // shape and format (their data may be empty) and must need no rounding to the k and v stages; not for the
+  // engines that pre-process K (pasa, smooth_k).
   const KvTiles* tiles = nullptr;
   // Q, K, V quantised with scales (spec.quant.scales != none): S and P·V are dequantised tile by tile.
   bool quantised = false;
@@ -109,13 +116,34 @@ struct Run {
   // from the descriptors by set_keys_t_format, so again when pasa_prepare sets the shifted keys' format).
   bool float_tiles = false;
   // With float_tiles, per GEMM: it runs on the fused path's own fp32 kernel (gemm_output_in_floats: K as
-  // keys_f32, V as v_panels), or else through gemm() on the general path's operands (keys_t / keys_t_f32,
-  // v / v_f32: the tensor-core and every-op models, the same kernel and bits as the general path), its
+  // key_rows_f32, V as value_panels), or else through gemm() on the general path's operands (keys_t_block / _f32,
+  // v / value_rows_f32: the tensor-core and every-op models, the same kernel and bits as the general path), its
   // output (values of a format that floats hold) moved into the fused tile.
   bool float_qk = false, float_pv = false;
-  // With float_tiles: V of each (batch, kv head) packed once as the P·V GEMM reads it (sgemm_pack_panels
-  // over all Skv rows: panel p of (b, hk) at ((b·Nkv + hk)·⌈D/32⌉ + p)·32·Skv, key j's row at 32·j in it).
-  uninit_vector<float> v_panels;
+  // The operands of one tile: the keys [j0, j0 + n) of (b, hk) transposed, D × n, as doubles or floats; the
+  // same keys row-major (n × D floats); the values row-major (n × D floats); the values as the fused P·V
+  // kernel reads them (⌈D/32⌉ panels of 32 columns, zero-padded, key j's row at 32·j, panel p at p·*ld);
+  // the Q elements [at, at + count) as floats. From held_keys' buffers where it holds them, else from the
+  // staged window where it holds the head (the transposed keys: a whole s2 block), else staged in the
+  // calling thread's buffers (one per kind, valid until that kind's next call on the thread; a call for
+  // the same block again returns the same buffer untouched). Exact: the values are of the k, v and q
+  // formats, which floats hold wherever these are asked for.
+  const double* keys_t_block(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
+  const float* keys_t_block_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
+  const float* key_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
+  const float* value_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const;
+  const float* value_panels(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n, std::size_t* ld) const;
+  const float* query_rows_f32(std::size_t at, std::size_t count) const;
+  // The KV heads (flattened b·Nkv + hk) for_items stages at once, for items_per_head items of each head on
+  // `threads` threads (kv_window_heads on window_bytes_per_head); 0: tile by tile.
+  std::size_t window_heads(std::size_t items_per_head, int threads) const;
+  // Stages the heads [first, first + count) in the one layout each GEMM of the run reads (keys as
+  // keys_t / keys_t_f32 / keys_f32 lay them out unless held_keys; V as panels with float_pv, rows with
+  // pv_floats), on `threads` threads, in place of the previous window; count 0 frees it. Between the
+  // parallel loops of for_items only: the items read the window, nothing writes it while they run.
+  void stage_window(std::size_t first, std::size_t count, int threads) const;
+  // The bytes one KV head takes in the window (0 where no GEMM reads a staged copy).
+  std::size_t window_bytes_per_head() const;
   // The scale of the Q rows from r0 of head (b, h), of the K or V rows from j0 (a multiple of s2) of kv head
   // (b, hk); 1 without scales.
   double q_scale(std::size_t b, std::size_t h, std::size_t r0) const {
@@ -186,19 +214,42 @@ struct Run {
     round_each_in(acc_native_[static_cast<std::size_t>(s)], sp.acc(), sp.round, x, n, rng, exact,
                   [&] { round_acc(s, x, n, rng); });
   }
-  // K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or keys_t_f32 (with float_tiles: K into
-  // keys_f32). Call set_keys_t_format first when the keys are not in the k format; it also decides
-  // float_tiles and allocates the key and value buffers of the GEMMs.
+  // The pre-processing engines' keys: K^T of one (batch, kv head) from K (Skv × D row-major) into keys_t or
+  // keys_t_f32 (float_qk: K into keys_f32). Call set_keys_t_format first with the keys' format; it also
+  // decides float_tiles and the GEMMs' operand kinds, and (held_keys) allocates the key buffer.
   void set_keys_t(std::size_t b, std::size_t hk, const double* keys);
   void set_keys_t_format(const Format& f);
 
  private:
-  // set_keys_t from the run's K, wide or narrow (a narrow K decoded a key block at a time).
-  void set_keys_from_k(std::size_t b, std::size_t hk);
   bool native_[kStageCount];
   bool fp32_[kStageCount];  // plain RNE fp32: a float conversion rounds it
   bool acc_native_[kStageCount], acc_fp32_[kStageCount];  // the same for the reduction's accumulator
+  // The staged KV heads [first, first + count) (stage_window; mutable: for_items stages it between its
+  // loops on a const Run), laid out as the held buffers above with the head index less first.
+  struct Window {
+    std::size_t first = 0, count = 0;
+    uninit_vector<double> keys_t;
+    uninit_vector<float> keys_t_f32, keys_f32, v_rows, v_panels;
+    bool holds(std::size_t head) const { return head - first < count; }
+  };
+  mutable Window win_;
 };
+
+// The KV heads a staging window holds (Run::window_heads; attention_bytes' estimate uses the same rule):
+// `heads` KV heads of `bytes_per_head` each, `items_per_head` work items each, on `threads` threads. All of
+// them where they take at most 32 MiB (a small run, staged once as before); none (tile by tile) where a
+// head has fewer than 8 items (decode: a staged copy would be read a few times only, while a tile staged by
+// the item that reads it stays in cache); else enough heads for 16 items a thread (the wait at the end of
+// each window stays a few % of it), at most 256 MiB, at least one head.
+std::size_t kv_window_heads(std::size_t heads, std::size_t items_per_head, std::size_t bytes_per_head, int threads);
+// The bounds of that rule. Only the tests change them (to run small problems through several windows, or
+// tile by tile, and compare their bits with one window): a window never changes a result.
+struct KvWindowLimits {
+  std::size_t whole_run = std::size_t{32} << 20;  // bytes staged at once without a window
+  std::size_t cap = std::size_t{256} << 20;       // bytes of one window
+  std::size_t min_items = 8;                      // items per head below which a run stages tile by tile
+};
+KvWindowLimits& kv_window_limits();
 
 // One work item: rows [r0, r1) of query head h in batch b, or of the `heads` query heads h, h + 1, ... that
 // share KV head hk (GQA: their rows against one K/V tile read; rows are independent, so each row's result
@@ -332,13 +383,31 @@ void normalised_output(const Run& run, const Item& it, const std::vector<double>
                        const std::vector<double>& Zrow);
 
 // Runs f(item, rng) for every item; each item writes only its own rows.
+// The items of a KV head are contiguous (make_items): with a staging window (Run::window_heads) they run a
+// window of heads at a time, its K and V staged first; each item keeps its index and stream either way.
 template <class F>
 void for_items(const Run& run, int threads, F&& f) {
   const std::vector<Item> items = make_items(run);
-  parallel_for(items.size(), threads, [&](std::size_t i) {
+  auto body = [&](std::size_t i) {
     RandomBits rng = item_stream(run.spec, i);
     f(items[i], &rng);
-  });
+  };
+  const std::size_t heads = run.B * run.Nkv, per_head = heads ? items.size() / heads : 0;
+  const std::size_t w = per_head ? run.window_heads(per_head, threads) : 0;
+  if (w == 0) {
+    parallel_for(items.size(), threads, body);
+    return;
+  }
+  struct Free {  // (the window freed however the loops end)
+    const Run& r;
+    int t;
+    ~Free() { r.stage_window(0, 0, t); }
+  } free_window{run, threads};
+  for (std::size_t h0 = 0; h0 < heads; h0 += w) {
+    const std::size_t hn = std::min(w, heads - h0);
+    run.stage_window(h0, hn, threads);
+    parallel_for(hn * per_head, threads, [&](std::size_t i) { body(h0 * per_head + i); });
+  }
 }
 
 

@@ -102,7 +102,7 @@ const TcPackedB& tc_block(const Run& run, const Item& it, std::size_t j0, std::s
   if (pb.n == 0 || (values ? pb.k : pb.n) != n) {  // (packed again for a range that ends inside the block)
     if (values)  // (slot 2: tc_pv holds slot 1 for the same block)
       tc_pack_b(run.pv, n, D, input_values(run.v, (head * run.Skv + j0) * D, n * D, 2), D, pb);
-    else tc_pack_b(run.qk, D, n, run.keys_t.data() + head * D * run.Skv + j0 * D, n, pb);  // block j0: D × n
+    else tc_pack_b(run.qk, D, n, run.keys_t_block(it.b, it.hk, j0, n), n, pb);  // block j0: D × n
   }
   return pb;
 }
@@ -116,9 +116,8 @@ bool tc_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fu
   const double* q = input_values(run.q, run.q.index(it.b, it.h, it.r0), rows * D, 0);
   if (ft.tc_q.m == 0) tc_pack_a(run.qk, rows, D, q, D, ft.tc_q);
   ft.wide.resize(rows * n);
-  const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
-  ft.tc_qk = dgemm_tensor_core(run.qk, ft.tc_q, q, D, tc_block(run, it, j0, n, false, ft), run.keys_t.data() + off,
-                               n, ft.wide.data(), n);
+  const TcPackedB& kb = tc_block(run, it, j0, n, false, ft);
+  ft.tc_qk = dgemm_tensor_core(run.qk, ft.tc_q, q, D, kb, run.keys_t_block(it.b, it.hk, j0, n), n, ft.wide.data(), n);
   return ft.tc_qk;
 }
 
@@ -176,9 +175,9 @@ void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
   ft.shiftf.assign(ft.ld, 0.0f);
   // tile_scores' GEMM on Q and keys_t in doubles as one GEMM for the item's rows (heads adjacent in Q), and
   // tile_pv's on V in doubles
-  ft.tc_qk = !run.float_qk && run.qk.model.kind == GemmKind::tensor_core && run.q_f32.empty() &&
-             run.keys_t_f32.empty() && (it.heads == 1 || it.r1 - it.r0 == run.Sq) && tc_strips(run.qk);
-  ft.tc_pv = !run.float_pv && run.pv.model.kind == GemmKind::tensor_core && run.v_f32.empty() && tc_strips(run.pv);
+  ft.tc_qk = !run.float_qk && run.qk.model.kind == GemmKind::tensor_core && !run.qk_floats &&
+             (it.heads == 1 || it.r1 - it.r0 == run.Sq) && tc_strips(run.qk);
+  ft.tc_pv = !run.float_pv && run.pv.model.kind == GemmKind::tensor_core && !run.pv_floats && tc_strips(run.pv);
   ft.tc_q.m = 0;
   if (!run.float_qk) return;  // (the general GEMM reads Q from the run)
   ft.qpanels.resize(panels * 32 * D);
@@ -191,15 +190,10 @@ void fused_begin_item(const Run& run, const Item& it, FusedBuffers& ft) {
         continue;
       }
       const std::size_t at = ((it.b * run.Nq + it.head_of(k)) * run.Sq + it.row_of(k)) * D;
-      if (!run.q_f32.empty()) {
-        const float* q = run.q_f32.data() + at;
-        for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
-      } else {  // (exact: Q's values are of the q format, which the float kernel's operands hold)
-        thread_local std::vector<float> q;
-        q.resize(D);
-        run.q.read(at, D, q.data());
-        for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
-      }
+      thread_local std::vector<float> q;  // (exact: Q's values are of the q format, which the kernel's operands hold)
+      q.resize(D);
+      run.q.read(at, D, q.data());
+      for (std::size_t t = 0; t < D; ++t) dst[32 * t + j] = q[t];
     }
 }
 
@@ -208,9 +202,9 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
   ft.t.resize(count);  // (new elements 0)
   float* t = ft.t.data();
   // Sᵀ = K_j·Qᵀ: entry (c, r) gets the products q_r,d·k_c,d in order d = 0..D−1 from +0 as S = Q·K_jᵀ does
-  // (a product is the same either way round); K_j row-major from keys_f32.
+  // (a product is the same either way round); K_j row-major (key_rows_f32).
   if (run.float_qk) {
-    const float* keys = run.keys_f32.data() + ((it.b * run.Nkv + it.hk) * run.Skv + j0) * D;
+    const float* keys = run.key_rows_f32(it.b, it.hk, j0, n);
     sgemm_fma_packed(false, n, ft.w, D, keys, D, ft.qpanels.data(), 32 * D, t, ld, gemm_output_fp16(run.qk));  // (zero columns past rows)
     gemm_round_output(run.qk, t, count);
   } else {  // the general path's GEMM (tile_scores: same kernel, same operands), its S transposed into t
@@ -233,13 +227,13 @@ void fused_scores(const Run& run, const Item& it, std::size_t j0, std::size_t n,
 #endif
         gemm_round_output(run.qk, row, rows);
       }
-    } else if (adjacent && gemm_floats_out(run.qk) && !run.q_f32.empty() && !run.keys_t_f32.empty()) {
+    } else if (adjacent && gemm_floats_out(run.qk) && run.qk_floats) {
       // tile_scores' float-operand call with the output kept in floats (the same kernel and output rounding)
       thread_local std::vector<float> Sf;
       Sf.resize(rows * n);
-      const std::size_t off = (it.b * run.Nkv + it.hk) * D * run.Skv + j0 * D;
       const std::size_t qoff = ((it.b * run.Nq + it.h) * run.Sq + it.r0) * D;
-      gemm(run.qk, rows, n, D, run.q_f32.data() + qoff, D, run.keys_t_f32.data() + off, n, Sf.data(), n);
+      gemm(run.qk, rows, n, D, run.query_rows_f32(qoff, rows * D), D, run.keys_t_block_f32(it.b, it.hk, j0, n), n,
+           Sf.data(), n);
       transpose_into(Sf.data(), n, rows, n, t, ld);
     } else {
       ft.wide.resize(rows * n);
@@ -290,14 +284,13 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
   const StageSpec& p = run.stage(Stage::p);
   float* t = ft.t.data();
   if (!ft.p_done && kind_of(p) != Kind::fp32) round_floats(p, t, n * ft.ld);  // (fp32: nothing to do)
-  if (!run.float_pv && gemm_floats_out(run.pv) && !run.v_f32.empty()) {
+  if (!run.float_pv && gemm_floats_out(run.pv) && run.pv_floats) {
     // tile_pv's call with P and the output kept in floats (P holds floats: the same kernel, the same bits)
     thread_local std::vector<float> Pf;
     Pf.resize(rows * n);
     transpose_into(t, ft.ld, n, rows, Pf.data(), n);
     ft.pv.resize(rows * D);
-    const std::size_t off = (it.b * run.Nkv + it.hk) * run.Skv * D + j0 * D;
-    gemm(run.pv, rows, D, n, Pf.data(), n, run.v_f32.data() + off, D, ft.pv.data(), D);
+    gemm(run.pv, rows, D, n, Pf.data(), n, run.value_rows_f32(it.b, it.hk, j0, n), D, ft.pv.data(), D);
     return;
   }
   if (ft.tc_pv && tc_pv(run, it, j0, n, ft)) return;
@@ -311,10 +304,10 @@ void fused_pv(const Run& run, const Item& it, std::size_t j0, std::size_t n, Fus
     for (std::size_t i = 0; i < rows * D; ++i) ft.pv[i] = static_cast<float>(PV[i]);  // (exact: see fused_tiles)
     return;
   }
-  const std::size_t P = (D + 31) / 32;
-  const float* panels = run.v_panels.data() + (it.b * run.Nkv + it.hk) * P * 32 * run.Skv + 32 * j0;
+  std::size_t ldb = 0;
+  const float* panels = run.value_panels(it.b, it.hk, j0, n, &ldb);
   ft.pv.resize(rows * D);
-  sgemm_fma_packed(true, rows, D, n, t, ft.ld, panels, 32 * run.Skv, ft.pv.data(), D, gemm_output_fp16(run.pv));  // P given as Pᵀ
+  sgemm_fma_packed(true, rows, D, n, t, ft.ld, panels, ldb, ft.pv.data(), D, gemm_output_fp16(run.pv));  // P given as Pᵀ
   gemm_round_output(run.pv, ft.pv.data(), rows * D);
 }
 
