@@ -83,9 +83,11 @@ struct GoldenOptions;
 // `reading_bytes`: file data held while the inputs are read (pasa-attn's .npy: the largest file's bytes, decoded
 // into the inputs): the peak is then the larger of reading and computing. golden_first: the whole golden and
 // baseline before the algorithms (pasa-attribute, the fdpp study); otherwise the algorithms first, then
-// compare_with_golden (pasa-attn, sweeps), with the whole golden kept too where `keep_golden`.
+// compare_with_golden (pasa-attn, sweeps), with the whole golden kept too where `keep_golden`. score_stats:
+// the run computes the score statistics too (pasa-attn, the sweeps; pasa-bench-long does not).
 std::size_t case_memory_bytes(const ProblemSpec&, const std::vector<AlgorithmSpec>&, const GoldenOptions&,
-                              bool golden_first, std::size_t reading_bytes = 0, bool keep_golden = false);
+                              bool golden_first, std::size_t reading_bytes = 0, bool keep_golden = false,
+                              bool score_stats = true);
 
 struct SweepProgress {
   std::size_t done = 0, total = 0;  // cases of this shard, finished (resumed ones included) and in all

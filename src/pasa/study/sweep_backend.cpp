@@ -58,7 +58,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmSpec>& algs, const GoldenOptions& go,
-                              bool golden_first, std::size_t reading_bytes, bool keep_golden) {
+                              bool golden_first, std::size_t reading_bytes, bool keep_golden, bool score_stats) {
   if (p.paged) return unified_memory_bytes(p, algs, go);
   // Shared libraries, the heap's own overhead and thread stacks: measured as the peak of a tiny problem
   // (pasa-attn at (1, 1, 16, 16): 7.4 MiB on the 2-core host).
@@ -72,7 +72,7 @@ std::size_t case_memory_bytes(const ProblemSpec& p, const std::vector<AlgorithmS
   const Storage storage = golden_first ? Storage::wide : Storage::narrow;
   for (const auto& a : algs) algo = std::max(algo, attention_bytes(q, kv, f, a, go.threads, storage == Storage::narrow));
   const std::size_t golden = golden_bytes(q, kv, go);
-  const std::size_t scores = score_stats_bytes(q, kv, go.threads);
+  const std::size_t scores = score_stats ? score_stats_bytes(q, kv, go.threads) : 0;
   const std::size_t n = std::max<std::size_t>(1, algs.size());
   std::size_t peak;
   if (golden_first) {  // pasa-attribute, the fdpp study: golden, baseline, score statistics, then the algorithms
