@@ -133,32 +133,37 @@ void Run::stage_window(std::size_t first, std::size_t count, int threads) const 
   w.count = count;
 }
 
+namespace {
+// keys_t_block and keys_t_block_f32 (T: double, float): the block j0 (D × n) of the held keys, else of the
+// window (whole s2 blocks only: its layout), else staged in the thread's buffer (buf: s.d or s.f).
+template <class T>
+const T* keys_t_of(const Run& r, std::size_t b, std::size_t hk, std::size_t j0, std::size_t n, const T* held,
+                   const T* window, Staged& s, std::vector<T>& buf) {
+  const std::size_t head = b * r.Nkv + hk, at = head * r.D * r.Skv + j0 * r.D;
+  if (held) return held + at;
+  if (window && j0 % r.spec.s2 == 0 && n == std::min(r.spec.s2, r.Skv - j0)) return window + j0 * r.D;
+  if (!s.holds(r, head, j0, n)) {
+    buf.resize(r.D * n);
+    write_keys_t(r, b, hk, j0, n, buf.data());
+    s.mark(r, head, j0, n);
+  }
+  return buf.data();
+}
+}  // namespace
+
 const double* Run::keys_t_block(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const {
   const std::size_t head = b * Nkv + hk;
-  if (held_keys) return keys_t.data() + head * D * Skv + j0 * D;  // (block j0: D × n)
-  if (win_.holds(head) && !win_.keys_t.empty() && j0 % spec.s2 == 0 && n == std::min(spec.s2, Skv - j0))
-    return win_.keys_t.data() + (head - win_.first) * D * Skv + j0 * D;
+  const double* w = win_.holds(head) && !win_.keys_t.empty() ? win_.keys_t.data() + (head - win_.first) * D * Skv : nullptr;
   Staged& s = staged(kKeysT);
-  if (!s.holds(*this, head, j0, n)) {
-    s.d.resize(D * n);
-    write_keys_t(*this, b, hk, j0, n, s.d.data());
-    s.mark(*this, head, j0, n);
-  }
-  return s.d.data();
+  return keys_t_of(*this, b, hk, j0, n, held_keys ? keys_t.data() : nullptr, w, s, s.d);
 }
 
 const float* Run::keys_t_block_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const {
   const std::size_t head = b * Nkv + hk;
-  if (held_keys) return keys_t_f32.data() + head * D * Skv + j0 * D;
-  if (win_.holds(head) && !win_.keys_t_f32.empty() && j0 % spec.s2 == 0 && n == std::min(spec.s2, Skv - j0))
-    return win_.keys_t_f32.data() + (head - win_.first) * D * Skv + j0 * D;
+  const float* w =
+      win_.holds(head) && !win_.keys_t_f32.empty() ? win_.keys_t_f32.data() + (head - win_.first) * D * Skv : nullptr;
   Staged& s = staged(kKeysTf);
-  if (!s.holds(*this, head, j0, n)) {
-    s.f.resize(D * n);
-    write_keys_t(*this, b, hk, j0, n, s.f.data());
-    s.mark(*this, head, j0, n);
-  }
-  return s.f.data();
+  return keys_t_of(*this, b, hk, j0, n, held_keys ? keys_t_f32.data() : nullptr, w, s, s.f);
 }
 
 const float* Run::key_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const {
