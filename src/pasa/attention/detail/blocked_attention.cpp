@@ -241,28 +241,6 @@ void Run::round_acc(Stage s, double* x, std::size_t n, RandomBits* rng) const {
   round_span(std::span<const double>(x, n), std::span<double>(x, n), sp.acc(), sp.round, rng);
 }
 
-namespace {
-// Keys block by block (s2 keys), each block transposed to D × n and stored contiguously at dst + j0·D,
-// so that the QKᵀ GEMM of a tile reads a compact (D × n, stride n) matrix.
-template <class T>
-void transpose_keys(const double* src, std::size_t S, std::size_t D, std::size_t s2, T* dst) {
-  for (std::size_t j0 = 0; j0 < S; j0 += s2) {
-    const std::size_t n = std::min(s2, S - j0);
-    T* blk = dst + j0 * D;
-    for (std::size_t d = 0; d < D; ++d)
-      for (std::size_t s = 0; s < n; ++s) blk[d * n + s] = static_cast<T>(src[(j0 + s) * D + d]);
-  }
-}
-}  // namespace
-
-void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
-  PASA_ASSERT(held_keys);
-  const std::size_t off = (b * Nkv + hk) * D * Skv;
-  if (float_qk) std::copy(keys, keys + Skv * D, keys_f32.data() + off);  // row-major, as the fused path reads K
-  else if (qk_floats) transpose_keys(keys, Skv, D, spec.s2, keys_t_f32.data() + off);
-  else transpose_keys(keys, Skv, D, spec.s2, keys_t.data() + off);
-}
-
 const double* input_values(const Tensor& t, std::size_t i0, std::size_t n, int slot) {
   if (!t.is_narrow()) return t.data.data() + i0;
   thread_local std::vector<double> bufs[4];

@@ -72,6 +72,20 @@ void write_value_panels(const Run& r, std::size_t b, std::size_t hk, std::size_t
 
 }  // namespace
 
+void Run::set_keys_t(std::size_t b, std::size_t hk, const double* keys) {
+  PASA_ASSERT(held_keys);
+  const std::size_t off = (b * Nkv + hk) * D * Skv;
+  if (float_qk) {  // row-major, as the fused path reads K
+    std::copy(keys, keys + Skv * D, keys_f32.data() + off);
+    return;
+  }
+  for (std::size_t j0 = 0; j0 < Skv; j0 += spec.s2) {  // each s2 block transposed (D × n) at j0·D
+    const std::size_t n = std::min(spec.s2, Skv - j0), at = off + j0 * D;
+    if (qk_floats) transpose_block(keys + j0 * D, n, D, keys_t_f32.data() + at);
+    else transpose_block(keys + j0 * D, n, D, keys_t.data() + at);
+  }
+}
+
 KvWindowLimits& kv_window_limits() {
   static KvWindowLimits limits;
   return limits;
@@ -166,29 +180,34 @@ const float* Run::keys_t_block_f32(std::size_t b, std::size_t hk, std::size_t j0
   return keys_t_of(*this, b, hk, j0, n, held_keys ? keys_t_f32.data() : nullptr, w, s, s.f);
 }
 
-const float* Run::key_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const {
-  const std::size_t head = b * Nkv + hk;
-  if (held_keys) return keys_f32.data() + (head * Skv + j0) * D;
-  if (win_.holds(head) && !win_.keys_f32.empty()) return win_.keys_f32.data() + ((head - win_.first) * Skv + j0) * D;
-  Staged& s = staged(kKeyRows);
-  if (!s.holds(*this, head, j0, n)) {
-    s.f.resize(n * D);
-    k.read(k.index(b, hk, j0), n * D, s.f.data());
-    s.mark(*this, head, j0, n);
+namespace {
+// key_rows_f32 and value_rows_f32: rows [j0, j0 + n) of KV head (b, hk) of t (K or V) as floats, from `whole`
+// (the head's rows in the held or window buffer) where given, else staged in the thread's buffer.
+const float* rows_of(const Run& r, const Tensor& t, std::size_t b, std::size_t hk, std::size_t j0, std::size_t n,
+                     const float* whole, Staged& s) {
+  if (whole) return whole + j0 * r.D;
+  const std::size_t head = b * r.Nkv + hk;
+  if (!s.holds(r, head, j0, n)) {
+    s.f.resize(n * r.D);
+    t.read(t.index(b, hk, j0), n * r.D, s.f.data());
+    s.mark(r, head, j0, n);
   }
   return s.f.data();
+}
+}  // namespace
+
+const float* Run::key_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const {
+  const std::size_t head = b * Nkv + hk;
+  const float* whole = held_keys ? keys_f32.data() + head * Skv * D
+                       : win_.holds(head) && !win_.keys_f32.empty() ? win_.keys_f32.data() + (head - win_.first) * Skv * D
+                                                                    : nullptr;
+  return rows_of(*this, k, b, hk, j0, n, whole, staged(kKeyRows));
 }
 
 const float* Run::value_rows_f32(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n) const {
   const std::size_t head = b * Nkv + hk;
-  if (win_.holds(head) && !win_.v_rows.empty()) return win_.v_rows.data() + ((head - win_.first) * Skv + j0) * D;
-  Staged& s = staged(kValueRows);
-  if (!s.holds(*this, head, j0, n)) {
-    s.f.resize(n * D);
-    v.read(v.index(b, hk, j0), n * D, s.f.data());
-    s.mark(*this, head, j0, n);
-  }
-  return s.f.data();
+  const float* whole = win_.holds(head) && !win_.v_rows.empty() ? win_.v_rows.data() + (head - win_.first) * Skv * D : nullptr;
+  return rows_of(*this, v, b, hk, j0, n, whole, staged(kValueRows));
 }
 
 const float* Run::value_panels(std::size_t b, std::size_t hk, std::size_t j0, std::size_t n, std::size_t* ld) const {
