@@ -15,11 +15,19 @@ namespace pasa {
 
 using namespace golden_detail;
 
+std::size_t& golden_held_scores() {
+  // 32 rows × 2048 keys: 1 MiB a thread. Recomputing a tile's scores costs its plain fp64 GEMM again, and
+  // Dot2 where a pair is not provably exact: +2 % of the golden for fp16 inputs, +22 % for fp32 (one head,
+  // Sq 128, Skv 4k-32k, 1 thread, AVX2; docs/golden.md), against 16 bytes per row and key a thread.
+  static std::size_t limit = std::size_t{32} * 2048;
+  return limit;
+}
+
 std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& opt) {
   const std::size_t out = sat_add(sat_product(q.B, q.N, q.S, q.D), sat_product(q.B, q.N, q.S));
   // Per (batch, KV head): the keys' norms and exactness data (KeyInfo, 3 words per key). Per thread (one
   // Scratch of group_rows rows, as golden_attention sizes it: a decode row block of one query head has only
-  // kRows): two key-length rows per row (the scaled scores, hi and lo), four tile rows per row (a tile's
+  // kRows): two key-length rows per row (the scaled scores, hi and lo) where held (golden_held_scores), four tile rows per row (a tile's
   // scores and weights), 2D accumulators per row, the visibility flags (one byte per key and row), six tile
   // rows for one row's bounds, exp and keep flags, a tile of keys in strips; on the MPFR path a key-length
   // row of MPFR numbers (limbs + header) and D accumulators. Threads: at most one per work item (batch, KV
@@ -29,7 +37,8 @@ std::size_t golden_bytes(const Shape& q, const Shape& kv, const GoldenOptions& o
   const std::size_t rows = std::min(kGroup, (wanted + kRows - 1) / kRows * kRows);
   const std::size_t mp = static_cast<std::size_t>(opt.precision_bits) / 64 + 5;  // 8-byte words per mpfr_t
   const std::size_t keys = sat_mul(sat_product(kv.B, kv.N, kv.S), 3);
-  const std::size_t scratch = sat_add(sat_mul(rows, sat_add(sat_mul(kv.S, 2), sat_mul(q.D, 2) + 4 * kKeyTile)),
+  const std::size_t held = sat_mul(rows, kv.S) <= golden_held_scores() ? sat_mul(kv.S, 2) : 0;
+  const std::size_t scratch = sat_add(sat_mul(rows, sat_add(held, sat_mul(q.D, 2) + 4 * kKeyTile)),
                                       sat_add(sat_mul(kv.S, (rows + 7) / 8), sat_mul(kKeyTile, sat_add(q.D, 6))));
   const std::size_t per_thread = sat_add(scratch, sat_mul(sat_add(kv.S, q.D), mp));
   const std::size_t blocks = sat_mul(sat_product(q.B, q.N), (q.S + kRowBlock - 1) / kRowBlock);

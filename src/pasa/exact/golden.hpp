@@ -87,6 +87,11 @@ std::vector<Golden> golden_parts(std::size_t parts, const std::vector<std::size_
                                  const std::function<void(std::size_t, AttentionInputs&)>& fill,
                                  const GoldenRows& kv_rows, double kv_bound, const GoldenOptions& = {});
 
+// The most scores (rows × keys) a thread of the golden keeps between its two passes over the keys; a longer
+// group of rows computes its scores twice instead (the same bits). Tests set it to check that both ways
+// agree; nothing else should change it.
+std::size_t& golden_held_scores();
+
 // Rows of query a golden_attention work item (and a part of golden_parts) computes together: one block.
 inline constexpr std::size_t kGoldenRowBlock = 32;
 

@@ -87,11 +87,15 @@ class InputKv final : public KvTiles {
 };
 
 // Per-thread buffers of a group of rows. Whole key rows (skv entries per row) only where a value must wait
-// for the row maximum: the scaled scores (hi, lo) and the visibility flags; everything else is one tile of
-// kKeyTile keys, so that it stays in L1/L2 while the tile's keys and values do (golden_rows.cpp).
+// for the row maximum: the visibility flags, and the scaled scores (hi, lo) while they fit the budget of
+// golden_held_scores() (`held`); a longer row recomputes them in pass 2 from the keys (the same operations
+// on the same values, so the same bits: golden_rows.cpp), so that a thread's buffers stop growing with Skv.
+// Everything else is one tile of kKeyTile keys, so that it stays in L1/L2 while the tile's keys and values
+// do (golden_rows.cpp).
 struct Scratch {
   std::size_t skv = 0, d = 0, rows = 0;
-  std::vector<double> shi, slo;           // rows × skv: q·k·scale (before pse and select), hi and lo
+  bool held = true;                        // shi and slo hold rows × skv scores
+  std::vector<double> shi, slo;            // rows × skv (held): q·k·scale (before pse and select), hi and lo
   std::vector<double> ths, tls, phi, plo;  // rows × kKeyTile: a tile's raw scores, then its scores; its weights
   std::vector<double> nh, nc, zero, kt;    // rows × d accumulators; d zeros; a tile of keys in strips
   std::vector<double> qrows;               // rows × d: the rows of a narrow Q as doubles
@@ -99,8 +103,9 @@ struct Scratch {
   std::vector<double> delta, thi, tlo, ehi, elo, keep;  // kKeyTile each: one row's tile (keep: 1 kept, 0 not)
   // rows (<= kGroup, a multiple of kRows): the most rows of one fast_rows call.
   Scratch(std::size_t skv_, std::size_t d_, std::size_t rows_)
-      : skv(skv_), d(d_), rows(rows_), shi(rows * skv), slo(rows * skv), ths(rows * kKeyTile), tls(rows * kKeyTile),
-        phi(rows * kKeyTile), plo(rows * kKeyTile), nh(rows * d), nc(rows * d), zero(d), kt(kKeyTile * d), qrows(rows * d), vis(rows),
+      : skv(skv_), d(d_), rows(rows_), held(rows * skv <= golden_held_scores()), shi(held ? rows * skv : 0),
+        slo(held ? rows * skv : 0), ths(rows * kKeyTile), tls(rows * kKeyTile), phi(rows * kKeyTile),
+        plo(rows * kKeyTile), nh(rows * d), nc(rows * d), zero(d), kt(kKeyTile * d), qrows(rows * d), vis(rows),
         delta(kKeyTile), thi(kKeyTile), tlo(kKeyTile), ehi(kKeyTile), elo(kKeyTile), keep(kKeyTile) {}
 };
 

@@ -182,21 +182,11 @@ void fast_rows(Problem& P, std::size_t b, const RowRef* rows, std::size_t nr, co
   if (jend == 0 && !build) return;
   const DD sc_dd = P.scale_dd;
   const double abs_scale = std::abs(P.scale_dd.hi);
-  // Pass 1. m: the first visible score that no later one exceeds in (hi, lo) order, what one sequential
-  // scan with dd_less over the row keeps. Per tile: the largest hi (a vectorised maximum), then the scan
-  // over the tile's keys holding it, giving the tile's first key of its largest (hi, lo); that replaces m
-  // when dd_less(m, it): the same key as one scan over the row (a key replaces the scan's maximum exactly
-  // when it exceeds every earlier key).
-  DD m[kGroup];
-  for (std::size_t r = 0; r < nr; ++r) m[r] = DD{-std::numeric_limits<double>::infinity(), 0};
-  const std::size_t kend = build ? in.k.shape.S : jend;  // (a build takes every key's data)
-  for (std::size_t j0 = 0; j0 < kend; j0 += T) {
-    const double* Kt = kv.keys(j0, std::min(T, kend - j0));
-    if (build) build->add(Kt, j0, std::min(T, kend - j0), D);
-    if (j0 >= jend) continue;
-    const std::size_t nt = std::min(T, jend - j0);
-    // Scores of the tile: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed exactly
-    // (each score on its own: the tiles change no bit).
+  // The scaled scores q·k·scale of a tile of nt keys from j0 (keys Kt) into ths/tls, every active row's keys
+  // below its end: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed exactly (each score
+  // on its own: the tiles change no bit), then × scale in dd. Pass 2 calls it again where the scores are not
+  // held: the same operations on the same values, so the same bits.
+  auto tile_scores = [&](std::size_t j0, std::size_t nt, const double* Kt) {
     strip_keys(Kt, D, nt, sc.kt.data());
     for (std::size_t c = 0; c < nr; c += kRows) plain_scores(q + c, sc.kt.data(), D, nt, sc.ths.data() + c * T, T);
     for (std::size_t r = 0; r < nr; ++r) {
@@ -220,14 +210,38 @@ PASA_IVDEP
             ths[j] = s.hi;
             tls[j] = s.lo;
           }
-      // Scaled scores, kept for pass 2; then the scores themselves (pse, select) for the maximum.
-      double* shi = sc.shi.data() + r * Skv + j0;
-      double* slo = sc.slo.data() + r * Skv + j0;
       for (std::size_t j = 0; j < len; ++j) {
         const DD s = dd_mul(DD{ths[j], tls[j]}, sc_dd);
-        shi[j] = ths[j] = s.hi;
-        slo[j] = tls[j] = s.lo;
+        ths[j] = s.hi;
+        tls[j] = s.lo;
       }
+    }
+  };
+  // Pass 1. m: the first visible score that no later one exceeds in (hi, lo) order, what one sequential
+  // scan with dd_less over the row keeps. Per tile: the largest hi (a vectorised maximum), then the scan
+  // over the tile's keys holding it, giving the tile's first key of its largest (hi, lo); that replaces m
+  // when dd_less(m, it): the same key as one scan over the row (a key replaces the scan's maximum exactly
+  // when it exceeds every earlier key).
+  DD m[kGroup];
+  for (std::size_t r = 0; r < nr; ++r) m[r] = DD{-std::numeric_limits<double>::infinity(), 0};
+  const std::size_t kend = build ? in.k.shape.S : jend;  // (a build takes every key's data)
+  for (std::size_t j0 = 0; j0 < kend; j0 += T) {
+    const double* Kt = kv.keys(j0, std::min(T, kend - j0));
+    if (build) build->add(Kt, j0, std::min(T, kend - j0), D);
+    if (j0 >= jend) continue;
+    const std::size_t nt = std::min(T, jend - j0);
+    tile_scores(j0, nt, Kt);
+    for (std::size_t r = 0; r < nr; ++r) {
+      if (!active[r] || j0 >= end[r]) continue;
+      const std::size_t len = std::min(end[r], j0 + nt) - j0;
+      double* ths = sc.ths.data() + r * T;
+      double* tls = sc.tls.data() + r * T;
+      const unsigned char* vr = sc.vis[r].data() + j0;
+      if (sc.held) {  // (kept for pass 2)
+        std::copy_n(ths, len, sc.shi.data() + r * Skv + j0);
+        std::copy_n(tls, len, sc.slo.data() + r * Skv + j0);
+      }
+      // The scores themselves (pse, select) for the maximum.
       if (pse[r])
         for (std::size_t j = 0; j < len; ++j) {
           const DD s = dd_add(DD{ths[j], tls[j]}, DD{pse[r][j0 + j], 0});
@@ -269,6 +283,7 @@ PASA_IVDEP
     if (max_v) vmax = std::max(vmax, max_from_zero(Vt, cnt * D, true));
     if (j0 >= jend) continue;
     const std::size_t nt = std::min(T, jend - j0);
+    if (!sc.held) tile_scores(j0, nt, kv.keys(j0, nt));  // (into ths/tls, read below in place of shi/slo)
     for (std::size_t r = 0; r < nr; ++r) {
       double* phi = sc.phi.data() + r * T;
       double* plo = sc.plo.data() + r * T;
@@ -276,14 +291,14 @@ PASA_IVDEP
       std::fill_n(plo, nt, 0.0);
       if (!active[r] || j0 >= end[r]) continue;
       const std::size_t len = std::min(end[r], j0 + nt) - j0;
-      const double* shi = sc.shi.data() + r * Skv + j0;
-      const double* slo = sc.slo.data() + r * Skv + j0;
+      double* ths = sc.ths.data() + r * T;
+      double* tls = sc.tls.data() + r * T;
+      const double* shi = sc.held ? sc.shi.data() + r * Skv + j0 : ths;  // (not held: ths itself, each
+      const double* slo = sc.held ? sc.slo.data() + r * Skv + j0 : tls;  // element read before it is written)
       const unsigned char* vr = sc.vis[r].data() + j0;
       const double* knorm = kg.norm.data() + j0;
       const double qn = qg[r].norm;
       double* delta = sc.delta.data();
-      double* ths = sc.ths.data() + r * T;
-      double* tls = sc.tls.data() + r * T;
       // Scores and their error bounds, every key below end (the invisible ones are ignored later).
       for (std::size_t j = 0; j < len; ++j) {
         delta[j] = abs_scale * dot2_error_bound(D, qn * knorm[j]) + 9 * kU2 * std::abs(shi[j]);
