@@ -2,7 +2,8 @@
 // Nq 32, Nkv 8) at each length of --lengths, fp16 uniform inputs. Per case, in the same run: the emulated
 // kernel (fa2 under --alloc, FA-FP16/FP32 by default), the golden, golden / emulated, the golden's time
 // ratio to the previous (half) length of the same mode (the work grows 4x per doubling; goal at most 4.6x),
-// and the case's peak RSS against the bytes of Q, K, V and the output at the format's width. A case whose
+// and the case's peak RSS (and the peak up to the end of the emulated kernel, "emu RSS") against the bytes of
+// Q, K, V and the output at the format's width. A case whose
 // memory estimate (case_memory_bytes, as pasa-attn checks it) does not fit is refused with the estimate,
 // before anything is allocated; the others still run.
 #include <algorithm>
@@ -103,8 +104,8 @@ int main(int argc, char** argv) {
     const bool own_peak = reset_peak_rss();
     std::printf("fa2 / %s against the golden, fp16 uniform inputs, D %zu, %d thread(s), load %.2f%s\n", alloc.c_str(), D,
                 threads, load1(), own_peak ? "" : " (peak RSS not resettable: each peak includes the earlier cases)");
-    std::printf("%-8s %8s %10s %10s %8s %9s %5s %11s %11s %8s %11s\n", "mode", "Skv", "emulated", "golden", "gold/emu",
-                "per 2x", "bits", "peak RSS", "tensors", "RSS/ten", "estimate");
+    std::printf("%-8s %8s %10s %10s %8s %9s %5s %11s %11s %11s %8s %11s\n", "mode", "Skv", "emulated", "golden", "gold/emu",
+                "per 2x", "bits", "peak RSS", "emu RSS", "tensors", "RSS/ten", "estimate");
     for (const std::string& mode : modes) {
       double previous = 0;
       std::size_t previous_len = 0;
@@ -135,14 +136,16 @@ int main(int argc, char** argv) {
         auto t0 = std::chrono::steady_clock::now();
         const AttentionOutput out = run_attention(in, algo, threads);
         const double t_emu = seconds_since(t0);
+        const std::size_t emu_peak = peak_rss();  // (the peak up to here: which phase holds the case's peak)
         // the golden as pasa-attn measures against it: streamed into the metrics (its own time apart)
         const GoldenMetrics gm = compare_with_golden(in, {&out.o}, go);
         const Golden& g = gm.golden;
         const double t_gold = gm.golden_seconds;
         const std::size_t peak = peak_rss();
         const std::string per2 = previous > 0 && L == 2 * previous_len ? fmt::format("{:.2f}x", t_gold / previous) : "-";
-        std::printf("%-8s %8zu %9.3fs %9.3fs %7.1fx %9s %5d %11s %11s %7.1fx %11s%s\n", mode.c_str(), L, t_emu, t_gold,
-                    t_gold / t_emu, per2.c_str(), g.guaranteed_bits, mib(peak).c_str(), mib(tensors).c_str(),
+        std::printf("%-8s %8zu %9.3fs %9.3fs %7.1fx %9s %5d %11s %11s %11s %7.1fx %11s%s\n", mode.c_str(), L, t_emu,
+                    t_gold, t_gold / t_emu, per2.c_str(), g.guaranteed_bits, mib(peak).c_str(), mib(emu_peak).c_str(),
+                    mib(tensors).c_str(),
                     static_cast<double>(peak) / static_cast<double>(tensors), mib(need).c_str(),
                     g.used_mpfr ? " (MPFR fallback)" : "");
         std::fflush(stdout);
