@@ -182,6 +182,13 @@ void fast_rows(Problem& P, std::size_t b, const RowRef* rows, std::size_t nr, co
   if (jend == 0 && !build) return;
   const DD sc_dd = P.scale_dd;
   const double abs_scale = std::abs(P.scale_dd.hi);
+  // f(r, len, ths, tls, vr) for every active row r that sees keys of the tile [j0, j0 + nt): len of them,
+  // its tile rows of scores and its visibility flags from j0.
+  auto each_row = [&](std::size_t j0, std::size_t nt, auto&& f) {
+    for (std::size_t r = 0; r < nr; ++r)
+      if (active[r] && j0 < end[r])
+        f(r, std::min(end[r], j0 + nt) - j0, sc.ths.data() + r * T, sc.tls.data() + r * T, sc.vis[r].data() + j0);
+  };
   // The scaled scores q·k·scale of a tile of nt keys from j0 (keys Kt) into ths/tls, every active row's keys
   // below its end: the plain fp64 GEMM, then Dot2 for the pairs it may not have computed exactly (each score
   // on its own: the tiles change no bit), then × scale in dd. Pass 2 calls it again where the scores are not
@@ -189,12 +196,7 @@ void fast_rows(Problem& P, std::size_t b, const RowRef* rows, std::size_t nr, co
   auto tile_scores = [&](std::size_t j0, std::size_t nt, const double* Kt) {
     strip_keys(Kt, D, nt, sc.kt.data());
     for (std::size_t c = 0; c < nr; c += kRows) plain_scores(q + c, sc.kt.data(), D, nt, sc.ths.data() + c * T, T);
-    for (std::size_t r = 0; r < nr; ++r) {
-      if (!active[r] || j0 >= end[r]) continue;
-      const std::size_t len = std::min(end[r], j0 + nt) - j0;
-      double* ths = sc.ths.data() + r * T;
-      double* tls = sc.tls.data() + r * T;
-      const unsigned char* vr = sc.vis[r].data() + j0;
+    each_row(j0, nt, [&](std::size_t r, std::size_t len, double* ths, double* tls, const unsigned char* vr) {
       const double* kgrid = kg.grid.data() + j0;
       const int* ke = kg.e.data() + j0;
       int inexact = 0;
@@ -215,7 +217,7 @@ PASA_IVDEP
         ths[j] = s.hi;
         tls[j] = s.lo;
       }
-    }
+    });
   };
   // Pass 1. m: the first visible score that no later one exceeds in (hi, lo) order, what one sequential
   // scan with dd_less over the row keeps. Per tile: the largest hi (a vectorised maximum), then the scan
@@ -231,12 +233,7 @@ PASA_IVDEP
     if (j0 >= jend) continue;
     const std::size_t nt = std::min(T, jend - j0);
     tile_scores(j0, nt, Kt);
-    for (std::size_t r = 0; r < nr; ++r) {
-      if (!active[r] || j0 >= end[r]) continue;
-      const std::size_t len = std::min(end[r], j0 + nt) - j0;
-      double* ths = sc.ths.data() + r * T;
-      double* tls = sc.tls.data() + r * T;
-      const unsigned char* vr = sc.vis[r].data() + j0;
+    each_row(j0, nt, [&](std::size_t r, std::size_t len, double* ths, double* tls, const unsigned char* vr) {
       if (sc.held) {  // (kept for pass 2)
         std::copy_n(ths, len, sc.shi.data() + r * Skv + j0);
         std::copy_n(tls, len, sc.slo.data() + r * Skv + j0);
@@ -267,7 +264,7 @@ PASA_IVDEP
       for (std::size_t j = 0; j < len; ++j)
         if (vr[j] && ths[j] == top && dd_less(tm, DD{ths[j], tls[j]})) tm = DD{ths[j], tls[j]};
       if (dd_less(m[r], tm)) m[r] = tm;
-    }
+    });
   }
   // Pass 2, a tile at a time: the scores again from the scaled ones (pse and select redone, the same
   // operations), their bounds, the kept weights, then L = Σp and N = Σp·v, each row's sums in key order
